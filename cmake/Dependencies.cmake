@@ -1,0 +1,16 @@
+# Every dependency comes from Debian's packages; nothing is downloaded at build time.
+find_package(PkgConfig REQUIRED)
+find_package(Threads REQUIRED)
+find_package(yaml-cpp REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
+find_package(fmt REQUIRED)
+pkg_check_modules(RE2 REQUIRED IMPORTED_TARGET re2)
+
+if(NOT JOBTRAIL_FUZZ)
+  find_package(spdlog REQUIRED)
+  find_package(CLI11 REQUIRED)
+  if(JOBTRAIL_TESTS)
+    find_package(Catch2 2 REQUIRED)
+    pkg_check_modules(FUSE3 REQUIRED IMPORTED_TARGET fuse3)
+  endif()
+endif()

@@ -1,0 +1,16 @@
+# ASan+UBSan for the test build. The SPANK plugin opts out (see spank/CMakeLists.txt): an
+# instrumented .so cannot be loaded into an uninstrumented slurmd.
+set(JOBTRAIL_SANITIZER_FLAGS "")
+if(JOBTRAIL_SANITIZE)
+  set(JOBTRAIL_SANITIZER_FLAGS -fsanitize=address,undefined -fno-sanitize-recover=undefined
+                               -fno-omit-frame-pointer)
+  add_compile_options(${JOBTRAIL_SANITIZER_FLAGS})
+  add_link_options(${JOBTRAIL_SANITIZER_FLAGS})
+endif()
+if(JOBTRAIL_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "JOBTRAIL_FUZZ needs clang (CXX=clang++)")
+  endif()
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+endif()

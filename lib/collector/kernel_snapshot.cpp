@@ -1,0 +1,162 @@
+#include "collector/kernel_snapshot.hpp"
+
+#include <unistd.h>
+
+#include <deque>
+
+#include "collector/state.hpp"
+#include "common/fs.hpp"
+#include "common/time.hpp"
+#include "joblog/format.hpp"
+#include "kmsg/merge.hpp"
+
+namespace jobtrail::collector {
+namespace {
+
+void write_record(joblog::Writer& log, std::string_view tag, const kmsg::Record& r, int64_t ts) {
+    log.line(ts, tag, "", kmsg::format_header_line(r));
+    for (const auto& [k, v] : r.dict) log.line(ts, joblog::kKmsgDict, "", k + "=" + v);
+}
+
+}  // namespace
+
+void record_kernel_mark(Session& s) {
+    const auto& cc = s.config().collector;
+    const auto& clock = s.clock();
+    std::deque<std::string> tail;  // raw records; parsed only if kept
+    const size_t keep = static_cast<size_t>(cc.context_records);
+    const auto scan = scan_ring(
+        cc.kmsg_path, cc.kmsg_budget_ms,
+        [&](std::string_view raw, uint64_t) {
+            if (keep == 0) return;
+            if (tail.size() == keep) tail.pop_front();
+            tail.emplace_back(raw);
+        },
+        [](uint64_t) {});
+    if (!scan.ok) {
+        s.notice("error", "kernel log: " + scan.error + "; no kmsg mark for this job (the epilog will use its start time)");
+        return;
+    }
+    if (scan.budget_exhausted)
+        s.notice("warning", "kernel log: stopped reading after kmsg_budget=" + std::to_string(cc.kmsg_budget_ms) + "ms");
+
+    KmsgMark mark;
+    mark.boot_id = clock.boot_id();
+    mark.next_seq = scan.any ? scan.last_seq + 1 : 0;
+    mark.start_ns = s.start_ns();
+
+    const int64_t oldest_ns = s.start_ns() - cc.context_ms * 1'000'000;
+    kmsg::FragmentMerger merger;
+    std::vector<kmsg::Record> merged;
+    for (const auto& raw : tail) {
+        kmsg::Record r;
+        kmsg::ParseError perr;
+        if (!kmsg::parse_record(raw, r, perr)) continue;
+        if (clock.wall_ns(r.usec) < oldest_ns) continue;
+        merger.push(std::move(r), merged);
+    }
+    merger.flush(merged);
+    for (const auto& r : merged) write_record(s.log(), joblog::kKmsgContext, r, clock.wall_ns(r.usec));
+    s.log().line(realtime_ns(), joblog::kMeta, "",
+                 "kmsg_mark=" + std::to_string(mark.next_seq) + " kmsg_records_scanned=" + std::to_string(scan.records) +
+                     " kmsg_context_records=" + std::to_string(merged.size()));
+    s.log().flush();
+
+    const std::string dir = cc.state_dir + "/kmsg-marks";
+    if (auto st = make_dirs(dir, 0755); !st.ok) {
+        s.notice("error", "cannot save kmsg mark: " + st.error);
+        return;
+    }
+    if (auto st = write_file_atomic(kmsg_mark_path(cc.state_dir, s.facts().job_id), mark_to_json(mark), 0644); !st.ok)
+        s.notice("error", "cannot save kmsg mark: " + st.error);
+}
+
+std::vector<EventHit> record_kernel_delta(Session& s, const events::Extractor& ex) {
+    const auto& cc = s.config().collector;
+    const auto& clock = s.clock();
+    auto& log = s.log();
+    const std::string mark_path = kmsg_mark_path(cc.state_dir, s.facts().job_id);
+
+    // Where the job starts in the ring: the prolog's mark, else the job's start time.
+    std::optional<KmsgMark> mark;
+    if (auto text = read_small_file(mark_path, 4096)) mark = mark_from_json(*text);
+    int64_t since_ns = 0;
+    std::string basis;
+    if (mark && mark->boot_id == clock.boot_id()) {
+        basis = "mark seq=" + std::to_string(mark->next_seq);
+    } else {
+        if (mark) {
+            s.notice("warning", "kmsg mark is from another boot (node rebooted during the job); using the whole ring");
+            basis = "whole ring (rebooted)";
+        } else {
+            // No mark: the prolog could not read kmsg or did not run. Use the job marker's start.
+            if (auto t = read_small_file(job_marker_path(cc.run_dir, s.facts().job_id), 4096))
+                if (auto m = marker_from_json(*t)) since_ns = m->start_ns;
+            basis = since_ns ? "job start time " + format_rfc3339_ns(since_ns) : "whole ring (no mark, no start time)";
+            s.notice("warning", "no kmsg mark for this job; using " + basis);
+        }
+        mark.reset();
+    }
+
+    EventTally tally(ex);
+    kmsg::FragmentMerger merger;
+    std::vector<kmsg::Record> done;
+    uint64_t written = 0;
+    bool first = true;
+    auto emit = [&](std::vector<kmsg::Record>& recs) {
+        for (auto& r : recs) {
+            const int64_t ts = clock.wall_ns(r.usec);
+            write_record(log, joblog::kKmsg, r, ts);
+            tally.add(r, ts);
+            ++written;
+        }
+        recs.clear();
+    };
+    const auto scan = scan_ring(
+        cc.kmsg_path, cc.kmsg_budget_ms,
+        [&](std::string_view raw, uint64_t seq) {
+            if (mark && seq < mark->next_seq) return;
+            kmsg::Record r;
+            kmsg::ParseError perr;
+            if (!kmsg::parse_record(raw, r, perr)) {
+                log.line(realtime_ns(), joblog::kJobtrail, "",
+                         "warning: unparsable kernel record (" + perr.what + "): " + std::string(raw.substr(0, 200)));
+                return;
+            }
+            if (!mark && since_ns && clock.wall_ns(r.usec) < since_ns) return;
+            if (first && mark && seq > mark->next_seq) {
+                log.line(clock.wall_ns(r.usec), joblog::kKmsgLost, "",
+                         "lost=" + std::to_string(seq - mark->next_seq) +
+                             " reason=\"kernel ring wrapped before the epilog read it\" first_seq=" +
+                             std::to_string(mark->next_seq));
+            }
+            first = false;
+            merger.push(std::move(r), done);
+            emit(done);
+        },
+        [&](uint64_t lost) {
+            log.line(realtime_ns(), joblog::kKmsgLost, "",
+                     "lost=" + std::to_string(lost) + " reason=\"kernel ring overrun while reading\"");
+        });
+    merger.flush(done);
+    emit(done);
+    if (!scan.ok) s.notice("error", "kernel log: " + scan.error);
+    if (scan.budget_exhausted)
+        s.notice("warning", "kernel log: stopped reading after kmsg_budget=" + std::to_string(cc.kmsg_budget_ms) + "ms");
+
+    // Forced past the size cap: the events are the point of the epilog log.
+    for (const auto& h : tally.hits()) log.line(h.first_ns, joblog::kEvent, "", describe_hit(h), /*force=*/true);
+    using events::Severity;
+    log.line(realtime_ns(), joblog::kEvent, "summary",
+             "basis=\"" + basis + "\" kmsg_records=" + std::to_string(written) +
+                 " fatal=" + std::to_string(tally.count(Severity::kFatal)) +
+                 " error=" + std::to_string(tally.count(Severity::kError)) +
+                 " warning=" + std::to_string(tally.count(Severity::kWarning)) +
+                 " info=" + std::to_string(tally.count(Severity::kInfo)),
+             /*force=*/true);
+    log.flush();
+    ::unlink(mark_path.c_str());
+    return tally.hits();
+}
+
+}  // namespace jobtrail::collector

@@ -1,0 +1,43 @@
+#include <catch2/catch.hpp>
+
+#include "common/text.hpp"
+#include "common/time.hpp"
+
+using namespace jobtrail;
+
+TEST_CASE("RFC 3339 nanosecond timestamps", "[common]") {
+    CHECK(format_rfc3339_ns(0) == "1970-01-01T00:00:00.000000000Z");
+    CHECK(format_rfc3339_ns(1795989142146801327) == "2026-11-29T21:52:22.146801327Z");
+    CHECK(parse_rfc3339_ns("2026-11-29T21:52:22.146801327Z") == 1795989142146801327);
+    CHECK(parse_rfc3339_ns("2026-11-29T21:52:22Z") == 1795989142000000000);
+    CHECK_FALSE(parse_rfc3339_ns("2026-11-29 21:52:22Z"));
+    CHECK_FALSE(parse_rfc3339_ns("2026-13-29T21:52:22Z"));
+    CHECK_FALSE(parse_rfc3339_ns("2026-11-29T21:52:22.1234567890Z"));
+}
+
+TEST_CASE("durations and sizes", "[common]") {
+    CHECK(parse_duration_ms("500ms") == 500);
+    CHECK(parse_duration_ms("30s") == 30'000);
+    CHECK(parse_duration_ms("30") == 30'000);
+    CHECK(parse_duration_ms("2m") == 120'000);
+    CHECK(parse_duration_ms("1h") == 3'600'000);
+    CHECK_FALSE(parse_duration_ms("soon"));
+    CHECK_FALSE(parse_duration_ms("5 parsecs"));
+    CHECK(parse_size("32MiB") == 32u << 20);
+    CHECK(parse_size("1KB") == 1000u);
+    CHECK(parse_size("512") == 512u);
+    CHECK_FALSE(parse_size("lots"));
+    CHECK_FALSE(parse_size("99999999999999999999GiB"));
+}
+
+TEST_CASE("escaping keeps valid UTF-8 and escapes the rest", "[common]") {
+    CHECK(escape_line("plain") == "plain");
+    CHECK(escape_line("gr\xc3\xbc\xc3\x9f") == "gr\xc3\xbc\xc3\x9f");
+    CHECK(escape_line("\x01\x7f") == "\\x01\\x7f");
+    CHECK(escape_line("\xed\xa0\x80") == "\\xed\\xa0\\x80");  // UTF-16 surrogate
+    CHECK(escape_line("\xc0\xaf") == "\\xc0\\xaf");          // overlong
+    CHECK(unescape_hex("a\\x41\\x5cz\\xZZ") == "aA\\z\\xZZ");
+    CHECK(utf8_prefix("\xe2\x82\xac\xe2\x82\xac", 4) == "\xe2\x82\xac");
+    CHECK(logfmt_value("simple") == "simple");
+    CHECK(logfmt_value("has space \"q\"") == "\"has space \\\"q\\\"\"");
+}

@@ -1,0 +1,163 @@
+#include "common/fs.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+namespace jobtrail {
+
+Fd& Fd::operator=(Fd&& o) noexcept {
+    if (this != &o) reset(o.release());
+    return *this;
+}
+
+Fd::~Fd() { reset(); }
+
+int Fd::release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+}
+
+void Fd::reset(int fd) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+}
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+FsStatus make_dirs(const std::string& path, mode_t mode) {
+    if (path.empty()) return FsStatus::failure("empty directory path");
+    std::string cur;
+    size_t pos = 0;
+    while (pos <= path.size()) {
+        size_t next = path.find('/', pos);
+        if (next == std::string::npos) next = path.size();
+        cur = path.substr(0, next);
+        pos = next + 1;
+        if (cur.empty()) continue;
+        if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST)
+            return FsStatus::failure("cannot create directory " + cur + ": " + errno_text(errno));
+    }
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0)
+        return FsStatus::failure("cannot stat directory " + path + ": " + errno_text(errno));
+    if (S_ISLNK(st.st_mode)) {
+        // A symlinked directory is only acceptable when root owns the link target chain; keep it
+        // simple and accept it only if it resolves to a root-owned directory.
+        struct stat target {};
+        if (::stat(path.c_str(), &target) != 0 || !S_ISDIR(target.st_mode) || target.st_uid != 0)
+            return FsStatus::failure(path + " is a symlink to something that is not a root-owned directory");
+        return {};
+    }
+    if (!S_ISDIR(st.st_mode)) return FsStatus::failure(path + " exists and is not a directory");
+    return {};
+}
+
+FsStatus open_append_safe(const std::string& dir, std::string_view name, mode_t mode, Fd& out) {
+    Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!dfd.valid()) return FsStatus::failure("cannot open directory " + dir + ": " + errno_text(errno));
+    const std::string n(name);
+    Fd fd(::openat(dfd.get(), n.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK,
+                   mode));
+    if (!fd.valid()) return FsStatus::failure("cannot open " + dir + "/" + n + ": " + errno_text(errno));
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0)
+        return FsStatus::failure("cannot stat " + dir + "/" + n + ": " + errno_text(errno));
+    if (!S_ISREG(st.st_mode)) return FsStatus::failure(dir + "/" + n + " is not a regular file");
+    if (st.st_nlink > 1) return FsStatus::failure(dir + "/" + n + " has other hard links; refusing to write");
+    // Clear O_NONBLOCK (only there so opening a FIFO planted by someone cannot hang us).
+    const int fl = ::fcntl(fd.get(), F_GETFL);
+    if (fl >= 0) ::fcntl(fd.get(), F_SETFL, fl & ~O_NONBLOCK);
+    out = std::move(fd);
+    return {};
+}
+
+bool write_all(int fd, std::string_view data) {
+    while (!data.empty()) {
+        const ssize_t n = ::write(fd, data.data(), data.size());
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return false;
+        }
+        data.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+}
+
+namespace {
+
+std::string temp_name_for(const std::string& path) {
+    static thread_local std::mt19937_64 rng{std::random_device{}()};
+    char suffix[32];
+    snprintf(suffix, sizeof suffix, ".tmp.%d.%08llx", static_cast<int>(::getpid()),
+             static_cast<unsigned long long>(rng() & 0xffffffffULL));
+    return path + suffix;
+}
+
+FsStatus write_temp(const std::string& tmp, std::string_view content, mode_t mode) {
+    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
+    if (!fd.valid()) return FsStatus::failure("cannot create " + tmp + ": " + errno_text(errno));
+    ::fchmod(fd.get(), mode);  // umask must not widen or narrow what we promise
+    if (!write_all(fd.get(), content)) {
+        const int err = errno;
+        ::unlink(tmp.c_str());
+        return FsStatus::failure("cannot write " + tmp + ": " + errno_text(err));
+    }
+    return {};
+}
+
+}  // namespace
+
+FsStatus write_file_atomic(const std::string& path, std::string_view content, mode_t mode) {
+    const std::string tmp = temp_name_for(path);
+    if (auto st = write_temp(tmp, content, mode); !st.ok) return st;
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+        const int err = errno;
+        ::unlink(tmp.c_str());
+        return FsStatus::failure("cannot rename " + tmp + " to " + path + ": " + errno_text(err));
+    }
+    return {};
+}
+
+FsStatus create_file_exclusive(const std::string& path, std::string_view content, mode_t mode, bool* created) {
+    const std::string tmp = temp_name_for(path);
+    if (auto st = write_temp(tmp, content, mode); !st.ok) return st;
+    // link() fails with EEXIST instead of replacing, so concurrent writers agree on one file.
+    const int rc = ::link(tmp.c_str(), path.c_str());
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    if (rc == 0) {
+        if (created) *created = true;
+        return {};
+    }
+    if (err == EEXIST) {
+        if (created) *created = false;
+        return {};
+    }
+    return FsStatus::failure("cannot create " + path + ": " + errno_text(err));
+}
+
+std::optional<std::string> read_small_file(const std::string& path, size_t max_bytes) {
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+    if (!fd.valid()) return std::nullopt;
+    std::string out;
+    char buf[8192];
+    while (out.size() < max_bytes) {
+        const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return std::nullopt;
+        }
+        if (n == 0) break;
+        out.append(buf, static_cast<size_t>(n));
+    }
+    if (out.size() > max_bytes) out.resize(max_bytes);
+    return out;
+}
+
+}  // namespace jobtrail

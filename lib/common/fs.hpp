@@ -1,0 +1,60 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace jobtrail {
+
+// An owned file descriptor.
+class Fd {
+public:
+    Fd() = default;
+    explicit Fd(int fd) : fd_(fd) {}
+    Fd(Fd&& o) noexcept : fd_(o.release()) {}
+    Fd& operator=(Fd&& o) noexcept;
+    Fd(const Fd&) = delete;
+    Fd& operator=(const Fd&) = delete;
+    ~Fd();
+
+    int get() const { return fd_; }
+    bool valid() const { return fd_ >= 0; }
+    int release();
+    void reset(int fd = -1);
+
+private:
+    int fd_ = -1;
+};
+
+// Outcome of a file-system helper: ok, or an error message that names the path and errno.
+struct FsStatus {
+    bool ok = true;
+    std::string error;
+    static FsStatus failure(std::string msg) { return {false, std::move(msg)}; }
+};
+
+// mkdir -p with the given mode for created components; refuses a symlink as the last
+// component (a user could otherwise point root's writes elsewhere).
+FsStatus make_dirs(const std::string& path, mode_t mode);
+
+// Opens dir/name for appending as a regular file, creating it with `mode`. Never follows a
+// symlink, refuses hard-linked files and anything but a regular file.
+FsStatus open_append_safe(const std::string& dir, std::string_view name, mode_t mode, Fd& out);
+
+// Writes content to path via a temporary file in the same directory and rename(), so a reader
+// sees either the old or the new content.
+FsStatus write_file_atomic(const std::string& path, std::string_view content, mode_t mode);
+
+// Like write_file_atomic but never replaces an existing file: the first writer wins.
+// Returns ok with *created=false if the file was already there.
+FsStatus create_file_exclusive(const std::string& path, std::string_view content, mode_t mode, bool* created);
+
+std::optional<std::string> read_small_file(const std::string& path, size_t max_bytes = 1 << 20);
+
+bool write_all(int fd, std::string_view data);
+
+std::string errno_text(int err);
+
+}  // namespace jobtrail

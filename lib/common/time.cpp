@@ -1,0 +1,131 @@
+#include "common/time.hpp"
+
+#include <charconv>
+#include <ctime>
+
+namespace jobtrail {
+namespace {
+
+int64_t clock_ns(clockid_t id) {
+    timespec ts{};
+    clock_gettime(id, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+template <typename T>
+bool parse_uint(std::string_view s, T& out) {
+    if (s.empty()) return false;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    return ec == std::errc() && p == s.data() + s.size();
+}
+
+// Splits "123unit" into the number and the unit.
+bool split_number(std::string_view s, uint64_t& n, std::string_view& unit) {
+    size_t i = 0;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+    if (i == 0) return false;
+    unit = s.substr(i);
+    while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
+    return parse_uint(s.substr(0, i), n);
+}
+
+}  // namespace
+
+int64_t realtime_ns() { return clock_ns(CLOCK_REALTIME); }
+int64_t monotonic_ns() { return clock_ns(CLOCK_MONOTONIC); }
+
+std::string format_rfc3339_ns(int64_t ns) {
+    int64_t sec = ns / 1'000'000'000;
+    int64_t frac = ns % 1'000'000'000;
+    if (frac < 0) {
+        frac += 1'000'000'000;
+        --sec;
+    }
+    const time_t t = static_cast<time_t>(sec);
+    tm tmv{};
+    gmtime_r(&t, &tmv);
+    char buf[48];
+    const size_t n = strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tmv);
+    std::string out(buf, n);
+    char fbuf[16];
+    snprintf(fbuf, sizeof fbuf, ".%09lldZ", static_cast<long long>(frac));
+    out += fbuf;
+    return out;
+}
+
+std::optional<int64_t> parse_rfc3339_ns(std::string_view s) {
+    // YYYY-MM-DDTHH:MM:SS[.fffffffff]Z
+    if (s.size() < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' ||
+        s.back() != 'Z')
+        return std::nullopt;
+    int y = 0, mo = 0, d = 0, h = 0, mi = 0, se = 0;
+    if (!parse_uint(s.substr(0, 4), y) || !parse_uint(s.substr(5, 2), mo) || !parse_uint(s.substr(8, 2), d) ||
+        !parse_uint(s.substr(11, 2), h) || !parse_uint(s.substr(14, 2), mi) || !parse_uint(s.substr(17, 2), se))
+        return std::nullopt;
+    if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 60) return std::nullopt;
+    int64_t frac = 0;
+    std::string_view rest = s.substr(19, s.size() - 20);
+    if (!rest.empty()) {
+        if (rest[0] != '.' || rest.size() < 2 || rest.size() > 10) return std::nullopt;
+        std::string_view digits = rest.substr(1);
+        if (!parse_uint(digits, frac)) return std::nullopt;
+        for (size_t k = digits.size(); k < 9; ++k) frac *= 10;
+    }
+    tm tmv{};
+    tmv.tm_year = y - 1900;
+    tmv.tm_mon = mo - 1;
+    tmv.tm_mday = d;
+    tmv.tm_hour = h;
+    tmv.tm_min = mi;
+    tmv.tm_sec = se;
+    const time_t t = timegm(&tmv);
+    return static_cast<int64_t>(t) * 1'000'000'000 + frac;
+}
+
+std::optional<int64_t> parse_duration_ms(std::string_view s) {
+    uint64_t n = 0;
+    std::string_view unit;
+    if (!split_number(s, n, unit)) return std::nullopt;
+    uint64_t mult = 0;
+    if (unit == "ms")
+        mult = 1;
+    else if (unit == "s" || unit.empty())
+        mult = 1000;
+    else if (unit == "m")
+        mult = 60'000;
+    else if (unit == "h")
+        mult = 3'600'000;
+    else if (unit == "d")
+        mult = 86'400'000;
+    else
+        return std::nullopt;
+    if (n > static_cast<uint64_t>(INT64_MAX) / mult) return std::nullopt;
+    return static_cast<int64_t>(n * mult);
+}
+
+std::optional<uint64_t> parse_size(std::string_view s) {
+    uint64_t n = 0;
+    std::string_view unit;
+    if (!split_number(s, n, unit)) return std::nullopt;
+    uint64_t mult = 0;
+    if (unit.empty() || unit == "B")
+        mult = 1;
+    else if (unit == "KiB" || unit == "K")
+        mult = 1ULL << 10;
+    else if (unit == "MiB" || unit == "M")
+        mult = 1ULL << 20;
+    else if (unit == "GiB" || unit == "G")
+        mult = 1ULL << 30;
+    else if (unit == "KB")
+        mult = 1000;
+    else if (unit == "MB")
+        mult = 1000 * 1000;
+    else if (unit == "GB")
+        mult = 1000 * 1000 * 1000;
+    else
+        return std::nullopt;
+    if (n > UINT64_MAX / mult) return std::nullopt;
+    return n * mult;
+}
+
+}  // namespace jobtrail

@@ -1,0 +1,23 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace jobtrail {
+
+int64_t realtime_ns();
+int64_t monotonic_ns();
+
+// 2026-11-29T21:42:10.123456789Z (always nine fractional digits, UTC).
+std::string format_rfc3339_ns(int64_t ns);
+// Accepts the form above and fewer fractional digits; returns nullopt on anything else.
+std::optional<int64_t> parse_rfc3339_ns(std::string_view s);
+
+// "30s", "500ms", "2m", "1h", "1d" -> milliseconds; nullopt if malformed.
+std::optional<int64_t> parse_duration_ms(std::string_view s);
+// "64MiB", "1KiB", "512", "2GB" -> bytes; nullopt if malformed.
+std::optional<uint64_t> parse_size(std::string_view s);
+
+}  // namespace jobtrail

@@ -1,0 +1,86 @@
+#include "config/config.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace jobtrail::config;
+
+TEST_CASE("an empty file gives the documented defaults", "[config]") {
+    auto r = parse_config("", "/etc/jobtrail/jobtrail.yaml");
+    CHECK(r.errors.empty());
+    CHECK(r.config.collector.log_dir == "/var/log/slurm");
+    CHECK(r.config.collector.kmsg_path == "/dev/kmsg");
+    CHECK(r.config.collector.prolog.scripts == std::vector<std::string>{"/etc/slurm/prolog.d/*"});
+    CHECK(r.config.collector.epilog.fail_on_xid.empty());
+    CHECK(r.config.collector.prolog.probes.size() == 2);
+    CHECK(r.config.collector.epilog.probes.size() == 3);
+}
+
+TEST_CASE("values are read", "[config]") {
+    auto r = parse_config(R"(
+cluster: gpu-a
+collector:
+  log_dir: /data/log
+  kmsg: /tmp/kmsg
+  kernel_context: {records: 50, max_age: 5m}
+  max_log_bytes: 8MiB
+  prolog:
+    scripts: [/etc/a/*, /etc/b.sh]
+    script_timeout: 45s
+    probes:
+      - {name: smi, command: [nvidia-smi, -L], timeout: 3s}
+  epilog:
+    fail_on_xid: [79, 48]
+)",
+                          "t.yaml");
+    INFO(r.errors.size());
+    REQUIRE(r.errors.empty());
+    const auto& c = r.config.collector;
+    CHECK(r.config.cluster == "gpu-a");
+    CHECK(c.log_dir == "/data/log");
+    CHECK(c.context_records == 50);
+    CHECK(c.context_ms == 300'000);
+    CHECK(c.max_log_bytes == 8u << 20);
+    CHECK(c.prolog.scripts.size() == 2);
+    CHECK(c.prolog.script_timeout_ms == 45'000);
+    REQUIRE(c.prolog.probes.size() == 1);
+    CHECK(c.prolog.probes[0].argv == std::vector<std::string>{"nvidia-smi", "-L"});
+    CHECK(c.prolog.probes[0].timeout_ms == 3000);
+    CHECK(c.epilog.fail_on_xid == std::vector<int>{79, 48});
+}
+
+TEST_CASE("errors name the file, line and key, and keep the rest", "[config]") {
+    auto r = parse_config("collector:\n  log_dir: /ok\n  script_timout: 5s\n  prolog:\n    script_timeout: soon\n",
+                          "/etc/jobtrail/jobtrail.yaml");
+    REQUIRE(r.errors.size() == 2);
+    CHECK(r.errors[0].text().find("/etc/jobtrail/jobtrail.yaml:3:") == 0);
+    CHECK(r.errors[0].key == "collector.script_timout");
+    CHECK(r.errors[0].message.find("unknown key") != std::string::npos);
+    CHECK(r.errors[1].key == "collector.prolog.script_timeout");
+    CHECK(r.errors[1].line == 5);
+    CHECK(r.errors[1].message.find("soon") != std::string::npos);
+    CHECK(r.config.collector.log_dir == "/ok");
+    CHECK(r.config.collector.prolog.script_timeout_ms == 300'000);
+}
+
+TEST_CASE("syntax errors and wrong types are reported", "[config]") {
+    auto bad = parse_config("collector: [unclosed\n", "x.yaml");
+    REQUIRE(bad.errors.size() == 1);
+    CHECK(bad.errors[0].message.find("YAML syntax error") == 0);
+    auto rel = parse_config("collector:\n  log_dir: relative/path\n", "x.yaml");
+    REQUIRE(rel.errors.size() == 1);
+    CHECK(rel.errors[0].message.find("absolute") != std::string::npos);
+    auto xid = parse_config("collector:\n  epilog:\n    fail_on_xid: [79, lots]\n", "x.yaml");
+    REQUIRE(xid.errors.size() == 1);
+    CHECK(xid.errors[0].key == "collector.epilog.fail_on_xid");
+    auto pro = parse_config("collector:\n  prolog:\n    fail_on_xid: [79]\n", "x.yaml");
+    REQUIRE(pro.errors.size() == 1);  // only the epilog can drain on Xid
+    auto probe = parse_config("collector:\n  epilog:\n    probes:\n      - {name: x}\n", "x.yaml");
+    REQUIRE(probe.errors.size() == 1);
+    CHECK(probe.errors[0].key == "collector.epilog.probes[0].command");
+}
+
+TEST_CASE("a missing file is reported as such", "[config]") {
+    auto r = load_config("/nonexistent/jobtrail.yaml");
+    CHECK(r.file_missing);
+    CHECK(r.errors.empty());
+}

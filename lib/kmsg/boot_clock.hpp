@@ -1,0 +1,41 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace jobtrail::kmsg {
+
+// Turns kernel monotonic microseconds into wall-clock nanoseconds with an offset derived once
+// per boot and persisted, so that every process (prolog, epilog, shipper, restarted or not)
+// gives a record the same timestamp. Re-deriving it each time would give re-sent records new
+// timestamps and defeat Loki's deduplication.
+class BootClock {
+public:
+    // Loads the offset for the current boot from state_dir/boot-offset, creating it if the file
+    // is missing or belongs to another boot. Falls back to an in-memory offset (and says why in
+    // err) when the state directory is not writable: timestamps are then still right, only not
+    // guaranteed identical across processes.
+    bool load(const std::string& state_dir, std::string& err);
+
+    // For tests and tools: a fixed boot id and offset.
+    void set(std::string boot_id, int64_t offset_ns) {
+        boot_id_ = std::move(boot_id);
+        offset_ns_ = offset_ns;
+    }
+
+    int64_t wall_ns(uint64_t usec) const { return offset_ns_ + static_cast<int64_t>(usec) * 1000; }
+    // The kernel-time (usec) that corresponds to a wall-clock instant.
+    uint64_t usec_at(int64_t wall_ns) const {
+        return wall_ns <= offset_ns_ ? 0 : static_cast<uint64_t>((wall_ns - offset_ns_) / 1000);
+    }
+    const std::string& boot_id() const { return boot_id_; }
+    int64_t offset_ns() const { return offset_ns_; }
+
+    static std::string current_boot_id();
+
+private:
+    std::string boot_id_;
+    int64_t offset_ns_ = 0;
+};
+
+}  // namespace jobtrail::kmsg

@@ -1,0 +1,138 @@
+#include "kmsg/record.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "kmsg/merge.hpp"
+
+using namespace jobtrail::kmsg;
+
+TEST_CASE("parses a plain kernel record", "[kmsg]") {
+    Record r;
+    ParseError e;
+    REQUIRE(parse_record("6,339,5140900,-;NET: Registered PF_INET6 protocol family\n", r, e));
+    CHECK(r.facility == 0);
+    CHECK(r.level == 6);
+    CHECK(r.seq == 339);
+    CHECK(r.usec == 5140900);
+    CHECK(r.flag == '-');
+    CHECK(r.message == "NET: Registered PF_INET6 protocol family");
+    CHECK(r.dict.empty());
+}
+
+TEST_CASE("splits facility and level and keeps continuation lines", "[kmsg]") {
+    Record r;
+    ParseError e;
+    // prio 30 = daemon(3) << 3 | info(6), as a userspace writer would produce.
+    REQUIRE(parse_record("30,1203,123456789,-;systemd[1]: Started slurmd.service.\n", r, e));
+    CHECK(r.facility == 3);
+    CHECK(r.level == 6);
+    REQUIRE(parse_record("3,5000,99000000,-;nvidia 0000:3b:00.0: enabling device\n SUBSYSTEM=pci\n DEVICE=+pci:0000:3b:00.0\n",
+                         r, e));
+    REQUIRE(r.dict.size() == 2);
+    CHECK(r.dict_value("SUBSYSTEM") == "pci");
+    CHECK(r.dict_value("DEVICE") == "+pci:0000:3b:00.0");
+    CHECK(r.dict_value("MISSING").empty());
+}
+
+TEST_CASE("decodes the kernel's \\xNN escapes", "[kmsg]") {
+    Record r;
+    ParseError e;
+    REQUIRE(parse_record("4,7,1,-;tab\\x09here back\\x5cslash \\x1b[31mred\n", r, e));
+    CHECK(r.message == "tab\there back\\slash \x1b[31mred");
+    // and writes them back in /dev/kmsg syntax on one line
+    const auto line = format_header_line(r);
+    CHECK(line.find('\x1b') == std::string::npos);
+    CHECK(line.rfind("4,7,1,-;", 0) == 0);
+}
+
+TEST_CASE("ignores unknown extra header fields", "[kmsg]") {
+    Record r;
+    ParseError e;
+    REQUIRE(parse_record("6,10,20,-,caller=T123,future=1;hello\n", r, e));
+    CHECK(r.seq == 10);
+    CHECK(r.usec == 20);
+    CHECK(r.message == "hello");
+}
+
+TEST_CASE("malformed records give an error, never a crash", "[kmsg]") {
+    Record r;
+    ParseError e;
+    CHECK_FALSE(parse_record("", r, e));
+    CHECK_FALSE(parse_record("6,1,2,-no semicolon here\n", r, e));
+    CHECK(e.what.find("';'") != std::string::npos);
+    CHECK_FALSE(parse_record("6,1;too few fields\n", r, e));
+    CHECK(e.what.find("fields") != std::string::npos);
+    CHECK_FALSE(parse_record("x,1,2,-;bad prio\n", r, e));
+    CHECK(e.what == "priority is not a number");
+    CHECK_FALSE(parse_record("6,abc,2,-;bad seq\n", r, e));
+    CHECK(e.what == "sequence number is not a number");
+    CHECK_FALSE(parse_record("6,1,-5,-;negative time\n", r, e));
+    CHECK_FALSE(parse_record("6,99999999999999999999999,2,-;overflow\n", r, e));
+    CHECK_FALSE(parse_record("6,1,2\n,-;newline in header", r, e));
+}
+
+TEST_CASE("hostile bytes survive parsing", "[kmsg]") {
+    Record r;
+    ParseError e;
+    std::string raw = "4,1,2,-;nul";
+    raw += '\0';
+    raw += "inside \xff\xfe invalid utf8\n";
+    REQUIRE(parse_record(raw, r, e));
+    CHECK(r.message.size() == std::string("nul").size() + 1 + std::string("inside \xff\xfe invalid utf8").size());
+    const auto line = format_header_line(r);
+    CHECK(line.find('\0') == std::string::npos);
+    CHECK(line.find("\\x00") != std::string::npos);
+    CHECK(line.find("\\xff\\xfe") != std::string::npos);
+
+    std::string big = "4,2,3,-;" + std::string(100 * 1024, 'A') + "\n";
+    REQUIRE(parse_record(big, r, e));
+    CHECK(r.message.size() == 100 * 1024);
+
+    // A record cut in the middle (no newline) still parses what is there.
+    REQUIRE(parse_record("4,3,4,-;truncated mess", r, e));
+    CHECK(r.message == "truncated mess");
+    // Truncated inside the header does not.
+    CHECK_FALSE(parse_record("4,3,4", r, e));
+}
+
+TEST_CASE("parse_header reads numbers without the message", "[kmsg]") {
+    uint64_t seq = 0, usec = 0;
+    REQUIRE(parse_header("6,4242,777,-;x\n", seq, usec));
+    CHECK(seq == 4242);
+    CHECK(usec == 777);
+    CHECK_FALSE(parse_header("garbage", seq, usec));
+}
+
+TEST_CASE("fragments flagged c and + are merged into one record", "[kmsg]") {
+    FragmentMerger m;
+    std::vector<Record> out;
+    Record r;
+    ParseError e;
+    REQUIRE(parse_record("6,10,100,c;GPU 0: ", r, e));
+    m.push(r, out);
+    REQUIRE(parse_record("6,11,101,+;temperature ", r, e));
+    m.push(r, out);
+    REQUIRE(parse_record("6,12,102,+;85C\n", r, e));
+    m.push(r, out);
+    CHECK(out.empty());
+    CHECK(m.pending());
+    REQUIRE(parse_record("6,13,103,-;next line\n", r, e));
+    m.push(r, out);
+    REQUIRE(out.size() == 2);
+    CHECK(out[0].message == "GPU 0: temperature 85C");
+    CHECK(out[0].seq == 10);
+    CHECK(out[0].usec == 100);
+    CHECK(out[1].message == "next line");
+    // a lone fragment is flushed at the end
+    REQUIRE(parse_record("6,14,104,c;dangling", r, e));
+    m.push(r, out);
+    m.flush(out);
+    REQUIRE(out.size() == 3);
+    CHECK(out[2].message == "dangling");
+    // a '+' without a preceding 'c' is kept as its own record
+    out.clear();
+    REQUIRE(parse_record("6,15,105,+;orphan", r, e));
+    m.push(r, out);
+    REQUIRE(out.size() == 1);
+    CHECK(out[0].message == "orphan");
+}

@@ -1,0 +1,282 @@
+#include "process/runner.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/fs.hpp"
+#include "common/time.hpp"
+
+extern char** environ;
+
+namespace jobtrail::process {
+
+int RunResult::shell_status() const {
+    if (!started) return 127;
+    if (timed_out) return 124;
+    if (signaled) return 128 + signal;
+    return exit_code;
+}
+
+std::string RunResult::describe() const {
+    std::string s;
+    if (!started) return "did not start: " + error;
+    if (timed_out) {
+        s = "timed out, process group killed";
+        if (abandoned) s += " (did not exit after SIGKILL; abandoned)";
+        return s;
+    }
+    if (signaled) return "killed by signal " + std::to_string(signal) + " (" + strsignal(signal) + ")";
+    return "exit " + std::to_string(exit_code);
+}
+
+std::string find_in_path(const std::string& program, const std::string& path_list) {
+    if (program.find('/') != std::string::npos) return ::access(program.c_str(), X_OK) == 0 ? program : "";
+    size_t pos = 0;
+    while (pos <= path_list.size()) {
+        size_t end = path_list.find(':', pos);
+        if (end == std::string::npos) end = path_list.size();
+        std::string dir = path_list.substr(pos, end - pos);
+        pos = end + 1;
+        if (dir.empty()) continue;
+        std::string cand = dir + "/" + program;
+        struct stat st {};
+        if (::stat(cand.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(cand.c_str(), X_OK) == 0) return cand;
+    }
+    return "";
+}
+
+std::vector<std::string> environment_with(const std::vector<std::string>& overrides) {
+    std::vector<std::string> env;
+    for (char** e = environ; e && *e; ++e) {
+        std::string_view kv(*e);
+        const std::string_view key = kv.substr(0, kv.find('='));
+        bool replaced = false;
+        for (const auto& o : overrides)
+            if (std::string_view(o).substr(0, o.find('=')) == key) replaced = true;
+        if (!replaced) env.emplace_back(kv);
+    }
+    env.insert(env.end(), overrides.begin(), overrides.end());
+    return env;
+}
+
+namespace {
+
+struct Pipe {
+    int fd = -1;
+    std::string partial;
+    Stream stream;
+};
+
+int open_pidfd(pid_t pid) {
+#ifdef SYS_pidfd_open
+    return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#else
+    (void)pid;
+    return -1;
+#endif
+}
+
+void emit_lines(Pipe& p, const char* data, size_t n, size_t max_line, const LineSink& sink) {
+    const int64_t now = realtime_ns();
+    p.partial.append(data, n);
+    size_t start = 0;
+    for (;;) {
+        const size_t nl = p.partial.find('\n', start);
+        if (nl == std::string::npos) break;
+        sink(p.stream, now, std::string_view(p.partial).substr(start, nl - start));
+        start = nl + 1;
+    }
+    p.partial.erase(0, start);
+    // A line without newline longer than the cap is emitted in pieces, never buffered forever.
+    while (p.partial.size() > max_line) {
+        sink(p.stream, now, std::string_view(p.partial).substr(0, max_line));
+        p.partial.erase(0, max_line);
+    }
+}
+
+void flush_partial(Pipe& p, const LineSink& sink) {
+    if (!p.partial.empty()) {
+        sink(p.stream, realtime_ns(), p.partial);
+        p.partial.clear();
+    }
+}
+
+}  // namespace
+
+RunResult run(const std::vector<std::string>& argv, const RunOptions& opts, const LineSink& sink) {
+    RunResult res;
+    const int64_t t0 = monotonic_ns();
+    if (argv.empty()) {
+        res.error = "empty command";
+        return res;
+    }
+    int out[2], err[2], exec_err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0) {
+        res.error = "pipe: " + errno_text(errno);
+        return res;
+    }
+    if (::pipe2(err, O_CLOEXEC) != 0) {
+        res.error = "pipe: " + errno_text(errno);
+        ::close(out[0]);
+        ::close(out[1]);
+        return res;
+    }
+    if (::pipe2(exec_err, O_CLOEXEC) != 0) {
+        res.error = "pipe: " + errno_text(errno);
+        for (int fd : {out[0], out[1], err[0], err[1]}) ::close(fd);
+        return res;
+    }
+
+    // Everything the child needs is prepared before fork: only async-signal-safe calls after.
+    std::vector<char*> cargv;
+    for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+    cargv.push_back(nullptr);
+    std::vector<char*> cenv;
+    for (const auto& e : opts.env) cenv.push_back(const_cast<char*>(e.c_str()));
+    cenv.push_back(nullptr);
+
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+        res.error = "fork: " + errno_text(errno);
+        for (int fd : {out[0], out[1], err[0], err[1], exec_err[0], exec_err[1]}) ::close(fd);
+        return res;
+    }
+    if (pid == 0) {
+        ::setpgid(0, 0);
+        sigset_t none;
+        sigemptyset(&none);
+        ::sigprocmask(SIG_SETMASK, &none, nullptr);
+        ::signal(SIGPIPE, SIG_DFL);
+        const int devnull = ::open("/dev/null", O_RDONLY);
+        if (devnull >= 0) ::dup2(devnull, 0);
+        ::dup2(out[1], 1);
+        ::dup2(err[1], 2);
+        ::execve(cargv[0], cargv.data(), cenv.data());
+        const int e = errno;
+        (void)!::write(exec_err[1], &e, sizeof e);
+        ::_exit(e == ENOENT ? 127 : 126);
+    }
+    ::setpgid(pid, pid);  // also from the parent, so killpg works even before the child runs
+    ::close(out[1]);
+    ::close(err[1]);
+    ::close(exec_err[1]);
+
+    int exec_errno = 0;
+    if (::read(exec_err[0], &exec_errno, sizeof exec_errno) == sizeof exec_errno) {
+        res.error = "cannot execute " + argv[0] + ": " + errno_text(exec_errno);
+    }
+    ::close(exec_err[0]);
+    res.started = true;
+
+    Pipe pipes[2] = {{out[0], {}, Stream::kStdout}, {err[0], {}, Stream::kStderr}};
+    for (auto& p : pipes) ::fcntl(p.fd, F_SETFL, ::fcntl(p.fd, F_GETFL) | O_NONBLOCK);
+    Fd pidfd(open_pidfd(pid));
+
+    const int64_t deadline = t0 + opts.timeout_ms * 1'000'000;
+    int64_t kill_at = 0;          // when SIGKILL goes out after SIGTERM
+    int64_t give_up_at = 0;       // when we stop waiting for a killed group
+    int64_t drain_until = 0;      // after the child exits, how long grandchildren may hold pipes
+    bool reaped = false;
+    int status = 0;
+    char buf[16384];
+
+    for (;;) {
+        const int64_t now = monotonic_ns();
+        if (!reaped) {
+            const pid_t w = ::waitpid(pid, &status, WNOHANG);
+            if (w == pid || (w < 0 && errno == ECHILD)) {
+                // ECHILD: someone set SIGCHLD to SIG_IGN and the kernel reaped it for us.
+                if (w < 0) res.error = "exit status unavailable (SIGCHLD ignored)";
+                reaped = true;
+                drain_until = now + 200'000'000;
+            }
+        }
+        const bool pipes_open = pipes[0].fd >= 0 || pipes[1].fd >= 0;
+        if (reaped && (!pipes_open || now >= drain_until)) break;
+        if (!res.timed_out && now >= deadline) {
+            res.timed_out = true;
+            ::killpg(pid, SIGTERM);
+            kill_at = now + opts.kill_grace_ms * 1'000'000;
+        }
+        if (res.timed_out && kill_at && now >= kill_at) {
+            ::killpg(pid, SIGKILL);
+            kill_at = 0;
+            give_up_at = now + 1'000'000'000;
+        }
+        if (give_up_at && now >= give_up_at && !reaped) {
+            res.abandoned = true;
+            break;
+        }
+
+        pollfd pfds[3];
+        nfds_t n = 0;
+        int idx[3] = {-1, -1, -1};
+        for (int i = 0; i < 2; ++i)
+            if (pipes[i].fd >= 0) {
+                idx[n] = i;
+                pfds[n++] = {pipes[i].fd, POLLIN, 0};
+            }
+        if (!reaped && pidfd.valid()) pfds[n++] = {pidfd.get(), POLLIN, 0};
+        int64_t wait_ns = 50'000'000;  // upper bound if pidfd is unavailable
+        if (pidfd.valid() && !reaped) wait_ns = 1'000'000'000;
+        auto clamp = [&](int64_t t) {
+            if (t > 0 && t - now < wait_ns) wait_ns = t - now;
+        };
+        if (!res.timed_out) clamp(deadline);
+        clamp(kill_at);
+        clamp(give_up_at);
+        if (reaped) clamp(drain_until);
+        if (wait_ns < 0) wait_ns = 0;
+        const int rc = ::poll(pfds, n, static_cast<int>((wait_ns + 999'999) / 1'000'000));
+        if (rc < 0 && errno != EINTR) break;
+        for (nfds_t k = 0; k < n; ++k) {
+            if (idx[k] < 0 || pfds[k].revents == 0) continue;
+            Pipe& p = pipes[idx[k]];
+            for (;;) {
+                const ssize_t r = ::read(p.fd, buf, sizeof buf);
+                if (r > 0) {
+                    emit_lines(p, buf, static_cast<size_t>(r), opts.max_line_bytes, sink);
+                    continue;
+                }
+                if (r < 0 && (errno == EAGAIN || errno == EINTR)) break;
+                flush_partial(p, sink);
+                ::close(p.fd);
+                p.fd = -1;
+                break;
+            }
+        }
+    }
+    for (auto& p : pipes)
+        if (p.fd >= 0) {
+            flush_partial(p, sink);
+            ::close(p.fd);
+        }
+    // Like slurmd: whatever the script left behind in its process group goes with it.
+    if (reaped) ::killpg(pid, SIGKILL);
+
+    if (reaped) {
+        if (WIFEXITED(status)) {
+            res.exited = true;
+            res.exit_code = WEXITSTATUS(status);
+        } else if (WIFSIGNALED(status)) {
+            res.signaled = true;
+            res.signal = WTERMSIG(status);
+        }
+    }
+    if (exec_errno != 0) {
+        res.exited = true;
+        res.exit_code = exec_errno == ENOENT ? 127 : 126;
+    }
+    res.duration_ms = (monotonic_ns() - t0) / 1'000'000;
+    return res;
+}
+
+}  // namespace jobtrail::process

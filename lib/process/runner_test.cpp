@@ -1,0 +1,123 @@
+#include "process/runner.hpp"
+
+#include <csignal>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "kmsgfs_mount.hpp"
+
+using namespace jobtrail::process;
+
+namespace {
+
+struct Captured {
+    std::vector<std::pair<Stream, std::string>> lines;
+    LineSink sink() {
+        return [this](Stream s, int64_t, std::string_view l) { lines.emplace_back(s, std::string(l)); };
+    }
+};
+
+RunOptions opts(int64_t timeout_ms = 5000) {
+    RunOptions o;
+    o.timeout_ms = timeout_ms;
+    o.kill_grace_ms = 200;
+    o.env = environment_with({"LC_ALL=C"});
+    return o;
+}
+
+bool alive(pid_t pid) {
+    std::ifstream st("/proc/" + std::to_string(pid) + "/status");
+    std::string line;
+    while (std::getline(st, line))
+        if (line.rfind("State:", 0) == 0) return line.find('Z') == std::string::npos;
+    return false;
+}
+
+}  // namespace
+
+TEST_CASE("captures stdout and stderr line by line and the exit code", "[process]") {
+    Captured c;
+    auto r = run({"/bin/sh", "-c", "echo out1; echo err1 >&2; printf 'no newline'; exit 3"}, opts(), c.sink());
+    CHECK(r.started);
+    CHECK(r.exited);
+    CHECK(r.exit_code == 3);
+    CHECK(r.shell_status() == 3);
+    CHECK_FALSE(r.ok());
+    REQUIRE(c.lines.size() == 3);
+    CHECK(std::count(c.lines.begin(), c.lines.end(), std::make_pair(Stream::kStdout, std::string("out1"))) == 1);
+    CHECK(std::count(c.lines.begin(), c.lines.end(), std::make_pair(Stream::kStderr, std::string("err1"))) == 1);
+    CHECK(std::count(c.lines.begin(), c.lines.end(), std::make_pair(Stream::kStdout, std::string("no newline"))) == 1);
+}
+
+TEST_CASE("a hung command is killed with its whole process group at the deadline", "[process]") {
+    jobtrail::test::TempDir dir;
+    const std::string pidfile = dir.path() + "/grandchild.pid";
+    Captured c;
+    const auto t0 = std::chrono::steady_clock::now();
+    // The grandchild ignores SIGTERM, so only the SIGKILL to the group can end it.
+    auto r = run({"/bin/sh", "-c", "sh -c 'trap \"\" TERM; sleep 60' & echo $! > " + pidfile + "; echo started; sleep 60"},
+                 opts(300), c.sink());
+    const auto took = std::chrono::steady_clock::now() - t0;
+    CHECK(r.timed_out);
+    CHECK(r.shell_status() == 124);
+    CHECK(took < std::chrono::seconds(5));
+    REQUIRE_FALSE(c.lines.empty());
+    CHECK(c.lines[0].second == "started");
+    std::ifstream in(pidfile);
+    pid_t gc = 0;
+    in >> gc;
+    REQUIRE(gc > 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    CHECK_FALSE(alive(gc));
+}
+
+TEST_CASE("a program that cannot be executed is a failure with a reason", "[process]") {
+    Captured c;
+    auto r = run({"/nonexistent/script.sh"}, opts(), c.sink());
+    CHECK(r.shell_status() == 127);
+    CHECK(r.error.find("No such file") != std::string::npos);
+    jobtrail::test::TempDir dir;
+    const std::string noexec = dir.path() + "/noexec.sh";
+    std::ofstream(noexec) << "#!/bin/sh\necho hi\n";
+    auto r2 = run({noexec}, opts(), c.sink());
+    CHECK(r2.shell_status() == 126);
+}
+
+TEST_CASE("a signal death is reported as 128+signal", "[process]") {
+    Captured c;
+    auto r = run({"/bin/sh", "-c", "kill -SEGV $$"}, opts(), c.sink());
+    CHECK(r.signaled);
+    CHECK(r.signal == SIGSEGV);
+    CHECK(r.shell_status() == 128 + SIGSEGV);
+}
+
+TEST_CASE("very long output lines are split at the cap, not buffered forever", "[process]") {
+    Captured c;
+    auto o = opts();
+    o.max_line_bytes = 1000;
+    auto r = run({"/bin/sh", "-c", "head -c 5500 /dev/zero | tr '\\0' 'x'"}, o, c.sink());
+    CHECK(r.ok());
+    size_t total = 0;
+    for (auto& l : c.lines) {
+        CHECK(l.second.size() <= 1000);
+        total += l.second.size();
+    }
+    CHECK(total == 5500);
+}
+
+TEST_CASE("a background child holding the pipe does not hold us", "[process]") {
+    Captured c;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = run({"/bin/sh", "-c", "sleep 30 & echo done"}, opts(10'000), c.sink());
+    CHECK(r.ok());
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(3));
+}
+
+TEST_CASE("PATH lookup", "[process]") {
+    CHECK(find_in_path("sh", "/nonexistent:/bin") == "/bin/sh");
+    CHECK(find_in_path("no-such-program-here", "/bin:/usr/bin").empty());
+    CHECK(find_in_path("/bin/sh", "") == "/bin/sh");
+}

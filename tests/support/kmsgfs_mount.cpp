@@ -1,0 +1,73 @@
+#include "kmsgfs_mount.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+namespace jobtrail::test {
+
+TempDir::TempDir() {
+    char tmpl[] = "/tmp/jobtrail-test-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    path_ = tmpl;
+}
+
+TempDir::~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+}
+
+KmsgfsMount::KmsgfsMount(size_t ring_bytes) {
+    char tmpl[] = "/tmp/jobtrail-kmsgfs-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    dir_ = tmpl;
+    const std::string mnt = dir_ + "/mnt";
+    REQUIRE(::mkdir(mnt.c_str(), 0755) == 0);
+    const std::string rb = std::to_string(ring_bytes);
+    pid_ = ::fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+        const int devnull = ::open("/dev/null", O_WRONLY);
+        ::dup2(devnull, 1);
+        ::execl(JOBTRAIL_KMSGFS_BIN, "kmsgfs", mnt.c_str(), "--ring-bytes", rb.c_str(), static_cast<char*>(nullptr));
+        ::_exit(127);
+    }
+    // The file appears once the mount is live.
+    for (int i = 0; i < 200; ++i) {
+        struct stat st {};
+        if (::stat(kmsg().c_str(), &st) == 0) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    FAIL("kmsgfs did not come up at " << mnt << " (is /dev/fuse available?)");
+}
+
+KmsgfsMount::~KmsgfsMount() {
+    const std::string mnt = dir_ + "/mnt";
+    ::umount2(mnt.c_str(), MNT_DETACH);
+    if (pid_ > 0) {
+        ::kill(pid_, SIGTERM);
+        ::waitpid(pid_, nullptr, 0);
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+}
+
+void KmsgfsMount::ctl(const std::string& commands) const {
+    const std::string path = dir_ + "/mnt/ctl";
+    const int fd = ::open(path.c_str(), O_WRONLY);
+    REQUIRE(fd >= 0);
+    const ssize_t n = ::write(fd, commands.data(), commands.size());
+    ::close(fd);
+    REQUIRE(n == static_cast<ssize_t>(commands.size()));
+}
+
+}  // namespace jobtrail::test
