@@ -63,8 +63,10 @@ void Session::header() {
 }
 
 void Session::footer(int status, std::string_view summary) {
-    const int64_t dur = (monotonic_ns() - start_mono_) / 1'000'000;
-    std::string text = "status=" + std::to_string(status) + " duration_ms=" + std::to_string(dur);
+    const int64_t us = (monotonic_ns() - start_mono_) / 1000;
+    char dur[32];
+    std::snprintf(dur, sizeof dur, "%lld.%03lld", static_cast<long long>(us / 1000), static_cast<long long>(us % 1000));
+    std::string text = "status=" + std::to_string(status) + " duration_ms=" + dur;
     if (!summary.empty()) text += " " + std::string(summary);
     if (log_->lines_dropped()) text += " dropped_lines=" + std::to_string(log_->lines_dropped());
     log_->line(realtime_ns(), joblog::kEnd, "", text, /*force=*/true);

@@ -11,7 +11,6 @@ using S = Severity;
 constexpr std::string_view kRestartApp = "restart the application; the node is fine";
 constexpr std::string_view kResetGpu = "drain the node and reset the GPU (nvidia-smi -r) or reboot";
 constexpr std::string_view kReboot = "drain the node and reboot it (bare-metal restart)";
-constexpr std::string_view kIgnore = "no action needed";
 
 // Sorted by code (find_xid uses binary search).
 constexpr std::array kCatalogue = {

@@ -1,0 +1,86 @@
+# Shared by the integration tests (bats) and lab.sh.
+D=${SLURM_LAB_DIR:?}
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+[ -s "$D/env.sh" ] && source "$D/env.sh"
+NODE=$(hostname -s)
+
+# The collectors' config for the tests; arguments override pieces (see the variables).
+jt_write_config() {
+    local log_dir=${JT_LOG_DIR:-$D/log}
+    cat > "$D/etc/jobtrail.yaml" <<YAML
+cluster: lab
+collector:
+  log_dir: $log_dir
+  state_dir: $D/state
+  run_dir: $D/run-jobtrail
+  kmsg: $D/kmsgfs/kmsg
+  path: $D/bin:/usr/local/bin:/usr/bin:/bin
+  kill_grace: 500ms
+  kernel_context: {records: 20, max_age: 10m}
+  prolog:
+    scripts: ["$D/etc/prolog.d/*"]
+    script_timeout: ${JT_SCRIPT_TIMEOUT:-20s}
+    probes:
+      - {name: nvidia-smi, command: [nvidia-smi, "--query-gpu=index,pci.bus_id,serial,temperature.gpu", --format=csv], timeout: ${JT_PROBE_TIMEOUT:-5s}}
+      - {name: dcgmi-stats, command: [dcgmi, stats, --jstart, "{job_id}"], timeout: 5s}
+  epilog:
+    scripts: ["$D/etc/epilog.d/*"]
+    script_timeout: ${JT_SCRIPT_TIMEOUT:-20s}
+    fail_on_xid: [${JT_FAIL_ON_XID:-}]
+    probes:
+      - {name: nvidia-smi, command: [nvidia-smi, "--query-gpu=index,pci.bus_id,serial,temperature.gpu", --format=csv], timeout: ${JT_PROBE_TIMEOUT:-5s}}
+      - {name: dcgmi-stats-job, command: [dcgmi, stats, --job, "{job_id}", -v], timeout: 5s}
+${JT_EXTRA_YAML:-}
+YAML
+}
+
+# The site's own scripts that jobtrail wraps.
+jt_write_default_setup() {
+    rm -f "$D/etc/prolog.d/"* "$D/etc/epilog.d/"* "$D/bin/nvidia-smi.mode"
+    printf '#!/bin/sh\necho "site prolog says hello to job $SLURM_JOB_ID"\necho "site prolog warning" >&2\n' > "$D/etc/prolog.d/10-site.sh"
+    printf '#!/bin/sh\necho "site epilog cleaning up job $SLURM_JOB_ID"\n' > "$D/etc/epilog.d/10-site.sh"
+    chmod +x "$D/etc/prolog.d/"* "$D/etc/epilog.d/"*
+    jt_write_config
+}
+
+node_state() { scontrol -o show node "$NODE" | sed -n 's/.*State=\([^ ]*\).*/\1/p'; }
+node_reason() { scontrol -o show node "$NODE" | sed -n 's/.* Reason=\(.*\) \[.*/\1/p'; }
+
+resume_node() {
+    scontrol update nodename="$NODE" state=resume >/dev/null 2>&1 || true
+    for _ in $(seq 50); do
+        case "$(node_state)" in IDLE*|MIXED*|ALLOCATED*) return 0 ;; esac
+        sleep 0.2
+    done
+    return 1
+}
+
+job_state() { scontrol -o show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([^ ]*\).*/\1/p'; }
+
+# Waits until a collector's log for a job is complete (has its `end` line); prints the path.
+wait_log_end() {
+    local f=$1 timeout=${2:-60}
+    for _ in $(seq $((timeout * 10))); do
+        [ -f "$f" ] && grep -q ' end status=' "$f" && { echo "$f"; return 0; }
+        sleep 0.1
+    done
+    echo "no complete log at $f" >&2
+    return 1
+}
+
+# Submits a batch job (as root, in $D/jobs) and prints its id.
+submit() {
+    mkdir -p "$D/jobs"
+    sbatch --parsable -D "$D/jobs" -o "$D/jobs/slurm-%j.out" "$@"
+}
+
+wait_job_done() {
+    local id=$1 st
+    for _ in $(seq 600); do
+        st=$(job_state "$id")
+        case "$st" in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) echo "$st"; return 0 ;; esac
+        sleep 0.1
+    done
+    echo "job $id still $st" >&2
+    return 1
+}

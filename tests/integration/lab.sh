@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Brings up (or down) the shared test cluster: the kmsg fixture, jobtrail's collectors as
+# Prolog/Epilog, and a real single-node Slurm. One cluster per test run (CTest fixture).
+set -euo pipefail
+: "${SLURM_LAB_DIR:?}" "${JOBTRAIL_BUILD:?}" "${JOBTRAIL_SOURCE:?}"
+D=$SLURM_LAB_DIR
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=helpers.bash
+source "$here/helpers.bash"
+
+case "${1:-}" in
+start)
+    mkdir -p "$D/etc/prolog.d" "$D/etc/epilog.d" "$D/kmsgfs" "$D/bin"
+    # kmsg fixture
+    if ! mountpoint -q "$D/kmsgfs"; then
+        "$JOBTRAIL_BUILD/tests/fixtures/kmsgfs/kmsgfs" "$D/kmsgfs" --ring-bytes 1048576 >"$D/kmsgfs.log" 2>&1 &
+        echo $! > "$D/kmsgfs.pid"
+        for _ in $(seq 100); do [ -e "$D/kmsgfs/kmsg" ] && break; sleep 0.05; done
+        [ -e "$D/kmsgfs/kmsg" ] || { echo "kmsgfs did not mount" >&2; cat "$D/kmsgfs.log" >&2; exit 1; }
+        echo "6;kmsgfs: test ring started" > "$D/kmsgfs/ctl"
+    fi
+    # stand-ins for the GPU tools, with real output formats
+    cp "$here/bin/nvidia-smi" "$here/bin/dcgmi" "$D/bin/"
+    chmod +x "$D/bin/"*
+    jt_write_default_setup
+    # The collectors as slurmd runs them: no arguments, so a two-line wrapper names the config.
+    for phase in prolog epilog; do
+        printf '#!/bin/sh\nexec %s/%s/jobtrail-%s --config %s/etc/jobtrail.yaml\n' \
+            "$JOBTRAIL_BUILD" "$phase" "$phase" "$D" > "$D/etc/jobtrail-$phase.sh"
+        chmod +x "$D/etc/jobtrail-$phase.sh"
+    done
+    SLURM_LAB_PROLOG="$D/etc/jobtrail-prolog.sh" SLURM_LAB_EPILOG="$D/etc/jobtrail-epilog.sh" \
+        SLURM_LAB_REWRITE=1 "$JOBTRAIL_SOURCE/scripts/slurm-lab.sh" start "$D"
+    ;;
+stop)
+    "$JOBTRAIL_SOURCE/scripts/slurm-lab.sh" stop "$D" || true
+    if mountpoint -q "$D/kmsgfs"; then umount -l "$D/kmsgfs" || true; fi
+    [ -s "$D/kmsgfs.pid" ] && kill "$(cat "$D/kmsgfs.pid")" 2>/dev/null || true
+    ;;
+*) echo "usage: $0 start|stop" >&2; exit 2 ;;
+esac
