@@ -30,7 +30,8 @@ int run(const std::string& config_path) {
     const auto scripts = jc::run_site_scripts(s);
     jc::guarded(s, "probes", [&] { jc::run_probes(s); });
     int status = scripts.status;
-    std::string summary = "scripts_run=" + std::to_string(scripts.ran) + (scripts.failed.empty() ? "" : " failed=" + scripts.failed);
+    std::string summary =
+        "scripts_run=" + std::to_string(scripts.ran) + (scripts.failed.empty() ? "" : " failed=" + scripts.failed);
     if (s.facts().valid_job_id()) {
         std::vector<jc::EventHit> hits;
         jc::guarded(s, "kernel delta", [&] {
@@ -41,8 +42,8 @@ int run(const std::string& config_path) {
             status = 1;
             const std::string why = "Xid " + std::to_string(h->event.xid) + " on " + h->event.pci_bdf +
                                     " during the job (" + h->event.meaning + ")";
-            s.notice("error", "failing the epilog so Slurm drains the node: " + why +
-                                  " [policy collector.epilog.fail_on_xid]");
+            s.notice("error",
+                     "failing the epilog so Slurm drains the node: " + why + " [policy collector.epilog.fail_on_xid]");
             summary += " drain_reason=\"" + why + "\"";
         }
         ::unlink(jc::job_marker_path(s.config().collector.run_dir, s.facts().job_id).c_str());
@@ -53,4 +54,6 @@ int run(const std::string& config_path) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return jc::collector_main(argc, argv, "jobtrail-epilog", run); }
+int main(int argc, char** argv) {
+    return jc::collector_main(argc, argv, "jobtrail-epilog", run);
+}

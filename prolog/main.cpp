@@ -42,4 +42,6 @@ int run(const std::string& config_path) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return jc::collector_main(argc, argv, "jobtrail-prolog", run); }
+int main(int argc, char** argv) {
+    return jc::collector_main(argc, argv, "jobtrail-prolog", run);
+}

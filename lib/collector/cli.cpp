@@ -1,7 +1,6 @@
 #include "collector/cli.hpp"
 
 #include <CLI/CLI.hpp>
-
 #include <csignal>
 #include <cstdio>
 #include <exception>
@@ -20,11 +19,13 @@ int collector_main(int argc, char** argv, const char* prog, const std::function<
     std::string config_flag;
     bool version = false;
     try {
-        CLI::App app{std::string(prog) + ": Slurm " + (std::string(prog).find("epilog") != std::string::npos ? "Epilog" : "Prolog") +
+        CLI::App app{std::string(prog) + ": Slurm " +
+                     (std::string(prog).find("epilog") != std::string::npos ? "Epilog" : "Prolog") +
                      " collector of jobtrail (configure it as slurm.conf " +
                      (std::string(prog).find("epilog") != std::string::npos ? "Epilog=" : "Prolog=") + ")"};
-        app.add_option("-c,--config", config_flag, std::string("configuration file (default $JOBTRAIL_CONFIG, then ") +
-                                                       config::kDefaultConfigPath + ")");
+        app.add_option(
+            "-c,--config", config_flag,
+            std::string("configuration file (default $JOBTRAIL_CONFIG, then ") + config::kDefaultConfigPath + ")");
         app.add_flag("--version", version, "print the version and exit");
         app.allow_extras();
         try {

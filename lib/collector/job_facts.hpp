@@ -11,9 +11,9 @@ namespace jobtrail::collector {
 struct JobFacts {
     std::string job_id;  // SLURM_JOB_ID; empty when not run by slurmd
     std::string user, uid, gid, partition, node, cluster, nodelist, work_dir, restart_count;
-    std::string gpus;           // SLURM_JOB_GPUS
-    std::string exit_code;      // epilog: SLURM_JOB_EXIT_CODE2 ("exit:signal")
-    std::string trace;          // trace capture requested through the SPANK plugin, empty if none
+    std::string gpus;       // SLURM_JOB_GPUS
+    std::string exit_code;  // epilog: SLURM_JOB_EXIT_CODE2 ("exit:signal")
+    std::string trace;      // trace capture requested through the SPANK plugin, empty if none
     std::vector<std::pair<std::string, std::string>> spank;  // every SPANK_* variable
 
     bool valid_job_id() const;  // digits only (it becomes a file name)

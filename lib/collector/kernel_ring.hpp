@@ -17,7 +17,7 @@ struct RingScan {
     bool ok = true;
     std::string error;
     uint64_t records = 0;
-    uint64_t lost = 0;            // overwritten while we read (EPIPE / seq gaps)
+    uint64_t lost = 0;  // overwritten while we read (EPIPE / seq gaps)
     bool budget_exhausted = false;
     bool any = false;
     uint64_t last_seq = 0;

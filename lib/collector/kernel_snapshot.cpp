@@ -34,11 +34,13 @@ void record_kernel_mark(Session& s) {
         },
         [](uint64_t) {});
     if (!scan.ok) {
-        s.notice("error", "kernel log: " + scan.error + "; no kmsg mark for this job (the epilog will use its start time)");
+        s.notice("error",
+                 "kernel log: " + scan.error + "; no kmsg mark for this job (the epilog will use its start time)");
         return;
     }
     if (scan.budget_exhausted)
-        s.notice("warning", "kernel log: stopped reading after kmsg_budget=" + std::to_string(cc.kmsg_budget_ms) + "ms");
+        s.notice("warning",
+                 "kernel log: stopped reading after kmsg_budget=" + std::to_string(cc.kmsg_budget_ms) + "ms");
 
     KmsgMark mark;
     mark.boot_id = clock.boot_id();
@@ -58,8 +60,8 @@ void record_kernel_mark(Session& s) {
     merger.flush(merged);
     for (const auto& r : merged) write_record(s.log(), joblog::kKmsgContext, r, clock.wall_ns(r.usec));
     s.log().line(realtime_ns(), joblog::kMeta, "",
-                 "kmsg_mark=" + std::to_string(mark.next_seq) + " kmsg_records_scanned=" + std::to_string(scan.records) +
-                     " kmsg_context_records=" + std::to_string(merged.size()));
+                 "kmsg_mark=" + std::to_string(mark.next_seq) + " kmsg_records_scanned=" +
+                     std::to_string(scan.records) + " kmsg_context_records=" + std::to_string(merged.size()));
     s.log().flush();
 
     const std::string dir = cc.state_dir + "/kmsg-marks";
@@ -142,7 +144,8 @@ std::vector<EventHit> record_kernel_delta(Session& s, const events::Extractor& e
     emit(done);
     if (!scan.ok) s.notice("error", "kernel log: " + scan.error);
     if (scan.budget_exhausted)
-        s.notice("warning", "kernel log: stopped reading after kmsg_budget=" + std::to_string(cc.kmsg_budget_ms) + "ms");
+        s.notice("warning",
+                 "kernel log: stopped reading after kmsg_budget=" + std::to_string(cc.kmsg_budget_ms) + "ms");
 
     // Forced past the size cap: the events are the point of the epilog log.
     for (const auto& h : tally.hits()) log.line(h.first_ns, joblog::kEvent, "", describe_hit(h), /*force=*/true);

@@ -18,7 +18,8 @@ std::string basename_of(const std::string& p) {
 }
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-    for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) s.replace(pos, from.size(), to);
+    for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size())
+        s.replace(pos, from.size(), to);
     return s;
 }
 
@@ -34,8 +35,8 @@ process::RunResult run_logged(Session& s, const std::vector<std::string>& argv, 
     auto res = process::run(argv, opts, [&](process::Stream st, int64_t ts, std::string_view line) {
         log.line(ts, st == process::Stream::kStdout ? out_tag : err_tag, name, line);
     });
-    std::string text = "status=" + std::to_string(res.shell_status()) + " duration_ms=" + std::to_string(res.duration_ms) +
-                       " result=\"" + res.describe() + "\"";
+    std::string text = "status=" + std::to_string(res.shell_status()) +
+                       " duration_ms=" + std::to_string(res.duration_ms) + " result=\"" + res.describe() + "\"";
     if (!res.error.empty() && res.started) text += " error=\"" + res.error + "\"";
     log.line(realtime_ns(), joblog::kStatus, name, text, /*force=*/true);
     log.flush();
@@ -110,8 +111,7 @@ void run_probes(Session& s) {
         argv.push_back(exe);
         for (size_t i = 1; i < probe.argv.size(); ++i)
             argv.push_back(replace_all(probe.argv[i], "{job_id}", s.facts().job_id));
-        const auto res = run_logged(s, argv, probe.name, joblog::kProbe, joblog::kProbeErr,
-                                    probe.timeout_ms);
+        const auto res = run_logged(s, argv, probe.name, joblog::kProbe, joblog::kProbeErr, probe.timeout_ms);
         if (res.timed_out) s.notice("warning", "probe " + probe.name + " timed out; killed and skipped");
     }
 }

@@ -9,7 +9,8 @@ using namespace jobtrail::collector;
 
 TEST_CASE("globbed scripts run in reverse alphabetical order, like slurmd", "[collector]") {
     jobtrail::test::TempDir dir;
-    for (const char* n : {"10-first.sh", "20-second.sh", "05-zero.sh"}) std::ofstream(dir.path() + "/" + n) << "#!/bin/sh\n";
+    for (const char* n : {"10-first.sh", "20-second.sh", "05-zero.sh"})
+        std::ofstream(dir.path() + "/" + n) << "#!/bin/sh\n";
     std::vector<std::string> errors;
     auto v = expand_scripts({dir.path() + "/*", dir.path() + "/missing-*"}, errors);
     CHECK(errors.empty());

@@ -4,13 +4,15 @@
 #include <cstdlib>
 
 #include "common/time.hpp"
-#include "jobtrail/version.hpp"
 #include "joblog/format.hpp"
+#include "jobtrail/version.hpp"
 #include "process/runner.hpp"
 
 namespace jobtrail::collector {
 
-std::string_view phase_name(Phase p) { return p == Phase::kProlog ? "prolog" : "epilog"; }
+std::string_view phase_name(Phase p) {
+    return p == Phase::kProlog ? "prolog" : "epilog";
+}
 
 Session::Session(Phase phase, std::string config_path)
     : phase_(phase), config_path_(std::move(config_path)), start_ns_(realtime_ns()), start_mono_(monotonic_ns()) {
@@ -21,13 +23,13 @@ Session::Session(Phase phase, std::string config_path)
 
     if (facts_.valid_job_id()) {
         const std::string dir = cfg_.collector.log_dir + "/" + std::string(phase_name(phase_));
-        if (auto st = log_->open(dir, facts_.job_id + ".log"); !st.ok) notice("error", "cannot write job log: " + st.error);
+        if (auto st = log_->open(dir, facts_.job_id + ".log"); !st.ok)
+            notice("error", "cannot write job log: " + st.error);
     } else {
         notice("error", "SLURM_JOB_ID is missing or not a number ('" + facts_.job_id +
                             "'); not run by slurmd? No job log is written");
     }
-    if (loaded.file_missing)
-        notice("warning", "config file " + config_path_ + " not found; using defaults");
+    if (loaded.file_missing) notice("warning", "config file " + config_path_ + " not found; using defaults");
     for (const auto& e : loaded.errors) {
         ++config_errors_;
         notice("error", "config: " + e.text() + " (default kept)");
@@ -47,12 +49,15 @@ const config::PhaseConfig& Session::phase_config() const {
 void Session::notice(std::string_view severity, std::string_view msg) {
     std::fprintf(stderr, "jobtrail-%s: %.*s: %.*s\n", std::string(phase_name(phase_)).c_str(),
                  static_cast<int>(severity.size()), severity.data(), static_cast<int>(msg.size()), msg.data());
-    if (log_ && log_->is_open()) log_->line(realtime_ns(), joblog::kJobtrail, "", std::string(severity) + ": " + std::string(msg));
+    if (log_ && log_->is_open())
+        log_->line(realtime_ns(), joblog::kJobtrail, "", std::string(severity) + ": " + std::string(msg));
 }
 
 void Session::header() {
     if (!log_->is_open()) return;
-    auto meta = [&](const std::string& k, const std::string& v) { log_->line(start_ns_, joblog::kMeta, "", k + "=" + v); };
+    auto meta = [&](const std::string& k, const std::string& v) {
+        log_->line(start_ns_, joblog::kMeta, "", k + "=" + v);
+    };
     meta("phase", std::string(phase_name(phase_)));
     meta("jobtrail_version", kVersion);
     meta("start_time", format_rfc3339_ns(start_ns_));

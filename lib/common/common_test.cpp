@@ -35,7 +35,7 @@ TEST_CASE("escaping keeps valid UTF-8 and escapes the rest", "[common]") {
     CHECK(escape_line("gr\xc3\xbc\xc3\x9f") == "gr\xc3\xbc\xc3\x9f");
     CHECK(escape_line("\x01\x7f") == "\\x01\\x7f");
     CHECK(escape_line("\xed\xa0\x80") == "\\xed\\xa0\\x80");  // UTF-16 surrogate
-    CHECK(escape_line("\xc0\xaf") == "\\xc0\\xaf");          // overlong
+    CHECK(escape_line("\xc0\xaf") == "\\xc0\\xaf");           // overlong
     CHECK(unescape_hex("a\\x41\\x5cz\\xZZ") == "aA\\z\\xZZ");
     CHECK(utf8_prefix("\xe2\x82\xac\xe2\x82\xac", 4) == "\xe2\x82\xac");
     CHECK(logfmt_value("simple") == "simple");

@@ -15,7 +15,9 @@ Fd& Fd::operator=(Fd&& o) noexcept {
     return *this;
 }
 
-Fd::~Fd() { reset(); }
+Fd::~Fd() {
+    reset();
+}
 
 int Fd::release() {
     const int fd = fd_;
@@ -28,7 +30,9 @@ void Fd::reset(int fd) {
     fd_ = fd;
 }
 
-std::string errno_text(int err) { return std::strerror(err); }
+std::string errno_text(int err) {
+    return std::strerror(err);
+}
 
 FsStatus make_dirs(const std::string& path, mode_t mode) {
     if (path.empty()) return FsStatus::failure("empty directory path");
@@ -62,8 +66,7 @@ FsStatus open_append_safe(const std::string& dir, std::string_view name, mode_t 
     Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!dfd.valid()) return FsStatus::failure("cannot open directory " + dir + ": " + errno_text(errno));
     const std::string n(name);
-    Fd fd(::openat(dfd.get(), n.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK,
-                   mode));
+    Fd fd(::openat(dfd.get(), n.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, mode));
     if (!fd.valid()) return FsStatus::failure("cannot open " + dir + "/" + n + ": " + errno_text(errno));
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0)

@@ -5,7 +5,7 @@
 // Prolog/Epilog with the SPANK_ prefix.
 namespace jobtrail::spank_env {
 
-inline constexpr const char* kTraceControlName = "JOBTRAIL_TRACE";    // as passed to spank_job_control_setenv
+inline constexpr const char* kTraceControlName = "JOBTRAIL_TRACE";      // as passed to spank_job_control_setenv
 inline constexpr const char* kTracePrologVar = "SPANK_JOBTRAIL_TRACE";  // as the Prolog/Epilog see it
 inline constexpr const char* kSpankPrefix = "SPANK_";
 // What slurmd passes when it was started without the plugin in plugstack (slurm-lab.md §3.12).

@@ -31,8 +31,12 @@ bool split_number(std::string_view s, uint64_t& n, std::string_view& unit) {
 
 }  // namespace
 
-int64_t realtime_ns() { return clock_ns(CLOCK_REALTIME); }
-int64_t monotonic_ns() { return clock_ns(CLOCK_MONOTONIC); }
+int64_t realtime_ns() {
+    return clock_ns(CLOCK_REALTIME);
+}
+int64_t monotonic_ns() {
+    return clock_ns(CLOCK_MONOTONIC);
+}
 
 std::string format_rfc3339_ns(int64_t ns) {
     int64_t sec = ns / 1'000'000'000;
@@ -55,8 +59,7 @@ std::string format_rfc3339_ns(int64_t ns) {
 
 std::optional<int64_t> parse_rfc3339_ns(std::string_view s) {
     // YYYY-MM-DDTHH:MM:SS[.fffffffff]Z
-    if (s.size() < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' ||
-        s.back() != 'Z')
+    if (s.size() < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' || s.back() != 'Z')
         return std::nullopt;
     int y = 0, mo = 0, d = 0, h = 0, mi = 0, se = 0;
     if (!parse_uint(s.substr(0, 4), y) || !parse_uint(s.substr(5, 2), mo) || !parse_uint(s.substr(8, 2), d) ||

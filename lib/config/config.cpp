@@ -94,8 +94,9 @@ public:
         if (!n) return;
         auto v = n.IsScalar() ? parse_duration_ms(n.Scalar()) : std::nullopt;
         if (!v || *v <= 0) {
-            error(n, join(where, key), "expected a positive duration such as 500ms, 30s, 5m, got '" +
-                                           (n.IsScalar() ? n.Scalar() : std::string("(not a scalar)")) + "'");
+            error(n, join(where, key),
+                  "expected a positive duration such as 500ms, 30s, 5m, got '" +
+                      (n.IsScalar() ? n.Scalar() : std::string("(not a scalar)")) + "'");
             return;
         }
         out_ms = *v;
@@ -106,8 +107,9 @@ public:
         if (!n) return;
         auto v = n.IsScalar() ? parse_size(n.Scalar()) : std::nullopt;
         if (!v || *v == 0) {
-            error(n, join(where, key), "expected a size such as 64KiB or 32MiB, got '" +
-                                           (n.IsScalar() ? n.Scalar() : std::string("(not a scalar)")) + "'");
+            error(n, join(where, key),
+                  "expected a size such as 64KiB or 32MiB, got '" +
+                      (n.IsScalar() ? n.Scalar() : std::string("(not a scalar)")) + "'");
             return;
         }
         out = *v;

@@ -84,3 +84,23 @@ TEST_CASE("a missing file is reported as such", "[config]") {
     CHECK(r.file_missing);
     CHECK(r.errors.empty());
 }
+
+TEST_CASE("the shipped etc/jobtrail.yaml parses cleanly and states the real defaults", "[config]") {
+    auto r = load_config(std::string(JOBTRAIL_SOURCE_DIR) + "/etc/jobtrail.yaml");
+    REQUIRE_FALSE(r.file_missing);
+    for (const auto& e : r.errors) FAIL(e.text());
+    const auto d = default_collector_config();
+    const auto& c = r.config.collector;
+    CHECK(c.log_dir == d.log_dir);
+    CHECK(c.state_dir == d.state_dir);
+    CHECK(c.context_records == d.context_records);
+    CHECK(c.context_ms == d.context_ms);
+    CHECK(c.max_log_bytes == d.max_log_bytes);
+    CHECK(c.prolog.script_timeout_ms == d.prolog.script_timeout_ms);
+    CHECK(c.prolog.scripts == d.prolog.scripts);
+    REQUIRE(c.prolog.probes.size() == d.prolog.probes.size());
+    for (size_t i = 0; i < c.prolog.probes.size(); ++i) CHECK(c.prolog.probes[i].argv == d.prolog.probes[i].argv);
+    REQUIRE(c.epilog.probes.size() == d.epilog.probes.size());
+    for (size_t i = 0; i < c.epilog.probes.size(); ++i) CHECK(c.epilog.probes[i].argv == d.epilog.probes[i].argv);
+    CHECK(c.epilog.fail_on_xid.empty());
+}

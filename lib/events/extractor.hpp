@@ -12,8 +12,8 @@ namespace jobtrail::events {
 
 // A kernel message recognised as something an operator acts on.
 struct Event {
-    std::string kind;     // xid, sxid, mlx5, pcie, oom, segfault, hung_task
-    std::string rule;     // the rule that matched, e.g. "xid", "xid79-no-xid-word", "mlx5-cmd-timeout"
+    std::string kind;  // xid, sxid, mlx5, pcie, oom, segfault, hung_task
+    std::string rule;  // the rule that matched, e.g. "xid", "xid79-no-xid-word", "mlx5-cmd-timeout"
     Severity severity = Severity::kInfo;
     int xid = 0;          // Xid/SXid code when kind is xid or sxid
     std::string pci_bdf;  // device address as printed, e.g. 0000:3b:00

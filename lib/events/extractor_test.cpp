@@ -12,7 +12,8 @@ const Extractor& ex() {
 }  // namespace
 
 TEST_CASE("Xid with PCI: prefix and quoted unknown pid", "[events]") {
-    auto e = ex().extract("NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.");
+    auto e =
+        ex().extract("NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.");
     REQUIRE(e);
     CHECK(e->kind == "xid");
     CHECK(e->xid == 79);
@@ -28,7 +29,8 @@ TEST_CASE("Xid forms: N/A pid, bare pid, no PCI: prefix", "[events]") {
     REQUIRE(a);
     CHECK(a->xid == 119);
     CHECK(a->action.find("RESET_GPU") != std::string::npos);
-    auto b = ex().extract("NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, Row Remapper: New row marked for remapping, reset gpu to activate.");
+    auto b = ex().extract(
+        "NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, Row Remapper: New row marked for remapping, reset gpu to activate.");
     REQUIRE(b);
     CHECK(b->xid == 63);
     CHECK(b->severity == Severity::kInfo);
@@ -38,7 +40,9 @@ TEST_CASE("Xid forms: N/A pid, bare pid, no PCI: prefix", "[events]") {
     CHECK(c->xid == 14);
     CHECK(c->pci_bdf == "0000:03:00");
     CHECK(c->meaning.find("not in") != std::string::npos);  // unknown code still reported
-    auto d = ex().extract("NVRM: Xid (PCI:0000:b7:00): 48, pid=2231, name=python, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 2, subpartition 0.");
+    auto d = ex().extract(
+        "NVRM: Xid (PCI:0000:b7:00): 48, pid=2231, name=python, An uncorrectable double bit error (DBE) has been "
+        "detected on GPU in the framebuffer at partition 2, subpartition 0.");
     REQUIRE(d);
     CHECK(d->xid == 48);
     CHECK(d->severity == Severity::kFatal);
@@ -51,25 +55,30 @@ TEST_CASE("Xid 79 printed without the word Xid", "[events]") {
     CHECK(a->xid == 79);
     CHECK(a->pci_bdf == "0000:18:00.0");
     CHECK(a->severity == Severity::kFatal);
-    auto b = ex().extract("NVRM: The NVIDIA GPU 0000:18:00.0 (PCI ID: 10de:2330) installed in this system has fallen off the bus and is not responding to commands.");
+    auto b = ex().extract(
+        "NVRM: The NVIDIA GPU 0000:18:00.0 (PCI ID: 10de:2330) installed in this system has fallen off the bus and is "
+        "not responding to commands.");
     REQUIRE(b);
     CHECK(b->xid == 79);
     CHECK(b->rule == "xid79-no-xid-word");
 }
 
 TEST_CASE("Xid 154 carries the recovery action", "[events]") {
-    auto e = ex().extract("NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)");
+    auto e = ex().extract(
+        "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)");
     REQUIRE(e);
     CHECK(e->xid == 154);
     CHECK(e->action == "recovery action required: GPU Reset Required");
     CHECK(e->severity == Severity::kFatal);
-    auto none = ex().extract("NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x1 (GPU Reset Required) to 0x0 (None)");
+    auto none = ex().extract(
+        "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x1 (GPU Reset Required) to 0x0 (None)");
     REQUIRE(none);
     CHECK(none->severity == Severity::kInfo);
 }
 
 TEST_CASE("NVLink5 extended Xid", "[events]") {
-    auto e = ex().extract("NVRM: Xid (PCI:0018:01:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 08 (0x004505c6 0x00000000 0x00000000)");
+    auto e = ex().extract(
+        "NVRM: Xid (PCI:0018:01:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 08 (0x004505c6 0x00000000 0x00000000)");
     REQUIRE(e);
     CHECK(e->xid == 149);
     CHECK(e->pci_bdf == "0018:01:00");
@@ -77,37 +86,49 @@ TEST_CASE("NVLink5 extended Xid", "[events]") {
 }
 
 TEST_CASE("mlx5 firmware, health, power and cable events", "[events]") {
-    auto t = ex().extract("mlx5_core 0000:3b:00.0: wait_func:1120:(pid 2041): ACCESS_REG(0x805) timeout. Will cause a leak of a command resource");
+    auto t = ex().extract(
+        "mlx5_core 0000:3b:00.0: wait_func:1120:(pid 2041): ACCESS_REG(0x805) timeout. Will cause a leak of a command "
+        "resource");
     REQUIRE(t);
     CHECK(t->rule == "mlx5-cmd-timeout");
     CHECK(t->pci_bdf == "0000:3b:00.0");
     CHECK(t->severity == Severity::kFatal);
-    auto h = ex().extract("mlx5_core 0000:5e:00.0: poll_health:800:(pid 0): device's health compromised - reached miss count");
+    auto h = ex().extract(
+        "mlx5_core 0000:5e:00.0: poll_health:800:(pid 0): device's health compromised - reached miss count");
     REQUIRE(h);
     CHECK(h->rule == "mlx5-health");
-    auto p = ex().extract("mlx5_core 0000:5e:00.0: mlx5_pcie_event:299:(pid 10): Detected insufficient power on the PCIe slot (27W).");
+    auto p = ex().extract(
+        "mlx5_core 0000:5e:00.0: mlx5_pcie_event:299:(pid 10): Detected insufficient power on the PCIe slot (27W).");
     REQUIRE(p);
     CHECK(p->rule == "mlx5-pcie-power");
     CHECK(p->severity == Severity::kWarning);
-    auto c = ex().extract("mlx5_core 0000:5e:00.1: mlx5_port_module_event:1175:(pid 0): Port module event[error]: module 0, Cable error, High Temperature");
+    auto c = ex().extract(
+        "mlx5_core 0000:5e:00.1: mlx5_port_module_event:1175:(pid 0): Port module event[error]: module 0, Cable error, "
+        "High Temperature");
     REQUIRE(c);
     CHECK(c->rule == "mlx5-cable");
     CHECK(c->detail.find("High Temperature") != std::string::npos);
-    auto n = ex().extract("mlx5_core 0000:5e:00.0: mlx5_cmd_out_err:838:(pid 5562): ACCESS_REG(0x805) op_mod(0x1) failed, status bad resource(0x5), syndrome (0x305684), err(-22)");
+    auto n = ex().extract(
+        "mlx5_core 0000:5e:00.0: mlx5_cmd_out_err:838:(pid 5562): ACCESS_REG(0x805) op_mod(0x1) failed, status bad "
+        "resource(0x5), syndrome (0x305684), err(-22)");
     REQUIRE(n);
     CHECK(n->rule == "mlx5-access-reg");
     CHECK(n->severity == Severity::kInfo);
 }
 
 TEST_CASE("OOM killer and user-space crashes", "[events]") {
-    auto o = ex().extract("Out of memory: Killed process 41234 (python) total-vm:123456kB, anon-rss:1000kB, file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:100kB oom_score_adj:0");
+    auto o = ex().extract(
+        "Out of memory: Killed process 41234 (python) total-vm:123456kB, anon-rss:1000kB, file-rss:0kB, shmem-rss:0kB, "
+        "UID:1000 pgtables:100kB oom_score_adj:0");
     REQUIRE(o);
     CHECK(o->kind == "oom");
     CHECK(o->detail.rfind("python[41234]", 0) == 0);
     auto cg = ex().extract("Memory cgroup out of memory: Killed process 777 (torchrun) total-vm:1kB");
     REQUIRE(cg);
     CHECK(cg->kind == "oom");
-    auto s = ex().extract("python3[12345]: segfault at 0 ip 00007f0000000000 sp 00007ffd00000000 error 4 in libc.so.6[7f0000000000+195000]");
+    auto s = ex().extract(
+        "python3[12345]: segfault at 0 ip 00007f0000000000 sp 00007ffd00000000 error 4 in "
+        "libc.so.6[7f0000000000+195000]");
     REQUIRE(s);
     CHECK(s->kind == "segfault");
     CHECK(s->detail.rfind("python3[12345]", 0) == 0);

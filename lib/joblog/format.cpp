@@ -12,8 +12,7 @@ std::string tag_name(std::string_view name) {
     return out;
 }
 
-void append_line(std::string& out, int64_t ts_ns, std::string_view tag, std::string_view name,
-                 std::string_view text) {
+void append_line(std::string& out, int64_t ts_ns, std::string_view tag, std::string_view name, std::string_view text) {
     out += format_rfc3339_ns(ts_ns);
     out += ' ';
     out += tag;

@@ -22,27 +22,26 @@ struct Line {
 };
 
 // Tags written by the collectors.
-inline constexpr std::string_view kMeta = "meta";            // header: key=value job facts
-inline constexpr std::string_view kRun = "run";              // a site script or probe starts
-inline constexpr std::string_view kStdout = "stdout";        // [script] output line
-inline constexpr std::string_view kStderr = "stderr";        // [script] error output line
-inline constexpr std::string_view kProbe = "probe";          // [probe] output line
-inline constexpr std::string_view kProbeErr = "probe-err";   // [probe] error output line
-inline constexpr std::string_view kStatus = "status";        // [script|probe] how it ended
-inline constexpr std::string_view kKmsg = "kmsg";            // kernel record during the job
+inline constexpr std::string_view kMeta = "meta";                 // header: key=value job facts
+inline constexpr std::string_view kRun = "run";                   // a site script or probe starts
+inline constexpr std::string_view kStdout = "stdout";             // [script] output line
+inline constexpr std::string_view kStderr = "stderr";             // [script] error output line
+inline constexpr std::string_view kProbe = "probe";               // [probe] output line
+inline constexpr std::string_view kProbeErr = "probe-err";        // [probe] error output line
+inline constexpr std::string_view kStatus = "status";             // [script|probe] how it ended
+inline constexpr std::string_view kKmsg = "kmsg";                 // kernel record during the job
 inline constexpr std::string_view kKmsgContext = "kmsg-context";  // kernel record before the job
-inline constexpr std::string_view kKmsgDict = "kmsg-dict";   // KEY=value of the preceding record
-inline constexpr std::string_view kKmsgLost = "kmsg-lost";   // records the ring lost
-inline constexpr std::string_view kEvent = "event";          // recognised kernel event (summary)
-inline constexpr std::string_view kJobtrail = "jobtrail";    // the collector's own notices/errors
-inline constexpr std::string_view kEnd = "end";              // footer: exit status, duration
+inline constexpr std::string_view kKmsgDict = "kmsg-dict";        // KEY=value of the preceding record
+inline constexpr std::string_view kKmsgLost = "kmsg-lost";        // records the ring lost
+inline constexpr std::string_view kEvent = "event";               // recognised kernel event (summary)
+inline constexpr std::string_view kJobtrail = "jobtrail";         // the collector's own notices/errors
+inline constexpr std::string_view kEnd = "end";                   // footer: exit status, duration
 
 // Makes a name usable inside [ ]: spaces and brackets become '_'.
 std::string tag_name(std::string_view name);
 
 // Appends one formatted line (with '\n') to out; text is escaped, name sanitised.
-void append_line(std::string& out, int64_t ts_ns, std::string_view tag, std::string_view name,
-                 std::string_view text);
+void append_line(std::string& out, int64_t ts_ns, std::string_view tag, std::string_view name, std::string_view text);
 
 // Parses one line (without its '\n'). Views point into `line`.
 bool parse_line(std::string_view line, Line& out);

@@ -36,7 +36,10 @@ public:
 
     // Tells the reader which sequence number the caller expects next, so that a gap before the
     // first record read is reported as loss (used when resuming from a saved position).
-    void expect_seq(uint64_t seq) { expected_ = seq; have_expected_ = true; }
+    void expect_seq(uint64_t seq) {
+        expected_ = seq;
+        have_expected_ = true;
+    }
 
     Status next();
     std::string_view raw() const { return raw_; }

@@ -46,8 +46,9 @@ TEST_CASE("reads the machine's real /dev/kmsg (read-only)", "[kmsg][device]") {
 
 TEST_CASE("fixture: one record per read, seek start/end, non-blocking", "[kmsg][fixture]") {
     KmsgfsMount fs;
-    fs.ctl("6;first\n4;NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
-           " SUBSYSTEM=pci\n DEVICE=+pci:0000:3b:00.0\n6;third\n");
+    fs.ctl(
+        "6;first\n4;NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+        " SUBSYSTEM=pci\n DEVICE=+pci:0000:3b:00.0\n6;third\n");
     Reader rd;
     std::string err;
     REQUIRE(rd.open(fs.kmsg(), true, err));
@@ -79,7 +80,7 @@ TEST_CASE("fixture: overrun (EPIPE) becomes an explicit loss with the right coun
     std::string err;
     REQUIRE(rd.open(fs.kmsg(), true, err));
     REQUIRE(rd.next() == Reader::Status::kRecord);  // r0; we expect r1 next
-    fs.ctl("6;r3\n6;r4\n!drop 3\n");                 // r1, r2 (and r0) overwritten
+    fs.ctl("6;r3\n6;r4\n!drop 3\n");                // r1, r2 (and r0) overwritten
     auto st = rd.next();
     REQUIRE(st == Reader::Status::kLost);
     CHECK(rd.lost() == 2);

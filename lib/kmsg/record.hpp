@@ -14,8 +14,8 @@ struct Record {
     uint8_t facility = 0;
     uint8_t level = 0;
     uint64_t seq = 0;
-    uint64_t usec = 0;  // monotonic microseconds since boot
-    char flag = '-';    // '-' complete, 'c' first fragment of a line, '+' later fragment
+    uint64_t usec = 0;    // monotonic microseconds since boot
+    char flag = '-';      // '-' complete, 'c' first fragment of a line, '+' later fragment
     std::string message;  // \xNN escapes decoded: the bytes the kernel printed
     std::vector<std::pair<std::string, std::string>> dict;  // continuation lines, e.g. SUBSYSTEM=pci
 

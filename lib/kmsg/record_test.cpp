@@ -26,8 +26,8 @@ TEST_CASE("splits facility and level and keeps continuation lines", "[kmsg]") {
     REQUIRE(parse_record("30,1203,123456789,-;systemd[1]: Started slurmd.service.\n", r, e));
     CHECK(r.facility == 3);
     CHECK(r.level == 6);
-    REQUIRE(parse_record("3,5000,99000000,-;nvidia 0000:3b:00.0: enabling device\n SUBSYSTEM=pci\n DEVICE=+pci:0000:3b:00.0\n",
-                         r, e));
+    REQUIRE(parse_record(
+        "3,5000,99000000,-;nvidia 0000:3b:00.0: enabling device\n SUBSYSTEM=pci\n DEVICE=+pci:0000:3b:00.0\n", r, e));
     REQUIRE(r.dict.size() == 2);
     CHECK(r.dict_value("SUBSYSTEM") == "pci");
     CHECK(r.dict_value("DEVICE") == "+pci:0000:3b:00.0");

@@ -181,9 +181,9 @@ RunResult run(const std::vector<std::string>& argv, const RunOptions& opts, cons
     Fd pidfd(open_pidfd(pid));
 
     const int64_t deadline = t0 + opts.timeout_ms * 1'000'000;
-    int64_t kill_at = 0;          // when SIGKILL goes out after SIGTERM
-    int64_t give_up_at = 0;       // when we stop waiting for a killed group
-    int64_t drain_until = 0;      // after the child exits, how long grandchildren may hold pipes
+    int64_t kill_at = 0;      // when SIGKILL goes out after SIGTERM
+    int64_t give_up_at = 0;   // when we stop waiting for a killed group
+    int64_t drain_until = 0;  // after the child exits, how long grandchildren may hold pipes
     bool reaped = false;
     int status = 0;
     char buf[16384];

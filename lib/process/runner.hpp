@@ -20,13 +20,13 @@ struct RunOptions {
 };
 
 struct RunResult {
-    bool started = false;     // false: fork/exec failed (see error)
-    bool exited = false;      // normal exit, exit_code valid
+    bool started = false;  // false: fork/exec failed (see error)
+    bool exited = false;   // normal exit, exit_code valid
     int exit_code = 0;
-    bool signaled = false;    // killed by signal `signal`
+    bool signaled = false;  // killed by signal `signal`
     int signal = 0;
-    bool timed_out = false;   // we killed it at its deadline
-    bool abandoned = false;   // did not die even after SIGKILL (e.g. stuck in the kernel)
+    bool timed_out = false;  // we killed it at its deadline
+    bool abandoned = false;  // did not die even after SIGKILL (e.g. stuck in the kernel)
     int64_t duration_ms = 0;
     std::string error;
 

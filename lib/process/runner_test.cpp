@@ -1,9 +1,8 @@
 #include "process/runner.hpp"
 
-#include <csignal>
-
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <csignal>
 #include <fstream>
 #include <thread>
 
@@ -58,8 +57,9 @@ TEST_CASE("a hung command is killed with its whole process group at the deadline
     Captured c;
     const auto t0 = std::chrono::steady_clock::now();
     // The grandchild ignores SIGTERM, so only the SIGKILL to the group can end it.
-    auto r = run({"/bin/sh", "-c", "sh -c 'trap \"\" TERM; sleep 60' & echo $! > " + pidfile + "; echo started; sleep 60"},
-                 opts(300), c.sink());
+    auto r =
+        run({"/bin/sh", "-c", "sh -c 'trap \"\" TERM; sleep 60' & echo $! > " + pidfile + "; echo started; sleep 60"},
+            opts(300), c.sink());
     const auto took = std::chrono::steady_clock::now() - t0;
     CHECK(r.timed_out);
     CHECK(r.shell_status() == 124);

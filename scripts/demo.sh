@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The main job, end to end, on this machine: builds jobtrail, starts a real single-node Slurm
+# with jobtrail's collectors as Prolog/Epilog (wrapping a sample site script) and the kmsg test
+# fixture as the kernel log, runs a job during which the "kernel" reports an Xid 79, and shows
+# what jobtrail recorded. Run as root on Debian 12. KEEP=1 leaves the cluster running.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SRC=$(pwd)
+export JOBTRAIL_SOURCE=$SRC
+export JOBTRAIL_BUILD=$SRC/build
+export SLURM_LAB_DIR=${JOBTRAIL_DEMO_DIR:-/tmp/jobtrail-demo}
+D=$SLURM_LAB_DIR
+
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+say "installing dependencies (Debian packages)"
+bash scripts/install-deps.sh
+say "building"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"$(nproc)" >/dev/null
+say "starting a single-node Slurm in $D with jobtrail-prolog/epilog as Prolog/Epilog"
+tests/integration/lab.sh start
+trap '[ "${KEEP:-0}" = 1 ] || tests/integration/lab.sh stop >/dev/null 2>&1' EXIT
+# shellcheck source=/dev/null
+source "$D/env.sh"
+# shellcheck source=../tests/integration/helpers.bash
+source tests/integration/helpers.bash
+sinfo
+
+say "submitting a job; during it the kernel log (fixture) reports an Xid 79"
+mkdir -p "$D/jobs"
+cat > "$D/jobs/train.sh" <<JOB
+#!/bin/sh
+echo "training step 1 on \$(hostname)"
+printf '%s\n' "4;NVRM: Xid (PCI:0000:18:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus." \
+    " SUBSYSTEM=pci" " DEVICE=+pci:0000:18:00.0" > $D/kmsgfs/ctl
+echo "training step 2: CUDA error: unspecified launch failure" >&2
+exit 1
+JOB
+id=$(sbatch --parsable -D "$D/jobs" -o "$D/jobs/slurm-%j.out" "$D/jobs/train.sh")
+echo "job $id submitted"
+echo "job $id: $(wait_job_done "$id")"
+p=$(wait_log_end "$D/log/prolog/$id.log")
+e=$(wait_log_end "$D/log/epilog/$id.log")
+
+say "prolog log: $p"
+grep -vE ' kmsg-context ' "$p"
+say "epilog log: $e (kernel records and events)"
+grep -E ' (meta job_id|meta job_exit|stdout|kmsg|kmsg-dict|kmsg-lost|event|event\[summary\]|end) ' "$e" | grep -v ' kmsg-context '
+say "what broke (from the epilog's event summary)"
+grep ' event severity=' "$e" | sed -E 's/.* event (severity=[a-z]+) kind=([a-z]+) (xid=[0-9]+)? ?(pci_bdf=[^ ]+)?.* meaning="([^"]*)" action="([^"]*)".*/\1 \2 \3 \4\n    \5\n    action: \6/'
+say "where the logs are"
+echo "prolog: $p"
+echo "epilog: $e"
+echo "job output: $D/jobs/slurm-$id.out"
+echo "(no Loki configured: logs stay on the node; the shipper issue adds shipping to Loki)"

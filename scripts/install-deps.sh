@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs everything jobtrail needs to build, test and run on Debian 12, from Debian's packages.
+set -euo pipefail
+PACKAGES=(
+  # toolchain
+  g++ cmake pkg-config make clang libclang-rt-14-dev clang-format clang-tidy python3
+  # libraries
+  libslurm-dev libyaml-cpp-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libcli11-dev libre2-dev
+  libzstd-dev libcurl4-openssl-dev libsnappy-dev libprotobuf-dev protobuf-compiler libarchive-dev
+  # tests: real Slurm, the kmsg fixture (FUSE), bats, the Loki test double's decoders
+  slurmctld slurmd slurm-client munge catch2 libfuse3-dev fuse3 bats python3-protobuf python3-snappy
+)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "install-deps: installing ${missing[*]}" >&2
+made_policy=0
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  # The slurm and munge packages must not start their default daemons: tests run their own.
+  printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+  chmod +x /usr/sbin/policy-rc.d
+  made_policy=1
+fi
+apt-get update -q
+DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${missing[@]}"
+[ $made_policy -eq 1 ] && rm -f /usr/sbin/policy-rc.d
+exit 0

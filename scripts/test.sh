@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The test command (README.md, .ci/run): installs dependencies, builds everything under
+# AddressSanitizer + UndefinedBehaviorSanitizer, runs the fuzzers for a bounded time, then
+# the whole CTest suite (unit tests and the real-Slurm integration tests).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JOBS=${JOBS:-$(nproc)}
+FUZZ_SECONDS=${FUZZ_SECONDS:-20}
+
+bash scripts/install-deps.sh
+
+# Fuzzers (clang, libFuzzer + ASan/UBSan), each for FUZZ_SECONDS on its seed corpus.
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -DJOBTRAIL_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build-fuzz -j"$JOBS"
+for f in build-fuzz/tests/fuzz/fuzz_*; do
+  name=${f##*/fuzz_}
+  work=build-fuzz/corpus-$name
+  mkdir -p "$work"
+  echo "fuzz: $name for ${FUZZ_SECONDS}s"
+  "$f" -max_total_time="$FUZZ_SECONDS" -max_len=8192 -print_final_stats=0 "$work" "tests/fuzz/corpus/$name" \
+    > "build-fuzz/$name.log" 2>&1 || { tail -40 "build-fuzz/$name.log"; echo "fuzz: $name FAILED"; exit 1; }
+  grep -h "^Done" "build-fuzz/$name.log" || true
+done
+
+# Everything else, with sanitizers.
+cmake -S . -B build-asan -DJOBTRAIL_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build-asan -j"$JOBS"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+ctest --test-dir build-asan --output-on-failure -j"$JOBS"
