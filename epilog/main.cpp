@@ -46,7 +46,7 @@ int run(const std::string& config_path) {
                      "failing the epilog so Slurm drains the node: " + why + " [policy collector.epilog.fail_on_xid]");
             summary += " drain_reason=\"" + why + "\"";
         }
-        ::unlink(jc::job_marker_path(s.config().collector.run_dir, s.facts().job_id).c_str());
+        jc::remove_job_state(s.config().collector.run_dir, s.facts().job_id);
     }
     s.footer(status, summary);
     return status;

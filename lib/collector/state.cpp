@@ -1,5 +1,8 @@
 #include "collector/state.hpp"
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 namespace jobtrail::collector {
@@ -23,6 +26,18 @@ int64_t i64(const json& j, const char* key) {
 
 std::string job_marker_path(const std::string& run_dir, const std::string& job_id) {
     return run_dir + "/jobs/" + job_id;
+}
+
+std::string step_records_dir(const std::string& run_dir) { return run_dir + "/steps"; }
+
+void remove_job_state(const std::string& run_dir, const std::string& job_id) {
+    ::unlink(job_marker_path(run_dir, job_id).c_str());
+    std::error_code ec;
+    const std::string prefix = job_id + ".";
+    for (const auto& e : std::filesystem::directory_iterator(step_records_dir(run_dir), ec)) {
+        const std::string name = e.path().filename().string();
+        if (name.compare(0, prefix.size(), prefix) == 0) std::filesystem::remove(e.path(), ec);
+    }
 }
 
 std::string marker_to_json(const JobMarker& m) {

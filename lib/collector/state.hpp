@@ -14,6 +14,10 @@ struct JobMarker {
 };
 
 std::string job_marker_path(const std::string& run_dir, const std::string& job_id);
+// The SPANK plugin's step records: <run_dir>/steps/<jobid>.<step>.
+std::string step_records_dir(const std::string& run_dir);
+// Removes the job marker and the job's step records (the epilog's last act).
+void remove_job_state(const std::string& run_dir, const std::string& job_id);
 std::string marker_to_json(const JobMarker& m);
 std::optional<JobMarker> marker_from_json(const std::string& text);
 

@@ -34,6 +34,13 @@ ${JT_EXTRA_YAML:-}
 YAML
 }
 
+# The SPANK plugin's plugstack line (srun/sbatch/slurmstepd re-read it at every launch).
+jt_write_plugstack() {
+    mkdir -p "$D/etc/plugstack.conf.d"
+    echo "optional $JOBTRAIL_BUILD/spank/spank_jobtrail.so nccl_dir=$D/nccl run_dir=$D/run-jobtrail ${JT_PLUGSTACK_EXTRA:-}" \
+        > "$D/etc/plugstack.conf.d/jobtrail.conf"
+}
+
 # The site's own scripts that jobtrail wraps.
 jt_write_default_setup() {
     rm -f "$D/etc/prolog.d/"* "$D/etc/epilog.d/"* "$D/bin/nvidia-smi.mode"
@@ -71,7 +78,8 @@ wait_log_end() {
 # Submits a batch job (as root, in $D/jobs) and prints its id.
 submit() {
     mkdir -p "$D/jobs"
-    sbatch --parsable -D "$D/jobs" -o "$D/jobs/slurm-%j.out" "$@"
+    # The test harness's own variables stay out of the job (it inherits the environment).
+    env -u JOBTRAIL_BUILD -u JOBTRAIL_SOURCE sbatch --parsable -D "$D/jobs" -o "$D/jobs/slurm-%j.out" "$@"
 }
 
 wait_job_done() {

@@ -20,9 +20,13 @@ start)
         echo "6;kmsgfs: test ring started" > "$D/kmsgfs/ctl"
     fi
     # stand-ins for the GPU tools, with real output formats
-    cp "$here/bin/nvidia-smi" "$here/bin/dcgmi" "$D/bin/"
+    cp "$here/bin/nvidia-smi" "$here/bin/dcgmi" "$here/bin/fake-nccl" "$D/bin/"
     chmod +x "$D/bin/"*
     jt_write_default_setup
+    # A job user that is not root, for ownership checks.
+    id jtuser >/dev/null 2>&1 || useradd --system --no-create-home --shell /bin/sh jtuser
+    mkdir -p "$D/jobs" && chmod 1777 "$D/jobs"
+    jt_write_plugstack
     # The collectors as slurmd runs them: no arguments, so a two-line wrapper names the config.
     for phase in prolog epilog; do
         printf '#!/bin/sh\nexec %s/%s/jobtrail-%s --config %s/etc/jobtrail.yaml\n' \
