@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job, end to end, on this machine: builds jobtrail, starts a real single-node Slurm
-# with jobtrail's collectors as Prolog/Epilog (wrapping a sample site script) and the kmsg test
-# fixture as the kernel log, runs a job during which the "kernel" reports an Xid 79, and shows
-# what jobtrail recorded. Run as root on Debian 12. KEEP=1 leaves the cluster running.
+# with jobtrail's SPANK plugin and its collectors as Prolog/Epilog (wrapping a sample site
+# script) and the kmsg test fixture as the kernel log, submits a job with --trace-capture during
+# which NCCL (a stand-in: no GPU here) warns and the "kernel" reports an Xid 79, and shows what
+# jobtrail recorded. Run as root on Debian 12. KEEP=1 leaves the cluster running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SRC=$(pwd)
@@ -27,17 +28,19 @@ source "$D/env.sh"
 source tests/integration/helpers.bash
 sinfo
 
-say "submitting a job; during it the kernel log (fixture) reports an Xid 79"
+say "submitting a job with --trace-capture=INFO; NCCL warns and the kernel log (fixture) reports an Xid 79"
 mkdir -p "$D/jobs"
 cat > "$D/jobs/train.sh" <<JOB
 #!/bin/sh
-echo "training step 1 on \$(hostname)"
+#SBATCH -n 2
+echo "training step 1 on \$(hostname): NCCL_DEBUG=\$NCCL_DEBUG NCCL_DEBUG_FILE=\$NCCL_DEBUG_FILE"
+srun -n2 $D/bin/fake-nccl --warn "NET/IB : Got completion from peer 10.0.0.2<54321> with status=12 opcode=0 len=0 vendor err 129"
 printf '%s\n' "4;NVRM: Xid (PCI:0000:18:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus." \
     " SUBSYSTEM=pci" " DEVICE=+pci:0000:18:00.0" > $D/kmsgfs/ctl
 echo "training step 2: CUDA error: unspecified launch failure" >&2
 exit 1
 JOB
-id=$(sbatch --parsable -D "$D/jobs" -o "$D/jobs/slurm-%j.out" "$D/jobs/train.sh")
+id=$(sbatch --parsable --trace-capture=INFO -D "$D/jobs" -o "$D/jobs/slurm-%j.out" "$D/jobs/train.sh")
 echo "job $id submitted"
 echo "job $id: $(wait_job_done "$id")"
 p=$(wait_log_end "$D/log/prolog/$id.log")
@@ -46,11 +49,14 @@ e=$(wait_log_end "$D/log/epilog/$id.log")
 say "prolog log: $p"
 grep -vE ' kmsg-context ' "$p"
 say "epilog log: $e (kernel records and events)"
-grep -E ' (meta job_id|meta job_exit|stdout|kmsg|kmsg-dict|kmsg-lost|event|event\[summary\]|end) ' "$e" | grep -v ' kmsg-context '
+grep -E ' (meta job_id=|meta job_exit=|stdout\[|kmsg |kmsg-dict |kmsg-lost |event |event\[summary\] |end )' "$e"
 say "what broke (from the epilog's event summary)"
 grep ' event severity=' "$e" | sed -E 's/.* event (severity=[a-z]+) kind=([a-z]+) (xid=[0-9]+)? ?(pci_bdf=[^ ]+)?.* meaning="([^"]*)" action="([^"]*)".*/\1 \2 \3 \4\n    \5\n    action: \6/'
+say "NCCL debug files of the job (one per process, NCCL_DEBUG=INFO with UTC-offset timestamps)"
+for f in "$D/nccl/$id"/*.log; do echo "--- $f"; cat "$f"; done
 say "where the logs are"
 echo "prolog: $p"
 echo "epilog: $e"
+echo "NCCL:   $D/nccl/$id/"
 echo "job output: $D/jobs/slurm-$id.out"
 echo "(no Loki configured: logs stay on the node; the shipper issue adds shipping to Loki)"

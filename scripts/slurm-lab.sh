@@ -101,7 +101,7 @@ export MUNGE_SOCKET=$D/munge/munge.socket
 ENV
 }
 
-node_state() { scontrol -o show node "$(hostname -s)" 2>/dev/null | sed -n 's/.*State=\([^ ]*\).*/\1/p'; }
+node_state() { { scontrol -o show node "$(hostname -s)" 2>/dev/null || true; } | sed -n "s/.*State=\([^ ]*\).*/\1/p"; }
 
 start() {
     install_packages
@@ -112,10 +112,19 @@ start() {
         munged --socket="$D/munge/munge.socket" --key-file="$D/munge/munge.key" --pid-file="$D/run/munged.pid" \
                --log-file="$D/log/munged.log" --seed-file="$D/munge/munged.seed"
     fi
-    live_pid "$D/run/slurmctld.pid" slurmctld >/dev/null || slurmctld -f "$SLURM_CONF"
+    if ! live_pid "$D/run/slurmctld.pid" slurmctld >/dev/null; then
+        # Another cluster (another DIR) on the same ports would make our daemons die at bind().
+        for port in "${SLURM_LAB_CTLD_PORT:-6817}" "${SLURM_LAB_SLURMD_PORT:-6818}"; do
+            if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+                log "port $port is already in use (another slurm-lab running? stop it: $0 stop OTHER_DIR)"
+                exit 1
+            fi
+        done
+        slurmctld -f "$SLURM_CONF"
+    fi
     local started_slurmd=0
     if ! live_pid "$D/run/slurmd.pid" slurmd >/dev/null; then
-        slurmd -f "$SLURM_CONF" || { log "slurmd failed"; tail -20 "$D/log/slurmd.log" >&2; exit 1; }
+        slurmd -f "$SLURM_CONF" || { log "slurmd failed"; tail -n 20 "$D/log/slurmd.log" >&2; exit 1; }
         started_slurmd=1
     fi
     local t=0 resumed=0 st
@@ -133,7 +142,7 @@ start() {
         t=$((t + 1))
     done
     log "node did not become idle within ${WAIT}s (state: ${st:-unknown}, slurmd started: $started_slurmd)"
-    tail -20 "$D/log/slurmd.log" "$D/log/slurmctld.log" >&2 || true
+    tail -n 20 "$D/log/slurmd.log" "$D/log/slurmctld.log" >&2 || true
     exit 1
 }
 
