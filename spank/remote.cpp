@@ -51,6 +51,11 @@ bool mkdirs_root(const std::string& path, std::string& err) {
         err = path + " is not a directory";
         return false;
     }
+    // Users must not be able to plant entries (symlinks, other jobs' directories) in it.
+    if (st.st_uid != 0 || (st.st_mode & 022) != 0) {
+        err = path + " must be owned by root and writable only by root";
+        return false;
+    }
     return true;
 }
 

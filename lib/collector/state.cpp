@@ -28,7 +28,9 @@ std::string job_marker_path(const std::string& run_dir, const std::string& job_i
     return run_dir + "/jobs/" + job_id;
 }
 
-std::string step_records_dir(const std::string& run_dir) { return run_dir + "/steps"; }
+std::string step_records_dir(const std::string& run_dir) {
+    return run_dir + "/steps";
+}
 
 void remove_job_state(const std::string& run_dir, const std::string& job_id) {
     ::unlink(job_marker_path(run_dir, job_id).c_str());

@@ -92,6 +92,18 @@ teardown() {
     grep -q ";during job 2$" "$e"
 }
 
+@test "without the prolog's kmsg mark, the epilog takes the kernel records since the job's start" {
+    echo "6;long before this job" > "$D/kmsgfs/ctl"
+    sleep 0.2
+    id=$(submit --wrap "rm -f $D/state/kmsg-marks/\$SLURM_JOB_ID; echo '4;NVRM: Xid (PCI:0000:18:00): 13, pid=77, name=python, Graphics SM Warp Exception' > $D/kmsgfs/ctl")
+    [ "$(wait_job_done "$id")" = COMPLETED ]
+    e=$(wait_log_end "$D/log/epilog/$id.log")
+    grep -q " jobtrail warning: no kmsg mark for this job; using job start time " "$e"
+    grep -q " event\[summary\] basis=\"job start time " "$e"
+    grep -q " event severity=error kind=xid xid=13 " "$e"
+    ! grep -q "long before this job" "$e"
+}
+
 @test "a failing wrapped prolog script drains the node, as the site intended" {
     printf '#!/bin/sh\necho "health check: GPU 1 missing"\nexit 1\n' > "$D/etc/prolog.d/50-health.sh"
     chmod +x "$D/etc/prolog.d/50-health.sh"

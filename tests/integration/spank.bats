@@ -146,3 +146,24 @@ NCCL_DEBUG_TIMESTAMP_LEVELS=ALL" ]
     wait_log_end "$D/log/epilog/$id.log" >/dev/null
     [ ! -e "$D/run-jobtrail/steps/$id.batch" ]
 }
+
+@test "srun and salloc without the option: steps get the site's policy" {
+    env -u JOBTRAIL_BUILD -u JOBTRAIL_SOURCE srun -n1 env > "$D/jobs/env-srun"
+    run bash -c "policy_vars() { grep -E '^(NCCL_|JOBTRAIL_)' \"\$1\" | sort; }; policy_vars $D/jobs/env-srun |
+                 sed 's/JOBTRAIL_JOB_ID=[0-9]*/JOBTRAIL_JOB_ID=N/; s|/nccl/[0-9]*/|/nccl/N/|'"
+    [ "$output" = "JOBTRAIL_JOB_ID=N
+JOBTRAIL_STEP_ID=0
+NCCL_DEBUG=WARN
+NCCL_DEBUG_FILE=$D/nccl/N/0.%h.%p.log
+NCCL_DEBUG_TIMESTAMP_FORMAT=[%FT%T.%6f%z] 
+NCCL_DEBUG_TIMESTAMP_LEVELS=ALL" ]
+    run salloc -n1 srun env
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"NCCL_DEBUG=WARN"* ]]
+    [[ "$output" != *"JOBTRAIL_TRACE="* ]]
+    [[ "$output" != *"NCCL_DEBUG_SUBSYS="* ]]
+}
+
+@test "the plugin's policy is announced in slurmd's log at start" {
+    grep -q "jobtrail: policy: nccl_debug=WARN trace_level=INFO max_level=INFO" "$D/log/slurmd.log"
+}
