@@ -122,9 +122,9 @@ std::optional<uint64_t> parse_size(std::string_view s) {
     else if (unit == "KB")
         mult = 1000;
     else if (unit == "MB")
-        mult = 1000 * 1000;
+        mult = 1000ULL * 1000;
     else if (unit == "GB")
-        mult = 1000 * 1000 * 1000;
+        mult = 1000ULL * 1000 * 1000;
     else
         return std::nullopt;
     if (n > UINT64_MAX / mult) return std::nullopt;

@@ -142,7 +142,7 @@ TEST_CASE("ordinary kernel lines are not events", "[events]") {
     CHECK_FALSE(ex().extract("nvidia-modeset: Loading NVIDIA Kernel Mode Setting Driver"));
     CHECK_FALSE(ex().extract("mlx5_core 0000:3b:00.0: firmware version: 28.39.1002"));
     CHECK_FALSE(ex().extract(""));
-    std::string hostile(100 * 1024, 'x');
+    std::string hostile(size_t{100} * 1024, 'x');
     hostile += "NVRM: Xid (";
     CHECK_FALSE(ex().extract(hostile));
 }

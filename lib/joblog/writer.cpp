@@ -37,7 +37,7 @@ void Writer::line(int64_t ts_ns, std::string_view tag, std::string_view name, st
         return;
     }
     written_ += len;
-    if (buf_.size() >= 64 * 1024) flush();
+    if (buf_.size() >= size_t{64} * 1024) flush();
 }
 
 bool Writer::flush() {

@@ -84,9 +84,9 @@ TEST_CASE("hostile bytes survive parsing", "[kmsg]") {
     CHECK(line.find("\\x00") != std::string::npos);
     CHECK(line.find("\\xff\\xfe") != std::string::npos);
 
-    std::string big = "4,2,3,-;" + std::string(100 * 1024, 'A') + "\n";
+    std::string big = "4,2,3,-;" + std::string(size_t{100} * 1024, 'A') + "\n";
     REQUIRE(parse_record(big, r, e));
-    CHECK(r.message.size() == 100 * 1024);
+    CHECK(r.message.size() == size_t{100} * 1024);
 
     // A record cut in the middle (no newline) still parses what is there.
     REQUIRE(parse_record("4,3,4,-;truncated mess", r, e));

@@ -137,9 +137,11 @@ RunResult run(const std::vector<std::string>& argv, const RunOptions& opts, cons
 
     // Everything the child needs is prepared before fork: only async-signal-safe calls after.
     std::vector<char*> cargv;
+    cargv.reserve(argv.size() + 1);
     for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
     cargv.push_back(nullptr);
     std::vector<char*> cenv;
+    cenv.reserve(opts.env.size() + 1);
     for (const auto& e : opts.env) cenv.push_back(const_cast<char*>(e.c_str()));
     cenv.push_back(nullptr);
 

@@ -15,7 +15,7 @@ enum class Stream { kStdout, kStderr };
 struct RunOptions {
     int64_t timeout_ms = 60'000;
     int64_t kill_grace_ms = 1'000;  // between SIGTERM and SIGKILL to the process group
-    size_t max_line_bytes = 64 * 1024;
+    size_t max_line_bytes = size_t{64} * 1024;
     std::vector<std::string> env;  // full environment for the child ("K=V")
 };
 
