@@ -1,0 +1,597 @@
+#!/usr/bin/python3
+"""A Loki test double that behaves like Loki on the wire (../shared/reference: Loki API and the
+responses observed from a real Loki 2.7/3.x). Written from the protocol, independently of
+jobtrail's encoder: protobuf is decoded here by hand from the wire format (field numbers of
+logproto.PushRequest), so a wrong field in our .proto cannot hide on both sides.
+
+  loki_double.py [--port N] [--port-file F] [--auth] [--ingestion-rate-mb 4] ...
+
+Endpoints: POST /loki/api/v1/push (snappy protobuf, JSON, gzip/deflate), GET /loki/api/v1/query_range,
+/loki/api/v1/series, /loki/api/v1/labels, /loki/api/v1/label/<name>/values, /ready.
+Test controls: POST /-/fault {"mode": "status"|"slow"|"reset"|"none", "status": 500, "body": "...",
+"count": N, "delay": S}; GET /-/store (everything stored, exactly); GET /-/stats; POST /-/reset.
+"""
+import argparse, gzip, json, re, sys, threading, time, zlib
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlparse, parse_qs
+
+import snappy
+
+NS = 1_000_000_000
+LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*$")
+
+
+class PushError(Exception):
+    def __init__(self, status, body):
+        super().__init__(body)
+        self.status, self.body = status, body
+
+
+# ---------------------------------------------------------------- protobuf wire format (by hand)
+def _varint(buf, pos):
+    shift = result = 0
+    while True:
+        if pos >= len(buf):
+            raise ValueError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+def _fields(buf):
+    """Yields (field_number, wire_type, value) of one message."""
+    pos = 0
+    while pos < len(buf):
+        key, pos = _varint(buf, pos)
+        field, wt = key >> 3, key & 7
+        if wt == 0:
+            val, pos = _varint(buf, pos)
+        elif wt == 2:
+            n, pos = _varint(buf, pos)
+            if pos + n > len(buf):
+                raise ValueError("truncated length-delimited field")
+            val, pos = buf[pos:pos + n], pos + n
+        elif wt == 1:
+            val, pos = buf[pos:pos + 8], pos + 8
+        elif wt == 5:
+            val, pos = buf[pos:pos + 4], pos + 4
+        else:
+            raise ValueError("unsupported wire type %d" % wt)
+        yield field, wt, val
+
+
+def decode_push_proto(buf):
+    """logproto.PushRequest{streams=1: StreamAdapter{labels=1, entries=2: EntryAdapter{
+    timestamp=1: Timestamp{seconds=1, nanos=2}, line=2, structuredMetadata=3: {name=1, value=2}}}}"""
+    streams = []
+    for f, wt, v in _fields(buf):
+        if f != 1 or wt != 2:
+            continue
+        labels, entries = "", []
+        for sf, swt, sv in _fields(v):
+            if sf == 1 and swt == 2:
+                labels = sv.decode("utf-8", "replace")
+            elif sf == 2 and swt == 2:
+                ts, line, sm = 0, b"", {}
+                for ef, ewt, ev in _fields(sv):
+                    if ef == 1 and ewt == 2:
+                        secs = nanos = 0
+                        for tf, twt, tv in _fields(ev):
+                            if tf == 1 and twt == 0:
+                                secs = tv if tv < 1 << 63 else tv - (1 << 64)
+                            elif tf == 2 and twt == 0:
+                                nanos = tv
+                        ts = secs * NS + nanos
+                    elif ef == 2 and ewt == 2:
+                        line = ev
+                    elif ef == 3 and ewt == 2:
+                        name = value = ""
+                        for pf, pwt, pv in _fields(ev):
+                            if pf == 1 and pwt == 2:
+                                name = pv.decode("utf-8", "replace")
+                            elif pf == 2 and pwt == 2:
+                                value = pv.decode("utf-8", "replace")
+                        sm[name] = value
+                entries.append((ts, line.decode("utf-8", "replace"), sm))
+        streams.append((labels, entries))
+    return streams
+
+
+def decode_push_json(body):
+    try:
+        doc = json.loads(body)
+    except ValueError as e:
+        raise PushError(400, "loghttp.PushRequest.Streams: []*loghttp.Stream: %s\n" % e)
+    streams = []
+    for s in doc.get("streams") or []:
+        labels = s.get("stream") or {}
+        entries = []
+        for v in s.get("values") or []:
+            if not isinstance(v, list) or len(v) < 2 or not isinstance(v[0], str) or not isinstance(v[1], str):
+                raise PushError(400, "loghttp.PushRequest.Streams: []*loghttp.Stream: unmarshalerDecoder: Value looks "
+                                     "like Number/Boolean/None, but can't find its end: ',' or '}' symbol\n")
+            try:
+                ts = int(v[0])
+            except ValueError:
+                raise PushError(400, "loghttp.PushRequest.Streams: []*loghttp.Stream: unmarshalerDecoder: Value looks "
+                                     "like Number/Boolean/None, but can't find its end: ',' or '}' symbol\n")
+            entries.append((ts, v[1], dict(v[2]) if len(v) > 2 and isinstance(v[2], dict) else {}))
+        streams.append((format_labels(labels), entries))
+    return streams
+
+
+# ---------------------------------------------------------------- labels and LogQL selectors
+def format_labels(d):
+    return "{" + ", ".join('%s="%s"' % (k, str(v).replace("\\", "\\\\").replace('"', '\\"'))
+                           for k, v in sorted(d.items())) + "}"
+
+
+def parse_labels(text):
+    """Prometheus text form, as LogQL's ParseLabels: {a="b", c="d"}. Returns a list of pairs."""
+    s = text.strip()
+    if not s.startswith("{") or not s.endswith("}"):
+        raise PushError(400, "1:1: parse error: unexpected input, expected {\n")
+    pairs, i, n = [], 1, len(s) - 1
+    while i < n:
+        while i < n and s[i] in " ,":
+            i += 1
+        if i >= n:
+            break
+        j = i
+        while j < n and (s[j].isalnum() or s[j] == "_"):
+            j += 1
+        name = s[i:j]
+        if not name or name[0].isdigit() or j >= n or s[j] not in "= ":
+            bad = s[j] if j < n and name else s[i]
+            raise PushError(400, "1:%d: parse error: unexpected character inside braces: '%s'\n" % (j + 1, bad))
+        while j < n and s[j] == " ":
+            j += 1
+        if s[j] != "=" or j + 1 >= n or s[j + 1] != '"':
+            raise PushError(400, "1:%d: parse error: unexpected character inside braces: '%s'\n" % (j + 1, s[j]))
+        j += 2
+        val = []
+        while j < n and s[j] != '"':
+            if s[j] == "\\" and j + 1 < n:
+                j += 1
+            val.append(s[j])
+            j += 1
+        if j >= n:
+            raise PushError(400, "1:%d: parse error: unterminated quoted string\n" % (j + 1))
+        pairs.append((name, "".join(val)))
+        i = j + 1
+    return pairs
+
+
+SELECTOR = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*')
+
+
+def parse_query(q):
+    """Stream selector plus line filters (|= != |~ !~) and label filters (| name="v") on
+    structured metadata. Enough LogQL for jobtrail's queries; anything else is a 400."""
+    q = q.strip()
+    if not q.startswith("{"):
+        raise PushError(400, "parse error : syntax error: unexpected IDENTIFIER\n")
+    end = q.index("}")
+    matchers = []
+    for part in filter(None, [p for p in re.split(r',(?=(?:[^"]*"[^"]*")*[^"]*$)', q[1:end])]):
+        m = SELECTOR.fullmatch(part)
+        if not m:
+            raise PushError(400, "parse error : unexpected character in selector: %r\n" % part)
+        matchers.append((m.group(1), m.group(2), m.group(3).encode().decode("unicode_escape")))
+    if not matchers:
+        raise PushError(400, "parse error : queries require at least one regexp or equality matcher that does not "
+                             "have an empty-compatible value\n")
+    pipeline, rest = [], q[end + 1:]
+    stage = re.compile(r'\s*(\|=|!=|\|~|!~)\s*"((?:[^"\\]|\\.)*)"|\s*\|\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"')
+    while rest.strip():
+        m = stage.match(rest)
+        if not m:
+            raise PushError(400, "parse error : unsupported pipeline stage: %r\n" % rest.strip())
+        if m.group(1):
+            pipeline.append(("line", m.group(1), m.group(2).encode().decode("unicode_escape")))
+        else:
+            pipeline.append(("label", m.group(3), m.group(4), m.group(5).encode().decode("unicode_escape")))
+        rest = rest[m.end():]
+    return matchers, pipeline
+
+
+def match_value(op, actual, want):
+    if op == "=":
+        return actual == want
+    if op == "!=":
+        return actual != want
+    ok = re.fullmatch(want, actual or "") is not None
+    return ok if op == "=~" else not ok
+
+
+# ---------------------------------------------------------------- the store
+class Bucket:
+    def __init__(self, rate, burst):
+        self.rate, self.burst, self.tokens, self.t = rate, burst, burst, time.monotonic()
+
+    def take(self, n):
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.t) * self.rate)
+        self.t = now
+        if n > self.tokens:
+            return False
+        self.tokens -= n
+        return True
+
+
+def rfc3339(ns):
+    return datetime.fromtimestamp(ns // NS, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def go_time(ns):
+    frac = ("%09d" % (ns % NS)).rstrip("0")
+    return datetime.fromtimestamp(ns // NS, timezone.utc).strftime("%Y-%m-%d %H:%M:%S") + \
+        ("." + frac if frac else "") + " +0000 UTC"
+
+
+class Loki:
+    def __init__(self, a):
+        self.a = a
+        self.lock = threading.Lock()
+        self.reset()
+
+    def reset(self):
+        self.streams = {}  # (tenant, labels text) -> {"labels": dict, "entries": [(ts, line, sm)], "keys": set}
+        self.rate = {}
+        self.stream_rate = {}
+        self.stats = {"pushes": 0, "by_status": {}, "entries_received": 0, "entries_stored": 0, "duplicates": 0}
+        self.fault = {"mode": "none"}
+
+    def push(self, tenant, streams, now_ns):
+        a = self.a
+        errors, ingester_errors, total, ignored = [], [], 0, 0
+        accepted = []
+        size = sum(len(l.encode()) + sum(len(k) + len(v) for k, v in sm.items()) for _, es in streams for _, l, sm in es)
+        lines = sum(len(es) for _, es in streams)
+        bucket = self.rate.setdefault(tenant, Bucket(a.ingestion_rate_mb * 2**20, a.burst_mb * 2**20))
+        if not bucket.take(size):
+            raise PushError(429, "Ingestion rate limit exceeded for user %s (limit: %d bytes/sec) while attempting to "
+                                 "ingest '%d' lines totaling '%d' bytes, reduce log volume or contact your Loki "
+                                 "administrator to see if the limit can be increased\n"
+                                 % (tenant, a.ingestion_rate_mb * 2**20, lines, size))
+        for labels_text, entries in streams:
+            total += len(entries)
+            pairs = [(k, v) for k, v in parse_labels(labels_text) if v != ""]
+            if not pairs:
+                raise PushError(400, "error at least one label pair is required per stream\n")
+            names = [k for k, _ in pairs]
+            canon = format_labels(dict(pairs))
+            if len(set(names)) != len(names):
+                dup = next(n for n in names if names.count(n) > 1)
+                raise PushError(400, "stream '%s' has duplicate label name: '%s'\n" % (canon, dup))
+            counted = [n for n in names if n != "service_name"]
+            if len(counted) > a.max_label_names:
+                errors.append("entry for stream '%s' has %d label names; limit %d" % (canon, len(counted), a.max_label_names))
+                ignored += len(entries)
+                continue
+            too_long = [v for v in dict(pairs).values() if len(v) > a.max_label_value_len]
+            if too_long:
+                errors.append("stream '%s' has label value too long: '%s'" % (canon, too_long[0]))
+                ignored += len(entries)
+                continue
+            key = (tenant, canon)
+            if key not in self.streams:
+                active = sum(1 for t, _ in self.streams if t == tenant)
+                if active >= a.max_streams:
+                    raise PushError(429, "Maximum active stream limit exceeded, reduce the number of active streams "
+                                         "(reduce labels or reduce label values), or contact your Loki administrator "
+                                         "to see if the limit can be increased\n")
+            for ts, line, sm in entries:
+                if len(line.encode()) > a.max_line_size:
+                    errors.append("Max entry size '%d' bytes exceeded for stream '%s' while adding an entry with "
+                                  "length '%d' bytes" % (a.max_line_size, canon, len(line.encode())))
+                    ignored += 1
+                elif ts < now_ns - a.reject_old_samples_max_age * NS:
+                    errors.append("entry for stream '%s' has timestamp too old: %s, oldest acceptable timestamp is: %s"
+                                  % (canon, rfc3339(ts), rfc3339(now_ns - a.reject_old_samples_max_age * NS)))
+                    ignored += 1
+                elif ts > now_ns + a.creation_grace_period * NS:
+                    errors.append("entry for stream '%s' has timestamp too new: %s" % (canon, rfc3339(ts)))
+                    ignored += 1
+                elif sm and not a.allow_structured_metadata:
+                    errors.append("stream '%s' includes structured metadata, but this feature is disallowed. Please "
+                                  "see `limits_config.structured_metadata` or contact your Loki administrator to "
+                                  "enable it." % canon)
+                    ignored += 1
+                else:
+                    accepted.append((key, dict(pairs), canon, ts, line, sm))
+        # "Ingester": the out-of-order window, per-stream rate, dedup.
+        rate_limited = []
+        for key, labels, canon, ts, line, sm in accepted:
+            st = self.streams.setdefault(key, {"labels": labels, "entries": [], "keys": set(), "newest": 0})
+            window = a.max_chunk_age * NS // 2
+            if st["entries"] and ts < st["newest"] - window:
+                ingester_errors.append("entry with timestamp %s ignored, reason: 'entry too far behind, entry timestamp "
+                                       "is: %s, oldest acceptable timestamp is: %s' for stream: %s,"
+                                       % (go_time(ts), rfc3339(ts), rfc3339(st["newest"] - window), canon))
+                ignored += 1
+                continue
+            sb = self.stream_rate.setdefault(key, Bucket(a.per_stream_rate_mb * 2**20, a.per_stream_burst_mb * 2**20))
+            if not sb.take(len(line.encode())):
+                rate_limited.append("entry with timestamp %s ignored, reason: 'Per stream rate limit exceeded (limit: "
+                                    "%dMB/sec) while attempting to ingest for stream '%s' totaling %dB, consider "
+                                    "splitting a stream via additional labels or contact your Loki administrator to "
+                                    "see if the limit can be increased' for stream: %s,"
+                                    % (go_time(ts), a.per_stream_rate_mb, canon, len(line.encode()), canon))
+                ignored += 1
+                continue
+            ek = (ts, line, tuple(sorted(sm.items())))
+            if ek in st["keys"]:
+                self.stats["duplicates"] += 1
+                continue
+            st["keys"].add(ek)
+            st["entries"].append((ts, line, sm))
+            st["newest"] = max(st["newest"], ts)
+            self.stats["entries_stored"] += 1
+        self.stats["entries_received"] += total
+        if errors:
+            raise PushError(400, "\n".join(errors + ingester_errors) + "\n")
+        if ingester_errors or rate_limited:
+            status = 429 if rate_limited and not ingester_errors else 400
+            raise PushError(status, "\n".join(ingester_errors + rate_limited) +
+                            "\ntotal ignored: %d out of %d\n" % (ignored, total))
+
+    def select(self, tenant, query, start, end):
+        matchers, pipeline = parse_query(query)
+        out = []
+        for (t, _), st in self.streams.items():
+            if t != tenant and tenant not in t.split("|"):
+                continue
+            if not all(match_value(op, st["labels"].get(n, ""), v) for n, op, v in matchers):
+                continue
+            entries = []
+            for ts, line, sm in st["entries"]:
+                if not (start <= ts < end):
+                    continue
+                ok = True
+                for stage in pipeline:
+                    if stage[0] == "line":
+                        op, s = stage[1], stage[2]
+                        ok = {"|=": s in line, "!=": s not in line,
+                              "|~": re.search(s, line) is not None, "!~": re.search(s, line) is None}[op]
+                    else:
+                        _, name, op, v = stage
+                        ok = match_value(op, sm.get(name, st["labels"].get(name, "")), v)
+                    if not ok:
+                        break
+                if ok:
+                    entries.append((ts, line, sm))
+            if entries:
+                out.append((st["labels"], entries))
+        return out
+
+
+def parse_time(v, default):
+    if v is None:
+        return default
+    try:
+        if re.fullmatch(r"\d+", v):
+            n = int(v)
+            return n if n > 10**12 else n * NS
+        if re.fullmatch(r"\d+\.\d+", v):
+            return int(float(v) * NS)
+        return int(datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp() * NS)
+    except ValueError:
+        raise PushError(400, "cannot parse %r to a valid timestamp\n" % v)
+
+
+# ---------------------------------------------------------------- HTTP
+def make_handler(loki):
+    a = loki.a
+
+    class H(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def reply(self, status, body=b"", ctype="text/plain; charset=utf-8"):
+            if isinstance(body, str):
+                body = body.encode()
+            self.send_response(status)
+            if status != 204:
+                self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body) if status != 204 else 0))
+            self.end_headers()
+            if status != 204:
+                self.wfile.write(body)
+            with loki.lock:
+                if self.path.startswith("/loki/api/v1/push"):
+                    loki.stats["by_status"][str(status)] = loki.stats["by_status"].get(str(status), 0) + 1
+
+        def tenant(self):
+            t = self.headers.get("X-Scope-OrgID")
+            if a.auth:
+                if not t:
+                    raise PushError(401, "no org id\n")
+                if "/" in t or len(t) > 150:
+                    raise PushError(400, "invalid tenant ID\n")
+                return t
+            return "fake"
+
+        def fault(self):
+            with loki.lock:
+                f = dict(loki.fault)
+                if f["mode"] != "none" and f.get("count") is not None:
+                    loki.fault["count"] -= 1
+                    if loki.fault["count"] <= 0:
+                        loki.fault = {"mode": "none"}
+            if f["mode"] == "slow":
+                time.sleep(float(f.get("delay", 5)))
+                return False
+            if f["mode"] == "reset":
+                self.close_connection = True
+                self.connection.shutdown(2)
+                return True
+            if f["mode"] == "status":
+                self.reply(int(f.get("status", 500)), f.get("body", "internal server error\n"))
+                return True
+            return False
+
+        def body(self):
+            n = int(self.headers.get("Content-Length") or 0)
+            if n > a.max_recv_bytes:
+                self.rfile.read(n)
+                raise PushError(413, "request body too large: %d bytes, limit: %d bytes\n" % (n, a.max_recv_bytes))
+            return self.rfile.read(n)
+
+        def do_POST(self):
+            u = urlparse(self.path)
+            try:
+                if u.path == "/-/fault":
+                    with loki.lock:
+                        loki.fault = json.loads(self.body() or b"{}")
+                        loki.fault.setdefault("mode", "none")
+                    return self.reply(204)
+                if u.path == "/-/reset":
+                    self.body()
+                    with loki.lock:
+                        loki.reset()
+                    return self.reply(204)
+                if u.path != "/loki/api/v1/push":
+                    return self.reply(404, "404 page not found\n")
+                raw = self.body()
+                with loki.lock:
+                    loki.stats["pushes"] += 1
+                if self.fault():
+                    return
+                tenant = self.tenant()
+                enc = (self.headers.get("Content-Encoding") or "").lower()
+                if enc in ("gzip",):
+                    raw = gzip.decompress(raw)
+                elif enc == "deflate":
+                    raw = zlib.decompress(raw)
+                elif enc not in ("", "snappy"):
+                    raise PushError(400, 'Content-Encoding "%s" not supported\n' % enc)
+                ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+                if ctype == "application/json":
+                    streams = decode_push_json(raw)
+                else:
+                    try:
+                        raw = snappy.uncompress(raw)
+                    except Exception:
+                        raise PushError(400, "snappy: corrupt input\n")
+                    try:
+                        streams = decode_push_proto(raw)
+                    except ValueError as e:
+                        raise PushError(400, "unexpected EOF: %s\n" % e)
+                with loki.lock:
+                    loki.push(tenant, streams, time.time_ns())
+                self.reply(204)
+            except PushError as e:
+                self.reply(e.status, e.body)
+
+        def do_GET(self):
+            u = urlparse(self.path)
+            q = {k: v for k, v in parse_qs(u.query).items()}
+            one = lambda k, d=None: q.get(k, [d])[0]
+            try:
+                if u.path == "/ready":
+                    return self.reply(200, "ready\n")
+                if u.path == "/-/store":
+                    with loki.lock:
+                        doc = [{"tenant": t, "labels": st["labels"],
+                                "entries": [[str(ts), line, sm] for ts, line, sm in st["entries"]]}
+                               for (t, _), st in sorted(loki.streams.items())]
+                    return self.reply(200, json.dumps(doc), "application/json")
+                if u.path == "/-/stats":
+                    with loki.lock:
+                        return self.reply(200, json.dumps(loki.stats), "application/json")
+                tenant = self.tenant()
+                now = time.time_ns()
+                if u.path == "/loki/api/v1/query_range":
+                    limit = int(one("limit", "100"))
+                    if limit > a.max_entries_limit:
+                        raise PushError(400, "max entries limit per query exceeded, limit > "
+                                             "max_entries_limit_per_query (%d > %d)\n" % (limit, a.max_entries_limit))
+                    end = parse_time(one("end"), now)
+                    start = parse_time(one("start"), end - 3600 * NS)
+                    forward = one("direction", "backward") == "forward"
+                    categorize = "categorize-labels" in (self.headers.get("X-Loki-Response-Encoding-Flags") or "")
+                    with loki.lock:
+                        found = loki.select(tenant, one("query", ""), start, end)
+                    flat = [(ts, i, line, sm) for i, (_, es) in enumerate(found) for ts, line, sm in es]
+                    flat.sort(key=lambda x: x[0], reverse=not forward)
+                    flat = flat[:limit]
+                    result = {}
+                    for ts, i, line, sm in flat:
+                        labels = dict(found[i][0])
+                        key = (i, tuple(sorted(sm.items())) if not categorize else ())
+                        if not categorize:
+                            labels.update(sm)
+                        r = result.setdefault(key, {"stream": labels, "values": []})
+                        r["values"].append([str(ts), line, {"structuredMetadata": sm}] if categorize and sm
+                                           else [str(ts), line])
+                    doc = {"status": "success", "data": {"resultType": "streams", "result": list(result.values()),
+                                                         "stats": {"summary": {"totalEntriesReturned": len(flat)}}}}
+                    return self.reply(200, json.dumps(doc), "application/json")
+                if u.path == "/loki/api/v1/series":
+                    out = []
+                    with loki.lock:
+                        for m in q.get("match[]", []):
+                            for labels, _ in loki.select(tenant, m, 0, 1 << 62):
+                                if labels not in out:
+                                    out.append(labels)
+                    return self.reply(200, json.dumps({"status": "success", "data": out}), "application/json")
+                if u.path == "/loki/api/v1/labels":
+                    with loki.lock:
+                        names = sorted({k for (t, _), st in loki.streams.items() if t == tenant for k in st["labels"]})
+                    return self.reply(200, json.dumps({"status": "success", "data": names}), "application/json")
+                m = re.fullmatch(r"/loki/api/v1/label/([^/]+)/values", u.path)
+                if m:
+                    with loki.lock:
+                        vals = sorted({st["labels"][m.group(1)] for (t, _), st in loki.streams.items()
+                                       if t == tenant and m.group(1) in st["labels"]})
+                    return self.reply(200, json.dumps({"status": "success", "data": vals}), "application/json")
+                self.reply(404, "404 page not found\n")
+            except PushError as e:
+                self.reply(e.status, e.body)
+
+    return H
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--port-file")
+    p.add_argument("--auth", action="store_true", help="require X-Scope-OrgID (auth_enabled)")
+    p.add_argument("--ingestion-rate-mb", type=float, default=4)
+    p.add_argument("--burst-mb", type=float, default=6)
+    p.add_argument("--per-stream-rate-mb", type=float, default=3)
+    p.add_argument("--per-stream-burst-mb", type=float, default=15)
+    p.add_argument("--max-line-size", type=int, default=256 * 1024)
+    p.add_argument("--max-label-names", type=int, default=15)
+    p.add_argument("--max-label-value-len", type=int, default=2048)
+    p.add_argument("--max-streams", type=int, default=5000)
+    p.add_argument("--reject-old-samples-max-age", type=int, default=7 * 86400, help="seconds")
+    p.add_argument("--creation-grace-period", type=int, default=600, help="seconds")
+    p.add_argument("--max-chunk-age", type=int, default=7200, help="seconds; the out-of-order window is half")
+    p.add_argument("--max-entries-limit", type=int, default=5000)
+    p.add_argument("--max-recv-bytes", type=int, default=100 * 2**20)
+    p.add_argument("--no-structured-metadata", dest="allow_structured_metadata", action="store_false")
+    a = p.parse_args()
+    loki = Loki(a)
+    srv = ThreadingHTTPServer(("127.0.0.1", a.port), make_handler(loki))
+    srv.daemon_threads = True
+    if a.port_file:
+        with open(a.port_file + ".tmp", "w") as f:
+            f.write(str(srv.server_address[1]))
+        import os
+        os.rename(a.port_file + ".tmp", a.port_file)
+    print("loki-double listening on 127.0.0.1:%d" % srv.server_address[1], flush=True)
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
