@@ -1,0 +1,68 @@
+#include "loki/push.hpp"
+
+#include <snappy.h>
+
+#include "push.pb.h"
+
+namespace jobtrail::loki {
+
+std::string format_labels(const LabelSet& labels) {
+    std::string s = "{";
+    bool first = true;
+    for (const auto& [k, v] : labels) {
+        if (!first) s += ", ";
+        first = false;
+        s += k;
+        s += "=\"";
+        for (char c : v) {
+            if (c == '\\' || c == '"') {
+                s += '\\';
+                s += c;
+            } else if (c == '\n') {
+                s += "\\n";
+            } else {
+                s += c;
+            }
+        }
+        s += '"';
+    }
+    s += '}';
+    return s;
+}
+
+bool valid_label_name(std::string_view n) {
+    if (n.empty() || (n.size() >= 2 && n[0] == '_' && n[1] == '_')) return false;
+    for (size_t i = 0; i < n.size(); ++i) {
+        const char c = n[i];
+        const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+        if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return false;
+    }
+    return true;
+}
+
+std::string encode_push(const std::vector<Stream>& streams, bool with_metadata) {
+    logproto::PushRequest req;
+    for (const auto& s : streams) {
+        auto* ps = req.add_streams();
+        ps->set_labels(format_labels(s.labels));
+        for (const auto& e : s.entries) {
+            auto* pe = ps->add_entries();
+            pe->mutable_timestamp()->set_seconds(e.ts_ns / 1'000'000'000);
+            pe->mutable_timestamp()->set_nanos(static_cast<int32_t>(e.ts_ns % 1'000'000'000));
+            pe->set_line(e.line);
+            if (!with_metadata) continue;
+            for (const auto& [k, v] : e.metadata) {
+                auto* kv = pe->add_structuredmetadata();
+                kv->set_name(k);
+                kv->set_value(v);
+            }
+        }
+    }
+    std::string raw;
+    req.SerializeToString(&raw);
+    std::string out;
+    snappy::Compress(raw.data(), raw.size(), &out);
+    return out;
+}
+
+}  // namespace jobtrail::loki

@@ -1,0 +1,35 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace jobtrail::loki {
+
+using LabelSet = std::map<std::string, std::string>;  // sorted: one stream, one text form
+
+struct Entry {
+    int64_t ts_ns = 0;
+    std::string line;
+    std::vector<std::pair<std::string, std::string>> metadata;  // structured metadata
+};
+
+struct Stream {
+    LabelSet labels;
+    std::vector<Entry> entries;
+};
+
+// {a="b", c="d\"e"}: the Prometheus text form Loki parses (escapes \\, \" and \n).
+std::string format_labels(const LabelSet& labels);
+
+// Label names Loki accepts: [a-zA-Z_][a-zA-Z0-9_]*, not starting with "__".
+bool valid_label_name(std::string_view name);
+
+// A snappy-compressed (block format) logproto.PushRequest, for Content-Type
+// application/x-protobuf. Structured metadata is left out when the server does not take it.
+std::string encode_push(const std::vector<Stream>& streams, bool with_metadata);
+
+}  // namespace jobtrail::loki

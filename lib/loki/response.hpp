@@ -1,0 +1,36 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+namespace jobtrail::loki {
+
+// What the sender does with Loki's answer to a push (../shared/reference: A4, A5, and the
+// responses observed from a real Loki).
+enum class Verdict {
+    kAccepted,     // 2xx: every entry is stored (or was a duplicate)
+    kRejected,     // 400 (or another 4xx but 401/403/408/413/429): Loki stored the valid entries;
+                   // re-sending cannot help, the rejected ones are counted and logged
+    kSplit,        // 413: the request was too large; send it again in smaller pieces
+    kRetry,        // 429, 5xx, 408, timeouts, connection errors: send the same bytes again later
+    kAuthFailure,  // 401/403: a configuration error; keep the data, keep trying slowly
+};
+
+struct PushResponse {
+    Verdict verdict = Verdict::kRetry;
+    long status = 0;
+    // Rejections by reason, parsed from the body: "too_far_behind", "out_of_order",
+    // "too_old", "too_new", "line_too_long", "label_names", "labels", "rate_limited",
+    // "per_stream_rate_limit", "stream_limit", "structured_metadata", "other".
+    std::map<std::string, uint64_t> rejected;
+    uint64_t total_ignored = 0;  // "total ignored: N out of M" when present
+    uint64_t total_entries = 0;
+    std::string first_message;  // the first line of the body, for one log line per batch
+};
+
+// status: the HTTP status, or <= 0 when no answer came (connection error, timeout).
+PushResponse classify_push_response(long status, std::string_view body);
+
+}  // namespace jobtrail::loki

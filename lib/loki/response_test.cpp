@@ -1,0 +1,80 @@
+#include "loki/response.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace jobtrail::loki;
+
+// Bodies as a real Loki answered (../shared/reference/loki-observed-responses.md).
+TEST_CASE("2xx is acknowledged", "[loki]") {
+    CHECK(classify_push_response(204, "").verdict == Verdict::kAccepted);
+    CHECK(classify_push_response(200, "").verdict == Verdict::kAccepted);
+}
+
+TEST_CASE("400 out-of-order / too-far-behind: rejected (valid entries were stored), counted", "[loki]") {
+    auto r = classify_push_response(
+        400,
+        "entry with timestamp 2026-11-29 20:43:44.869159168 +0000 UTC ignored, reason: 'entry out of order' for "
+        "stream: {job=\"ooo\", run=\"1795985044\"},\nentry with timestamp 2026-11-29 20:43:49.86916224 +0000 UTC "
+        "ignored, reason: 'entry out of order' for stream: {job=\"ooo\", run=\"1795985044\"},\ntotal ignored: 2 out "
+        "of 2\n");
+    CHECK(r.verdict == Verdict::kRejected);
+    CHECK(r.rejected["out_of_order"] == 2);
+    CHECK(r.total_ignored == 2);
+    CHECK(r.total_entries == 2);
+    auto b = classify_push_response(400,
+                                    "entry with timestamp 2026-11-29 18:44:07.26887808 +0000 UTC ignored, reason: "
+                                    "'entry too far behind, oldest acceptable timestamp is: 2026-11-29T19:44:07Z' for "
+                                    "stream: {job=\"unord\", run=\"1795985044\"},\ntotal ignored: 1 out of 1\n");
+    CHECK(b.rejected["too_far_behind"] == 1);
+}
+
+TEST_CASE("400 validation errors by reason", "[loki]") {
+    CHECK(classify_push_response(400,
+                                 "entry for stream '{job=\"old\", run=\"1\"}' has timestamp too old: "
+                                 "2026-11-21T12:44:04Z, oldest acceptable timestamp is: 2026-11-22T20:44:04Z\n")
+              .rejected.at("too_old") == 1);
+    CHECK(
+        classify_push_response(400, "entry for stream '{job=\"future\"}' has timestamp too new: 2026-11-29T21:44:04Z\n")
+            .rejected.at("too_new") == 1);
+    CHECK(classify_push_response(400,
+                                 "Max entry size '262144' bytes exceeded for stream '{job=\"long\"}' while adding an "
+                                 "entry with length '307200' bytes\n")
+              .rejected.at("line_too_long") == 1);
+    CHECK(classify_push_response(400, "1:5: parse error: unexpected character inside braces: '-'\n")
+              .rejected.at("labels") == 1);
+    CHECK(classify_push_response(400, "error at least one label pair is required per stream\n").rejected.at("labels") ==
+          1);
+    CHECK(classify_push_response(400, "entry for stream '{l0=\"v\"}' has 31 label names; limit 30\n")
+              .rejected.at("label_names") == 1);
+    // Loki 3 wording (lower-case "max entry size")
+    CHECK(classify_push_response(400,
+                                 "max entry size '262144' bytes exceeded for stream '{a=\"b\"}' while adding an "
+                                 "entry with length '300000' bytes\n")
+              .rejected.at("line_too_long") == 1);
+}
+
+TEST_CASE("429, 5xx and no answer are retried; 413 splits; 401/403 are configuration errors", "[loki]") {
+    auto r = classify_push_response(429,
+                                    "Ingestion rate limit exceeded for user fake (limit: 4194304 bytes/sec) while "
+                                    "attempting to ingest '16' lines totaling '4096000' bytes, reduce log volume or "
+                                    "contact your Loki administrator to see if the limit can be increased\n");
+    CHECK(r.verdict == Verdict::kRetry);
+    CHECK(r.rejected["rate_limited"] == 1);
+    CHECK(classify_push_response(429,
+                                 "Maximum active stream limit exceeded, reduce the number of active streams (reduce "
+                                 "labels or reduce label values), or contact your Loki administrator to see if the "
+                                 "limit can be increased\n")
+              .rejected.at("stream_limit") == 1);
+    CHECK(classify_push_response(503, "at least 1 live replicas required, could only find 0\n").verdict ==
+          Verdict::kRetry);
+    CHECK(classify_push_response(0, "").verdict == Verdict::kRetry);
+    CHECK(classify_push_response(413, "request body too large: 1 bytes\n").verdict == Verdict::kSplit);
+    CHECK(classify_push_response(401, "no org id\n").verdict == Verdict::kAuthFailure);
+    CHECK(classify_push_response(403, "forbidden\n").verdict == Verdict::kAuthFailure);
+    CHECK(classify_push_response(400, "snappy: corrupt input\n").verdict == Verdict::kRejected);
+}
+
+TEST_CASE("the first message is kept short for one log line per batch", "[loki]") {
+    auto r = classify_push_response(400, std::string(2000, 'x') + "\nsecond");
+    CHECK(r.first_message.size() == 512);
+}

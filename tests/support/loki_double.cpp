@@ -1,0 +1,53 @@
+#include "loki_double.hpp"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+namespace jobtrail::test {
+
+LokiDouble::LokiDouble(std::vector<std::string> args) {
+    char tmpl[] = "/tmp/jobtrail-loki-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    dir_ = tmpl;
+    const std::string port_file = dir_ + "/port";
+    std::vector<std::string> argv = {"/usr/bin/python3", JOBTRAIL_SOURCE_DIR "/tests/loki_double/loki_double.py",
+                                     "--port-file", port_file};
+    argv.insert(argv.end(), args.begin(), args.end());
+    pid_ = ::fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+        std::vector<char*> cargv;
+        for (auto& a : argv) cargv.push_back(a.data());
+        cargv.push_back(nullptr);
+        ::execv(cargv[0], cargv.data());
+        ::_exit(127);
+    }
+    for (int i = 0; i < 500; ++i) {
+        std::ifstream in(port_file);
+        std::string port;
+        if (in >> port) {
+            url_ = "http://127.0.0.1:" + port;
+            return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    FAIL("the Loki test double did not start");
+}
+
+LokiDouble::~LokiDouble() {
+    if (pid_ > 0) {
+        ::kill(pid_, SIGTERM);
+        ::waitpid(pid_, nullptr, 0);
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+}
+
+}  // namespace jobtrail::test
