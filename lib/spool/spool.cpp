@@ -1,0 +1,294 @@
+#include "spool/spool.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+
+namespace jobtrail::spool {
+namespace {
+
+bool parse_segment_name(const char* name, uint64_t& id) {
+    return std::sscanf(name, "seg-%16" SCNu64, &id) == 1 && std::string_view(name).size() == 20;
+}
+
+std::string read_range(int fd, uint64_t off, size_t n) {
+    std::string out(n, '\0');
+    size_t got = 0;
+    while (got < n) {
+        const ssize_t r = ::pread(fd, out.data() + got, n - got, static_cast<off_t>(off + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += static_cast<size_t>(r);
+    }
+    out.resize(got);
+    return out;
+}
+
+}  // namespace
+
+std::string Spool::segment_path(uint64_t id) const {
+    char name[32];
+    std::snprintf(name, sizeof name, "/seg-%016" PRIu64, id);
+    return opts_.dir + name;
+}
+
+bool Spool::open(const Options& opts, std::string& err, Recovery* rec) {
+    std::lock_guard<std::mutex> lk(mu_);
+    opts_ = opts;
+    Recovery local;
+    Recovery& rv = rec ? *rec : local;
+    if (auto st = make_dirs(opts_.dir, 0700); !st.ok) {
+        err = st.error;
+        return false;
+    }
+    segments_.clear();
+    if (DIR* d = ::opendir(opts_.dir.c_str())) {
+        while (dirent* e = ::readdir(d)) {
+            uint64_t id = 0;
+            if (parse_segment_name(e->d_name, id)) segments_.push_back(id);
+        }
+        ::closedir(d);
+    }
+    std::sort(segments_.begin(), segments_.end());
+
+    acked_ = {segments_.empty() ? 1 : segments_.front(), 0};
+    if (auto text = read_small_file(opts_.dir + "/acked", 256)) {
+        Position p;
+        if (std::sscanf(text->c_str(), "%" SCNu64 " %" SCNu64, &p.segment, &p.offset) == 2) acked_ = p;
+    }
+    // Segments wholly before the acknowledged one are leftovers of an interrupted ack().
+    while (!segments_.empty() && segments_.front() < acked_.segment) {
+        ::unlink(segment_path(segments_.front()).c_str());
+        segments_.erase(segments_.begin());
+        ++rv.segments_removed;
+    }
+    durable_size_.assign(segments_.size(), 0);
+    for (size_t i = 0; i < segments_.size(); ++i) {
+        struct stat st {};
+        if (::stat(segment_path(segments_[i]).c_str(), &st) == 0) durable_size_[i] = static_cast<uint64_t>(st.st_size);
+    }
+    // The last segment may end in a frame that was being written when we died: cut it off.
+    if (!segments_.empty()) {
+        const std::string path = segment_path(segments_.back());
+        Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+        const std::string data = fd.valid() ? read_range(fd.get(), 0, durable_size_.back()) : std::string();
+        size_t pos = 0;
+        Record r;
+        for (;;) {
+            size_t used = 0;
+            if (decode_frame(std::string_view(data).substr(pos), r, &used) != DecodeStatus::kOk) break;
+            pos += used;
+        }
+        if (pos < data.size()) {
+            rv.truncated_bytes = data.size() - pos;
+            rv.note = "cut a torn tail of " + std::to_string(rv.truncated_bytes) + " bytes from " + path;
+            if (::truncate(path.c_str(), static_cast<off_t>(pos)) != 0) {
+                err = "cannot truncate " + path + ": " + errno_text(errno);
+                return false;
+            }
+            durable_size_.back() = pos;
+        }
+    }
+    if (segments_.empty() || acked_.segment > segments_.back()) {
+        // Nothing left to send: start clean at the acknowledged segment number.
+        if (!start_segment(acked_.segment)) {
+            err = error_;
+            return false;
+        }
+        acked_.offset = 0;
+    } else {
+        write_id_ = segments_.back();
+        write_fd_.reset(::open(segment_path(write_id_).c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
+        if (!write_fd_.valid()) {
+            err = "cannot open " + segment_path(write_id_) + ": " + errno_text(errno);
+            return false;
+        }
+        write_size_ = durable_size_.back();
+    }
+    pending_ = durable_after_ack();
+    read_ = acked_;
+    return true;
+}
+
+uint64_t Spool::durable_after_ack() const {
+    uint64_t total = 0;
+    for (size_t i = 0; i < segments_.size(); ++i) {
+        if (segments_[i] < acked_.segment) continue;
+        const uint64_t skip = segments_[i] == acked_.segment ? std::min(acked_.offset, durable_size_[i]) : 0;
+        total += durable_size_[i] - skip;
+    }
+    return total;
+}
+
+uint64_t Spool::used_bytes() const {
+    return durable_after_ack() + (write_size_ - durable_size_.back());
+}
+
+bool Spool::start_segment(uint64_t id) {
+    const std::string path = segment_path(id);
+    write_fd_.reset(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600));
+    if (!write_fd_.valid()) {
+        error_ = "cannot create " + path + ": " + errno_text(errno);
+        return false;
+    }
+    write_id_ = id;
+    write_size_ = 0;
+    if (segments_.empty() || segments_.back() != id) {
+        segments_.push_back(id);
+        durable_size_.push_back(0);
+    }
+    // The new file's directory entry must survive a crash too.
+    Fd dir(::open(opts_.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (dir.valid()) ::fsync(dir.get());
+    return true;
+}
+
+Spool::Append Spool::append(const Record& r) {
+    std::lock_guard<std::mutex> lk(mu_);
+    const size_t before = buf_.size();
+    append_frame(buf_, r);
+    const uint64_t len = buf_.size() - before;
+    if (used_bytes() + len > opts_.max_bytes) {
+        buf_.resize(before);
+        return Append::kFull;
+    }
+    if (write_size_ > 0 && write_size_ + len > opts_.segment_bytes) {
+        // Finish this segment (what is buffered belongs to it), then roll over.
+        std::string frame = buf_.substr(before);
+        buf_.resize(before);
+        if (!flush_buffer()) return Append::kOk;  // error() says why; the caller's sync() fails
+        if (::fdatasync(write_fd_.get()) != 0) error_ = "fdatasync: " + errno_text(errno);
+        durable_size_.back() = write_size_;
+        if (!start_segment(write_id_ + 1)) return Append::kOk;
+        buf_ = std::move(frame);
+    }
+    write_size_ += len;
+    return Append::kOk;
+}
+
+bool Spool::flush_buffer() {
+    if (buf_.empty()) return true;
+    if (!write_all(write_fd_.get(), buf_)) {
+        error_ = "write to " + segment_path(write_id_) + ": " + errno_text(errno);
+        return false;
+    }
+    buf_.clear();
+    return true;
+}
+
+bool Spool::sync() {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!flush_buffer()) return false;
+    if (::fdatasync(write_fd_.get()) != 0) {
+        error_ = "fdatasync " + segment_path(write_id_) + ": " + errno_text(errno);
+        return false;
+    }
+    durable_size_.back() = write_size_;  // the write segment is always the last
+    pending_ = durable_after_ack();
+    return true;
+}
+
+size_t Spool::read(std::vector<Record>& out, size_t max_records, size_t max_bytes, Position& end) {
+    std::lock_guard<std::mutex> lk(mu_);
+    constexpr size_t kChunk = 1 << 20;
+    size_t n = 0, bytes = 0;
+    while (n < max_records && bytes < max_bytes) {
+        auto it = std::lower_bound(segments_.begin(), segments_.end(), read_.segment);
+        if (it == segments_.end()) break;
+        const size_t idx = static_cast<size_t>(it - segments_.begin());
+        if (*it != read_.segment) read_ = {*it, 0};
+        const uint64_t durable = durable_size_[idx];
+        if (read_.offset >= durable) {
+            if (idx + 1 < segments_.size()) {
+                read_ = {segments_[idx + 1], 0};
+                continue;
+            }
+            break;
+        }
+        Fd fd(::open(segment_path(read_.segment).c_str(), O_RDONLY | O_CLOEXEC));
+        if (!fd.valid()) {
+            error_ = "cannot read " + segment_path(read_.segment) + ": " + errno_text(errno);
+            break;
+        }
+        const uint64_t left = durable - read_.offset;
+        std::string data = read_range(fd.get(), read_.offset, static_cast<size_t>(std::min<uint64_t>(left, kChunk)));
+        size_t pos = 0;
+        bool skip_segment = false;
+        while (n < max_records && bytes < max_bytes) {
+            Record r;
+            size_t used = 0;
+            const auto st = decode_frame(std::string_view(data).substr(pos), r, &used);
+            if (st == DecodeStatus::kOk) {
+                pos += used;
+                bytes += used;
+                out.push_back(std::move(r));
+                ++n;
+                continue;
+            }
+            if (st == DecodeStatus::kNeedMore && pos == 0 && data.size() < left && data.size() >= kFrameHeader) {
+                // One frame larger than the chunk: read exactly that frame.
+                const uint32_t len = static_cast<uint32_t>(static_cast<unsigned char>(data[4])) |
+                                     static_cast<uint32_t>(static_cast<unsigned char>(data[5])) << 8 |
+                                     static_cast<uint32_t>(static_cast<unsigned char>(data[6])) << 16 |
+                                     static_cast<uint32_t>(static_cast<unsigned char>(data[7])) << 24;
+                if (len <= kMaxPayload && kFrameHeader + len <= left) {
+                    data = read_range(fd.get(), read_.offset, kFrameHeader + len);
+                    continue;
+                }
+            }
+            if (st == DecodeStatus::kCorrupt || (st == DecodeStatus::kNeedMore && pos == 0 && data.size() >= left)) {
+                // Damage inside durable data (a disk error): skip the rest of this segment, say so.
+                ++corrupt_skipped_;
+                error_ = "corrupt record in " + segment_path(read_.segment) + " at offset " +
+                         std::to_string(read_.offset + pos) + "; skipped the rest of the segment";
+                skip_segment = true;
+            }
+            break;
+        }
+        read_.offset = skip_segment ? durable : read_.offset + pos;
+        if (pos == 0 && !skip_segment) break;
+    }
+    end = read_;
+    return n;
+}
+
+bool Spool::ack(const Position& pos) {
+    std::lock_guard<std::mutex> lk(mu_);
+    const std::string body = std::to_string(pos.segment) + " " + std::to_string(pos.offset) + "\n";
+    if (auto st = write_file_atomic(opts_.dir + "/acked", body, 0600); !st.ok) {
+        error_ = st.error;
+        return false;
+    }
+    acked_ = pos;
+    // Segments wholly acknowledged (and not the one being written) go.
+    while (segments_.size() > 1 && segments_.front() < pos.segment) {
+        ::unlink(segment_path(segments_.front()).c_str());
+        segments_.erase(segments_.begin());
+        durable_size_.erase(durable_size_.begin());
+    }
+    pending_ = durable_after_ack();
+    return true;
+}
+
+void Spool::rewind() {
+    std::lock_guard<std::mutex> lk(mu_);
+    read_ = acked_;
+}
+
+uint64_t Spool::pending_bytes() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return pending_;
+}
+
+Position Spool::acked() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return acked_;
+}
+
+}  // namespace jobtrail::spool

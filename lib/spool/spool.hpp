@@ -1,0 +1,83 @@
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/fs.hpp"
+#include "spool/record.hpp"
+
+namespace jobtrail::spool {
+
+// Where a record starts in the spool: segment number and byte offset.
+struct Position {
+    uint64_t segment = 0;
+    uint64_t offset = 0;
+    auto operator<=>(const Position&) const = default;
+};
+
+struct Options {
+    std::string dir;                       // e.g. /var/lib/jobtrail/spool
+    uint64_t segment_bytes = 16ULL << 20;  // a new segment file past this size
+    uint64_t max_bytes = 1ULL << 30;       // unacknowledged bytes on disk; past it append() says full
+};
+
+// The shipper's disk queue. Sources append records and sync() before they move their own
+// checkpoints; the sender reads from the acknowledged position onwards and ack()s what Loki
+// answered for. Records are kept in one global order, so per stream the oldest goes first and
+// nothing overtakes a backlog. After a crash, open() cuts a torn tail (partial or corrupt last
+// frame) and reading resumes at the last acknowledged position: what follows is re-sent
+// byte-identical, and Loki drops the duplicates. Memory use does not depend on the backlog.
+class Spool {
+public:
+    struct Recovery {
+        uint64_t truncated_bytes = 0;   // torn tail cut off at open
+        uint64_t segments_removed = 0;  // fully acknowledged leftovers
+        std::string note;
+    };
+
+    bool open(const Options& opts, std::string& err, Recovery* rec = nullptr);
+
+    enum class Append { kOk, kFull };
+    // Buffers a record for the current segment; durable only after sync().
+    Append append(const Record& r);
+    // Writes buffered records and fdatasyncs them. False (and error()) on an I/O error.
+    bool sync();
+
+    // Reads up to max_records / max_bytes durable records from the read cursor onwards; returns
+    // how many; `end` is where the next read continues (pass it to ack() once Loki answered).
+    size_t read(std::vector<Record>& out, size_t max_records, size_t max_bytes, Position& end);
+    // Everything before `pos` is acknowledged: persisted, and segments wholly before it deleted.
+    bool ack(const Position& pos);
+    // Read again from the acknowledged position (after a failed send).
+    void rewind();
+
+    uint64_t pending_bytes() const;  // durable, not yet acknowledged
+    Position acked() const;
+    const std::string& error() const { return error_; }
+    uint64_t corrupt_skipped() const { return corrupt_skipped_; }
+
+private:
+    std::string segment_path(uint64_t id) const;
+    bool start_segment(uint64_t id);
+    bool flush_buffer();
+    uint64_t durable_after_ack() const;  // callers hold mu_
+    uint64_t used_bytes() const;         // durable after ack + written or buffered since the last sync
+
+    mutable std::mutex mu_;
+    Options opts_;
+    std::vector<uint64_t> segments_;      // ids on disk, ascending
+    std::vector<uint64_t> durable_size_;  // per segment, bytes known durable
+    Fd write_fd_;
+    uint64_t write_id_ = 0;
+    uint64_t write_size_ = 0;  // including buffered bytes
+    std::string buf_;
+    Position acked_;
+    Position read_;
+    uint64_t pending_ = 0;  // durable bytes after acked_
+    uint64_t corrupt_skipped_ = 0;
+    std::string error_;
+};
+
+}  // namespace jobtrail::spool
