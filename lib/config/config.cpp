@@ -1,13 +1,12 @@
 #include "config/config.hpp"
 
-#include <yaml-cpp/yaml.h>
-
 #include <cstdlib>
 #include <fstream>
 #include <initializer_list>
 #include <sstream>
 
 #include "common/time.hpp"
+#include "config/yaml_parser.hpp"
 
 namespace jobtrail::config {
 
@@ -39,200 +38,191 @@ std::string ConfigError::text() const {
 
 namespace {
 
-class Parser {
-public:
-    Parser(std::string file, std::vector<ConfigError>& errors) : file_(std::move(file)), errors_(errors) {}
-
-    void error(const YAML::Node& n, const std::string& key, const std::string& msg) {
-        const YAML::Mark m = n.Mark();
-        errors_.push_back({file_, m.line >= 0 ? m.line + 1 : 0, m.column >= 0 ? m.column + 1 : 0, key, msg});
+void parse_probes(Parser& p, const YAML::Node& n, const std::string& key, std::vector<Probe>& out) {
+    if (!n.IsSequence()) {
+        p.error(n, key, "expected a list of probes ({name, command, timeout})");
+        return;
     }
-
-    // Reports keys of a mapping that are not in `allowed`; false if n is not a mapping.
-    bool check_map(const YAML::Node& n, const std::string& where, std::initializer_list<const char*> allowed) {
-        if (!n.IsMap()) {
-            error(n, where, "expected a mapping of keys");
-            return false;
-        }
-        for (const auto& kv : n) {
-            const std::string k = kv.first.as<std::string>("");
-            bool ok = false;
-            for (const char* a : allowed) ok = ok || k == a;
-            if (!ok) {
-                std::string list;
-                for (const char* a : allowed) list += std::string(list.empty() ? "" : ", ") + a;
-                error(kv.first, join(where, k), "unknown key (allowed here: " + list + ")");
-            }
-        }
-        return true;
-    }
-
-    static std::string join(const std::string& a, const std::string& b) { return a.empty() ? b : a + "." + b; }
-
-    void string(const YAML::Node& parent, const std::string& where, const char* key, std::string& out) {
-        const YAML::Node n = parent[key];
-        if (!n) return;
-        if (!n.IsScalar() || n.Scalar().empty()) {
-            error(n, join(where, key), "expected a non-empty string");
+    std::vector<Probe> v;
+    size_t i = 0;
+    for (const auto& item : n) {
+        const std::string where = key + "[" + std::to_string(i++) + "]";
+        if (!p.check_map(item, where, {"name", "command", "timeout"})) return;
+        Probe probe;
+        p.string(item, where, "name", probe.name);
+        if (!item["command"] || !p.string_list(item["command"], where + ".command", probe.argv) || probe.argv.empty()) {
+            if (!item["command"]) p.error(item, where + ".command", "missing: the program and its arguments");
             return;
         }
-        out = n.Scalar();
+        if (probe.name.empty()) probe.name = probe.argv[0];
+        p.duration(item, where, "timeout", probe.timeout_ms);
+        v.push_back(std::move(probe));
     }
+    out = std::move(v);
+}
 
-    void path(const YAML::Node& parent, const std::string& where, const char* key, std::string& out) {
-        std::string v = out;
-        string(parent, where, key, v);
-        if (v != out && !v.empty() && v[0] != '/') {
-            error(parent[key], join(where, key), "expected an absolute path, got '" + v + "'");
-            return;
-        }
-        out = v;
+void parse_phase(Parser& p, const YAML::Node& n, const std::string& where, PhaseConfig& out, bool epilog) {
+    if (epilog) {
+        if (!p.check_map(n, where, {"scripts", "script_timeout", "total_timeout", "probes", "fail_on_xid"})) return;
+    } else if (!p.check_map(n, where, {"scripts", "script_timeout", "total_timeout", "probes"})) {
+        return;
     }
-
-    void duration(const YAML::Node& parent, const std::string& where, const char* key, int64_t& out_ms) {
-        const YAML::Node n = parent[key];
-        if (!n) return;
-        auto v = n.IsScalar() ? parse_duration_ms(n.Scalar()) : std::nullopt;
-        if (!v || *v <= 0) {
-            error(n, join(where, key),
-                  "expected a positive duration such as 500ms, 30s, 5m, got '" +
-                      (n.IsScalar() ? n.Scalar() : std::string("(not a scalar)")) + "'");
-            return;
-        }
-        out_ms = *v;
-    }
-
-    void size(const YAML::Node& parent, const std::string& where, const char* key, uint64_t& out) {
-        const YAML::Node n = parent[key];
-        if (!n) return;
-        auto v = n.IsScalar() ? parse_size(n.Scalar()) : std::nullopt;
-        if (!v || *v == 0) {
-            error(n, join(where, key),
-                  "expected a size such as 64KiB or 32MiB, got '" +
-                      (n.IsScalar() ? n.Scalar() : std::string("(not a scalar)")) + "'");
-            return;
-        }
-        out = *v;
-    }
-
-    void integer(const YAML::Node& parent, const std::string& where, const char* key, int& out, int lo, int hi) {
-        const YAML::Node n = parent[key];
-        if (!n) return;
-        int v = 0;
-        bool ok = n.IsScalar();
-        try {
-            if (ok) v = n.as<int>();
-        } catch (const YAML::Exception&) {
-            ok = false;
-        }
-        if (!ok || v < lo || v > hi) {
-            error(n, join(where, key), "expected an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
-            return;
-        }
-        out = v;
-    }
-
-    bool string_list(const YAML::Node& n, const std::string& key, std::vector<std::string>& out) {
-        if (!n.IsSequence()) {
-            error(n, key, "expected a list of strings");
-            return false;
-        }
-        std::vector<std::string> v;
-        for (const auto& item : n) {
-            if (!item.IsScalar() || item.Scalar().empty()) {
-                error(item, key, "expected a non-empty string in the list");
-                return false;
-            }
-            v.push_back(item.Scalar());
-        }
-        out = std::move(v);
-        return true;
-    }
-
-    void probes(const YAML::Node& n, const std::string& key, std::vector<Probe>& out) {
-        if (!n.IsSequence()) {
-            error(n, key, "expected a list of probes ({name, command, timeout})");
-            return;
-        }
-        std::vector<Probe> v;
-        size_t i = 0;
-        for (const auto& item : n) {
-            const std::string where = key + "[" + std::to_string(i++) + "]";
-            if (!check_map(item, where, {"name", "command", "timeout"})) return;
-            Probe p;
-            string(item, where, "name", p.name);
-            if (!item["command"] || !string_list(item["command"], where + ".command", p.argv) || p.argv.empty()) {
-                if (!item["command"]) error(item, where + ".command", "missing: the program and its arguments");
-                return;
-            }
-            if (p.name.empty()) p.name = p.argv[0];
-            duration(item, where, "timeout", p.timeout_ms);
-            v.push_back(std::move(p));
-        }
-        out = std::move(v);
-    }
-
-    void phase(const YAML::Node& n, const std::string& where, PhaseConfig& out, bool epilog) {
-        if (epilog) {
-            if (!check_map(n, where, {"scripts", "script_timeout", "total_timeout", "probes", "fail_on_xid"})) return;
-        } else if (!check_map(n, where, {"scripts", "script_timeout", "total_timeout", "probes"})) {
-            return;
-        }
-        if (n["scripts"]) string_list(n["scripts"], join(where, "scripts"), out.scripts);
-        duration(n, where, "script_timeout", out.script_timeout_ms);
-        duration(n, where, "total_timeout", out.total_timeout_ms);
-        if (n["probes"]) probes(n["probes"], join(where, "probes"), out.probes);
-        if (epilog && n["fail_on_xid"]) {
-            const YAML::Node x = n["fail_on_xid"];
-            std::vector<int> codes;
-            bool ok = x.IsSequence();
-            if (ok) {
-                for (const auto& item : x) {
-                    try {
-                        codes.push_back(item.as<int>());
-                    } catch (const YAML::Exception&) {
-                        ok = false;
-                    }
+    if (n["scripts"]) p.string_list(n["scripts"], Parser::join(where, "scripts"), out.scripts);
+    p.duration(n, where, "script_timeout", out.script_timeout_ms);
+    p.duration(n, where, "total_timeout", out.total_timeout_ms);
+    if (n["probes"]) parse_probes(p, n["probes"], Parser::join(where, "probes"), out.probes);
+    if (epilog && n["fail_on_xid"]) {
+        const YAML::Node x = n["fail_on_xid"];
+        std::vector<int> codes;
+        bool ok = x.IsSequence();
+        if (ok) {
+            for (const auto& item : x) {
+                try {
+                    codes.push_back(item.as<int>());
+                } catch (const YAML::Exception&) {
+                    ok = false;
                 }
             }
-            if (!ok)
-                error(x, join(where, "fail_on_xid"), "expected a list of Xid numbers such as [79, 48, 74, 95]");
-            else
-                out.fail_on_xid = std::move(codes);
+        }
+        if (!ok)
+            p.error(x, Parser::join(where, "fail_on_xid"), "expected a list of Xid numbers such as [79, 48, 74, 95]");
+        else
+            out.fail_on_xid = std::move(codes);
+    }
+}
+
+void parse_collector(Parser& p, const YAML::Node& n, CollectorConfig& c) {
+    const std::string w = "collector";
+    if (!p.check_map(n, w,
+                     {"log_dir", "state_dir", "run_dir", "kmsg", "path", "kernel_context", "max_log_bytes",
+                      "max_line_bytes", "kill_grace", "kmsg_budget", "prolog", "epilog"}))
+        return;
+    p.path(n, w, "log_dir", c.log_dir);
+    p.path(n, w, "state_dir", c.state_dir);
+    p.path(n, w, "run_dir", c.run_dir);
+    p.path(n, w, "kmsg", c.kmsg_path);
+    p.string(n, w, "path", c.path);
+    if (const YAML::Node k = n["kernel_context"]) {
+        if (p.check_map(k, w + ".kernel_context", {"records", "max_age"})) {
+            p.integer(k, w + ".kernel_context", "records", c.context_records, 0, 100'000);
+            p.duration(k, w + ".kernel_context", "max_age", c.context_ms);
         }
     }
+    p.size(n, w, "max_log_bytes", c.max_log_bytes);
+    p.size(n, w, "max_line_bytes", c.max_line_bytes);
+    p.duration(n, w, "kill_grace", c.kill_grace_ms);
+    p.duration(n, w, "kmsg_budget", c.kmsg_budget_ms);
+    if (n["prolog"]) parse_phase(p, n["prolog"], w + ".prolog", c.prolog, false);
+    if (n["epilog"]) parse_phase(p, n["epilog"], w + ".epilog", c.epilog, true);
+}
 
-    void collector(const YAML::Node& n, CollectorConfig& c) {
-        const std::string w = "collector";
-        if (!check_map(n, w,
-                       {"log_dir", "state_dir", "run_dir", "kmsg", "path", "kernel_context", "max_log_bytes",
-                        "max_line_bytes", "kill_grace", "kmsg_budget", "prolog", "epilog"}))
-            return;
-        path(n, w, "log_dir", c.log_dir);
-        path(n, w, "state_dir", c.state_dir);
-        path(n, w, "run_dir", c.run_dir);
-        path(n, w, "kmsg", c.kmsg_path);
-        string(n, w, "path", c.path);
-        if (const YAML::Node k = n["kernel_context"]) {
-            if (check_map(k, w + ".kernel_context", {"records", "max_age"})) {
-                integer(k, w + ".kernel_context", "records", c.context_records, 0, 100'000);
-                duration(k, w + ".kernel_context", "max_age", c.context_ms);
+void parse_shipper(Parser& p, const YAML::Node& n, ShipperConfig& c) {
+    const std::string w = "shipper";
+    if (!p.check_map(n, w,
+                     {"loki", "spool", "batch", "retry", "max_age", "max_line_bytes", "metrics", "sources", "stages"}))
+        return;
+    if (const YAML::Node l = n["loki"]) {
+        const std::string lw = w + ".loki";
+        if (p.check_map(l, lw,
+                        {"url", "tenant", "username", "password_file", "bearer_token_file", "ca_file", "cert_file",
+                         "key_file", "tls_verify", "timeout", "structured_metadata"})) {
+            p.string(l, lw, "url", c.loki_url);
+            p.string(l, lw, "tenant", c.tenant);
+            p.string(l, lw, "username", c.basic_user);
+            p.path(l, lw, "password_file", c.basic_password_file);
+            p.path(l, lw, "bearer_token_file", c.bearer_token_file);
+            p.path(l, lw, "ca_file", c.ca_file);
+            p.path(l, lw, "cert_file", c.cert_file);
+            p.path(l, lw, "key_file", c.key_file);
+            p.boolean(l, lw, "tls_verify", c.tls_verify);
+            p.duration(l, lw, "timeout", c.timeout_ms);
+            p.boolean(l, lw, "structured_metadata", c.structured_metadata);
+            if (!c.loki_url.empty() && c.loki_url.rfind("http://", 0) != 0 && c.loki_url.rfind("https://", 0) != 0)
+                p.error(l["url"], lw + ".url", "expected an http:// or https:// URL");
+        }
+    }
+    if (const YAML::Node s = n["spool"]; s && p.check_map(s, w + ".spool", {"dir", "max_size"})) {
+        p.path(s, w + ".spool", "dir", c.spool_dir);
+        p.size(s, w + ".spool", "max_size", c.spool_max_bytes);
+    }
+    if (const YAML::Node b = n["batch"]; b && p.check_map(b, w + ".batch", {"max_bytes", "max_wait"})) {
+        p.size(b, w + ".batch", "max_bytes", c.batch_max_bytes);
+        p.duration(b, w + ".batch", "max_wait", c.batch_wait_ms);
+    }
+    if (const YAML::Node r = n["retry"]; r && p.check_map(r, w + ".retry", {"min_backoff", "max_backoff"})) {
+        p.duration(r, w + ".retry", "min_backoff", c.min_backoff_ms);
+        p.duration(r, w + ".retry", "max_backoff", c.max_backoff_ms);
+    }
+    p.duration(n, w, "max_age", c.max_age_ms);
+    p.size(n, w, "max_line_bytes", c.max_line_bytes);
+    p.string(n, w, "metrics", c.metrics_listen);
+    if (const YAML::Node src = n["sources"]; src && p.check_map(src, w + ".sources", {"kmsg", "files"})) {
+        p.boolean(src, w + ".sources", "kmsg", c.kmsg);
+        if (const YAML::Node f = src["files"]) {
+            if (!f.IsSequence()) {
+                p.error(f, w + ".sources.files", "expected a list of file sources");
+            } else {
+                std::vector<FileSourceConfig> files;
+                size_t i = 0;
+                for (const auto& item : f) {
+                    const std::string fw = w + ".sources.files[" + std::to_string(i++) + "]";
+                    if (!p.check_map(item, fw, {"name", "paths", "job", "format", "labels"})) continue;
+                    FileSourceConfig fs;
+                    p.string(item, fw, "name", fs.name);
+                    p.string(item, fw, "job", fs.job);
+                    p.string(item, fw, "format", fs.format);
+                    if (item["paths"]) p.string_list(item["paths"], fw + ".paths", fs.paths);
+                    if (fs.paths.empty()) p.error(item, fw + ".paths", "missing: at least one path or glob");
+                    if (fs.job.empty()) p.error(item, fw + ".job", "missing: the Loki job label for these files");
+                    if (fs.format != "plain" && fs.format != "joblog" && fs.format != "nccl" && fs.format != "cri")
+                        p.error(item["format"], fw + ".format", "expected plain, joblog, nccl or cri");
+                    if (const YAML::Node lb = item["labels"]) {
+                        if (!lb.IsMap()) {
+                            p.error(lb, fw + ".labels", "expected a mapping of label names to values");
+                        } else {
+                            for (const auto& kv : lb)
+                                fs.labels.emplace_back(kv.first.as<std::string>(""), kv.second.as<std::string>(""));
+                        }
+                    }
+                    if (fs.name.empty()) fs.name = fs.job;
+                    files.push_back(std::move(fs));
+                }
+                c.files = std::move(files);
             }
         }
-        size(n, w, "max_log_bytes", c.max_log_bytes);
-        size(n, w, "max_line_bytes", c.max_line_bytes);
-        duration(n, w, "kill_grace", c.kill_grace_ms);
-        duration(n, w, "kmsg_budget", c.kmsg_budget_ms);
-        if (n["prolog"]) phase(n["prolog"], w + ".prolog", c.prolog, false);
-        if (n["epilog"]) phase(n["epilog"], w + ".epilog", c.epilog, true);
     }
-
-private:
-    std::string file_;
-    std::vector<ConfigError>& errors_;
-};
+    if (const YAML::Node st = n["stages"]; st && p.check_map(st, w + ".stages", {"drop", "drop_blank", "nccl_noise"})) {
+        p.boolean(st, w + ".stages", "drop_blank", c.drop_blank);
+        p.boolean(st, w + ".stages", "nccl_noise", c.nccl_noise);
+        if (const YAML::Node d = st["drop"]) {
+            if (!d.IsSequence()) {
+                p.error(d, w + ".stages.drop", "expected a list of {name, pattern}");
+            } else {
+                size_t i = 0;
+                for (const auto& item : d) {
+                    const std::string dw = w + ".stages.drop[" + std::to_string(i++) + "]";
+                    if (!p.check_map(item, dw, {"name", "pattern"})) continue;
+                    DropRule r;
+                    p.string(item, dw, "name", r.name);
+                    p.string(item, dw, "pattern", r.pattern);
+                    if (r.pattern.empty())
+                        p.error(item, dw + ".pattern", "missing: an RE2 pattern");
+                    else
+                        c.drop.push_back(r);
+                }
+            }
+        }
+    }
+}
 
 }  // namespace
+
+ShipperConfig default_shipper_config() {
+    ShipperConfig c;
+    c.files = {{"prolog-epilog", {"/var/log/slurm/{prolog,epilog}/*.log"}, "slurm-prolog-epilog", "joblog", {}},
+               {"nccl", {"/var/log/slurm/nccl/*/*.log"}, "nccl", "nccl", {}}};
+    return c;
+}
 
 LoadResult parse_config(const std::string& text, const std::string& file) {
     LoadResult r;
@@ -248,10 +238,12 @@ LoadResult parse_config(const std::string& text, const std::string& file) {
     // Sections of parts that read this file too (shipper, cli) are accepted here and checked by
     // their own parsers.
     if (!p.check_map(root, "", {"cluster", "node", "collector", "shipper", "cli"})) return r;
+    // The CLI's section is read by the CLI.
     try {
         p.string(root, "", "cluster", r.config.cluster);
         p.string(root, "", "node", r.config.node);
-        if (root["collector"]) p.collector(root["collector"], r.config.collector);
+        if (root["collector"]) parse_collector(p, root["collector"], r.config.collector);
+        if (root["shipper"]) parse_shipper(p, root["shipper"], r.config.shipper);
     } catch (const YAML::Exception& e) {
         r.errors.push_back({file, e.mark.line + 1, e.mark.column + 1, "", e.msg});
     }

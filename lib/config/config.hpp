@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "config/collector_config.hpp"
+#include "config/shipper_config.hpp"
 
 namespace jobtrail::config {
 
@@ -12,6 +13,7 @@ struct Config {
     std::string cluster;  // empty: SLURM_CLUSTER_NAME
     std::string node;     // empty: SLURMD_NODENAME, then the host name
     CollectorConfig collector = default_collector_config();
+    ShipperConfig shipper = default_shipper_config();
 };
 
 // "file:line:col: key 'collector.prolog.script_timeout': expected a duration such as 30s"

@@ -40,12 +40,13 @@ bool valid_label_name(std::string_view n) {
     return true;
 }
 
-std::string encode_push(const std::vector<Stream>& streams, bool with_metadata) {
+std::string encode_push_text(const std::vector<std::pair<std::string, std::vector<Entry>>>& streams,
+                             bool with_metadata) {
     logproto::PushRequest req;
-    for (const auto& s : streams) {
+    for (const auto& [labels, entries] : streams) {
         auto* ps = req.add_streams();
-        ps->set_labels(format_labels(s.labels));
-        for (const auto& e : s.entries) {
+        ps->set_labels(labels);
+        for (const auto& e : entries) {
             auto* pe = ps->add_entries();
             pe->mutable_timestamp()->set_seconds(e.ts_ns / 1'000'000'000);
             pe->mutable_timestamp()->set_nanos(static_cast<int32_t>(e.ts_ns % 1'000'000'000));
@@ -63,6 +64,13 @@ std::string encode_push(const std::vector<Stream>& streams, bool with_metadata) 
     std::string out;
     snappy::Compress(raw.data(), raw.size(), &out);
     return out;
+}
+
+std::string encode_push(const std::vector<Stream>& streams, bool with_metadata) {
+    std::vector<std::pair<std::string, std::vector<Entry>>> text;
+    text.reserve(streams.size());
+    for (const auto& s : streams) text.emplace_back(format_labels(s.labels), s.entries);
+    return encode_push_text(text, with_metadata);
 }
 
 }  // namespace jobtrail::loki

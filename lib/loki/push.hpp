@@ -31,5 +31,8 @@ bool valid_label_name(std::string_view name);
 // A snappy-compressed (block format) logproto.PushRequest, for Content-Type
 // application/x-protobuf. Structured metadata is left out when the server does not take it.
 std::string encode_push(const std::vector<Stream>& streams, bool with_metadata);
+// The same, for streams whose labels are already in text form (as the spool keeps them).
+std::string encode_push_text(const std::vector<std::pair<std::string, std::vector<Entry>>>& streams,
+                             bool with_metadata);
 
 }  // namespace jobtrail::loki

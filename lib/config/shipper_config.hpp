@@ -1,0 +1,54 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace jobtrail::config {
+
+// A set of files shipped as one kind of stream (the Loki `job` label).
+struct FileSourceConfig {
+    std::string name;
+    std::vector<std::string> paths;  // globs, {a,b} alternatives allowed
+    std::string job;                 // Loki `job` label: slurm-prolog-epilog, nccl, fabric-manager, ...
+    std::string format = "plain";    // plain | joblog (jobtrail's job logs) | nccl | cri
+    std::vector<std::pair<std::string, std::string>> labels;  // extra static labels
+};
+
+struct DropRule {
+    std::string name;     // reason, counted in metrics
+    std::string pattern;  // RE2, matched against the line
+};
+
+struct ShipperConfig {
+    // Loki
+    std::string loki_url;  // empty: no Loki (the shipper only spools; --dry-run prints)
+    std::string tenant;
+    std::string basic_user, basic_password_file, bearer_token_file;
+    std::string ca_file, cert_file, key_file;
+    bool tls_verify = true;
+    int64_t timeout_ms = 10'000;
+    bool structured_metadata = true;  // Loki 3 takes it; set false for older Loki
+    // Spool and sending
+    std::string spool_dir;  // default: <collector.state_dir>/spool
+    uint64_t spool_max_bytes = 1ULL << 30;
+    uint64_t batch_max_bytes = 1ULL << 20;
+    int64_t batch_wait_ms = 1'000;
+    int64_t min_backoff_ms = 500;
+    int64_t max_backoff_ms = 300'000;
+    int64_t max_age_ms = 7LL * 86'400'000;   // Loki's reject_old_samples_max_age
+    uint64_t max_line_bytes = 256ULL << 10;  // Loki's max_line_size
+    std::string metrics_listen = "127.0.0.1:9480";
+    // Sources
+    bool kmsg = true;
+    std::vector<FileSourceConfig> files;
+    // Stages
+    std::vector<DropRule> drop;
+    bool drop_blank = true;
+    bool nccl_noise = true;  // drop NCCL INFO Net/Channel/Comm lines of jobs without trace capture
+};
+
+ShipperConfig default_shipper_config();
+
+}  // namespace jobtrail::config

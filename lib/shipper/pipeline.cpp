@@ -1,0 +1,200 @@
+#include "shipper/pipeline.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "common/time.hpp"
+#include "loki/push.hpp"
+#include "shipper/metrics_server.hpp"
+#include "shipper/sources/file_source.hpp"
+#include "shipper/sources/kmsg_source.hpp"
+
+namespace jobtrail::shipper {
+namespace {
+
+constexpr size_t kPassBytes = 4 << 20;  // per source per pass: bounds memory and the spool check
+
+std::string hostname() {
+    char h[256] = {};
+    ::gethostname(h, sizeof h - 1);
+    std::string s(h);
+    return s.substr(0, s.find('.'));
+}
+
+}  // namespace
+
+Pipeline::Pipeline(const config::Config& cfg) : cfg_(cfg) {
+    node_.cluster = cfg.cluster.empty() ? "default" : cfg.cluster;
+    node_.node = cfg.node.empty() ? hostname() : cfg.node;
+}
+
+Pipeline::~Pipeline() = default;
+
+void Pipeline::log(const std::string& msg) const {
+    std::fprintf(stderr, "jobtrail-shipper: %s\n", msg.c_str());
+}
+
+bool Pipeline::pass(std::vector<Event>& events, bool final_flush) {
+    bool more = false;
+    const uint64_t room = cfg_.shipper.spool_max_bytes - std::min(cfg_.shipper.spool_max_bytes, spool_.pending_bytes());
+    if (room < 2 * kPassBytes) {
+        // Sources pause; kmsg keeps its position (the ring overrunning is reported as loss).
+        if (!spool_full_logged_)
+            log("warning: spool is full (" + std::to_string(spool_.pending_bytes()) +
+                " bytes); sources paused until Loki takes more");
+        spool_full_logged_ = true;
+        ++metrics_.spool_full;
+        return false;
+    }
+    spool_full_logged_ = false;
+    for (auto& src : sources_) {
+        events.clear();
+        more |= src->poll(events, kPassBytes);
+        if (final_flush) src->flush_partial(events);
+        stages_->apply(events);
+        size_t appended = 0;
+        for (auto& e : events) {
+            if (e.dropped) continue;
+            spool::Record r{e.ts_ns, loki::format_labels(e.labels), std::move(e.line), std::move(e.metadata)};
+            if (spool_.append(r) != spool::Spool::Append::kOk) {
+                // Cannot happen with the room check above; never commit past what is not spooled.
+                log("error: spool refused a record; not advancing " + src->name());
+                return false;
+            }
+            ++appended;
+        }
+        if (!spool_.sync()) {
+            log("error: spool: " + spool_.error() + "; not advancing " + src->name());
+            return false;
+        }
+        metrics_.spooled += appended;
+        src->commit();
+    }
+    return more;
+}
+
+int Pipeline::run(const RunOptions& opts, const std::atomic<bool>& stop) {
+    const auto& sc = cfg_.shipper;
+    const std::string state = cfg_.collector.state_dir;
+    std::string err;
+    if (auto st = make_dirs(state, 0755); !st.ok) {
+        log("error: " + st.error);
+        return 1;
+    }
+    if (!clock_.load(state, err)) log("warning: boot clock: " + err);
+    if (sc.kmsg)
+        sources_.push_back(std::make_unique<KmsgSource>(cfg_.collector.kmsg_path, state, clock_, node_, metrics_));
+    for (const auto& f : sc.files)
+        sources_.push_back(std::make_unique<FileSource>(f, state, node_, sc.max_line_bytes, metrics_));
+    stages_ = std::make_unique<Stages>(sc, cfg_.collector.run_dir, metrics_);
+
+    if (opts.dry_run) {
+        // Read what is there, print it, remember nothing.
+        std::vector<Event> events;
+        for (auto& src : sources_) {
+            events.clear();
+            while (src->poll(events, kPassBytes)) {
+            }
+            src->flush_partial(events);
+            stages_->apply(events);
+            for (const auto& e : events) {
+                if (e.dropped) continue;
+                std::printf("%s %s %s", format_rfc3339_ns(e.ts_ns).c_str(), loki::format_labels(e.labels).c_str(),
+                            e.line.c_str());
+                for (const auto& [k, v] : e.metadata) std::printf(" |%s=%s", k.c_str(), v.c_str());
+                std::printf("\n");
+            }
+        }
+        return 0;
+    }
+
+    spool::Spool::Recovery rec;
+    if (!spool_.open({sc.spool_dir.empty() ? state + "/spool" : sc.spool_dir, 16ULL << 20, sc.spool_max_bytes}, err,
+                     &rec)) {
+        log("error: spool: " + err);
+        return 1;
+    }
+    if (!rec.note.empty()) log("spool recovery: " + rec.note);
+
+    MetricsServer metrics_server;
+    if (!opts.once && !sc.metrics_listen.empty() &&
+        !metrics_server.start(
+            sc.metrics_listen, [this] { return render_metrics(); }, err))
+        log("warning: metrics: " + err);
+
+    std::atomic<bool> sender_stop{false};
+    std::unique_ptr<Sender> sender;
+    std::thread sender_thread;
+    if (!sc.loki_url.empty()) {
+        sender = std::make_unique<Sender>(sc, spool_, metrics_, [this](const std::string& m) { log(m); });
+        sender_thread = std::thread([&] { sender->run(sender_stop); });
+    } else {
+        log("no shipper.loki.url configured: spooling only (logs stay on this node)");
+    }
+
+    const int64_t deadline = monotonic_ns() + opts.once_timeout_ms * 1'000'000;
+    int status = 0;
+    std::vector<Event> scratch;
+    bool drained_pass = false;
+    while (!stop) {
+        const bool more = pass(scratch, opts.once && drained_pass);
+        if (opts.once) {
+            if (!more && drained_pass && (spool_.pending_bytes() == 0 || sc.loki_url.empty()) &&
+                !(sender && sender->busy()))
+                break;
+            drained_pass = !more;
+            if (monotonic_ns() > deadline) {
+                log("error: --once: " + std::to_string(spool_.pending_bytes()) +
+                    " bytes not acknowledged by Loki within the timeout; they stay in the spool");
+                status = 2;
+                break;
+            }
+        }
+        if (!more) std::this_thread::sleep_for(std::chrono::milliseconds(opts.once ? 50 : 250));
+    }
+    // SIGTERM: what was read is durable (pass() synced it); the sender stops within one request
+    // timeout, leaving the unacknowledged rest in the spool for next time.
+    sender_stop = true;
+    if (sender_thread.joinable()) sender_thread.join();
+    metrics_server.stop();
+    return status;
+}
+
+std::string Pipeline::render_metrics() const {
+    std::string s;
+    auto counter = [&](const char* name, const char* help, uint64_t v) {
+        s += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" + name + " " +
+             std::to_string(v) + "\n";
+    };
+    counter("jobtrail_shipper_records_read_total", "Lines read from files.", metrics_.read);
+    counter("jobtrail_shipper_records_spooled_total", "Records made durable in the spool.", metrics_.spooled);
+    counter("jobtrail_shipper_records_sent_total", "Records Loki acknowledged.", metrics_.sent);
+    counter("jobtrail_shipper_bytes_sent_total", "Line bytes Loki acknowledged.", metrics_.sent_bytes);
+    counter("jobtrail_shipper_push_requests_total", "Push requests made.", metrics_.pushes);
+    counter("jobtrail_shipper_retries_total", "Pushes retried (429, 5xx, transport errors).", metrics_.retries);
+    counter("jobtrail_shipper_spool_full_total", "Passes where sources paused on a full spool.", metrics_.spool_full);
+    counter("jobtrail_shipper_kmsg_lost_total", "Kernel records overwritten before they were read.",
+            metrics_.kmsg_lost);
+    s += "# HELP jobtrail_shipper_spool_bytes Unacknowledged bytes in the spool.\n# TYPE jobtrail_shipper_spool_bytes "
+         "gauge\njobtrail_shipper_spool_bytes " +
+         std::to_string(spool_.pending_bytes()) + "\n";
+    s += "# HELP jobtrail_shipper_last_success_timestamp_seconds Last acknowledged push.\n# TYPE "
+         "jobtrail_shipper_last_success_timestamp_seconds gauge\njobtrail_shipper_last_success_timestamp_seconds " +
+         std::to_string(metrics_.last_success_ns / 1'000'000'000) + "\n";
+    std::lock_guard<std::mutex> lk(metrics_.mu);
+    s += "# HELP jobtrail_shipper_dropped_total Records dropped, by reason.\n# TYPE jobtrail_shipper_dropped_total "
+         "counter\n";
+    for (const auto& [r, n] : metrics_.dropped)
+        s += "jobtrail_shipper_dropped_total{reason=\"" + r + "\"} " + std::to_string(n) + "\n";
+    s += "# HELP jobtrail_shipper_rejected_total Entries Loki rejected, by reason.\n# TYPE "
+         "jobtrail_shipper_rejected_total "
+         "counter\n";
+    for (const auto& [r, n] : metrics_.rejected)
+        s += "jobtrail_shipper_rejected_total{reason=\"" + r + "\"} " + std::to_string(n) + "\n";
+    return s;
+}
+
+}  // namespace jobtrail::shipper

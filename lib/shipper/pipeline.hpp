@@ -1,0 +1,50 @@
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "kmsg/boot_clock.hpp"
+#include "shipper/event.hpp"
+#include "shipper/sender.hpp"
+#include "shipper/sources/source.hpp"
+#include "shipper/stages/stages.hpp"
+#include "spool/spool.hpp"
+
+namespace jobtrail::shipper {
+
+struct RunOptions {
+    bool once = false;  // ship what is readable now, wait for Loki's acknowledgement, exit
+    int64_t once_timeout_ms = 120'000;
+    bool dry_run = false;  // print what would be sent; touch no position, no spool
+};
+
+// sources -> stages -> spool -> sender. The main thread polls the sources, runs the stages,
+// appends to the spool, syncs it and only then commits the sources' positions; the sender
+// thread drains the spool to Loki.
+class Pipeline {
+public:
+    explicit Pipeline(const config::Config& cfg);
+    ~Pipeline();
+    // Returns the process exit status.
+    int run(const RunOptions& opts, const std::atomic<bool>& stop);
+    Metrics& metrics() { return metrics_; }
+    std::string render_metrics() const;
+
+private:
+    void log(const std::string& msg) const;
+    bool pass(std::vector<Event>& scratch, bool final_flush);
+
+    const config::Config& cfg_;
+    NodeInfo node_;
+    mutable Metrics metrics_;
+    kmsg::BootClock clock_;
+    std::vector<std::unique_ptr<Source>> sources_;
+    std::unique_ptr<Stages> stages_;
+    spool::Spool spool_;
+    bool spool_full_logged_ = false;
+};
+
+}  // namespace jobtrail::shipper

@@ -1,0 +1,145 @@
+#include "shipper/sender.hpp"
+
+#include <chrono>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "common/time.hpp"
+#include "loki/response.hpp"
+
+namespace jobtrail::shipper {
+namespace {
+
+loki::Endpoint endpoint_of(const config::ShipperConfig& c) {
+    loki::Endpoint e;
+    e.url = c.loki_url;
+    e.tenant = c.tenant;
+    e.basic_user = c.basic_user;
+    e.basic_password_file = c.basic_password_file;
+    e.bearer_token_file = c.bearer_token_file;
+    e.ca_file = c.ca_file;
+    e.cert_file = c.cert_file;
+    e.key_file = c.key_file;
+    e.tls_verify = c.tls_verify;
+    e.timeout_ms = c.timeout_ms;
+    return e;
+}
+
+}  // namespace
+
+Sender::Sender(const config::ShipperConfig& cfg, spool::Spool& spool, Metrics& m, Log log)
+    : cfg_(cfg), spool_(spool), m_(m), log_(std::move(log)), client_(endpoint_of(cfg)) {
+    std::string err;
+    if (!client_.load_secrets(err)) log_("error: " + err + " (pushing without those credentials)");
+}
+
+void Sender::sleep_backoff(int attempt, const std::atomic<bool>& stop) {
+    static thread_local std::mt19937 rng{std::random_device{}()};
+    int64_t d = cfg_.min_backoff_ms;
+    for (int i = 0; i < attempt && d < cfg_.max_backoff_ms; ++i) d *= 2;
+    d = std::min(d, cfg_.max_backoff_ms);
+    d = d / 2 + static_cast<int64_t>(rng() % static_cast<uint32_t>(d / 2 + 1));  // jitter: [d/2, d]
+    for (int64_t slept = 0; slept < d && !stop; slept += 50)
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(50, d - slept)));
+}
+
+bool Sender::deliver(std::vector<spool::Record>& recs, size_t from, size_t to, const std::atomic<bool>& stop) {
+    // Group by stream, keeping each stream's order (the spool's order).
+    std::vector<std::pair<std::string, std::vector<loki::Entry>>> streams;
+    std::map<std::string, size_t> index;
+    size_t bytes = 0;
+    for (size_t i = from; i < to; ++i) {
+        auto& r = recs[i];
+        auto [it, fresh] = index.emplace(r.stream, streams.size());
+        if (fresh) streams.emplace_back(r.stream, std::vector<loki::Entry>{});
+        bytes += r.line.size();
+        streams[it->second].second.push_back({r.ts_ns, r.line, r.metadata});
+    }
+    const std::string body = loki::encode_push_text(streams, cfg_.structured_metadata);
+    for (int attempt = 0;; ++attempt) {
+        if (stop) return false;
+        const auto res = client_.push(body);
+        ++m_.pushes;
+        const auto verdict = loki::classify_push_response(res.status, res.body);
+        switch (verdict.verdict) {
+            case loki::Verdict::kAccepted:
+                m_.sent += to - from;
+                m_.sent_bytes += bytes;
+                m_.last_success_ns = realtime_ns();
+                return true;
+            case loki::Verdict::kRejected: {
+                uint64_t n = 0;
+                {
+                    std::lock_guard<std::mutex> lk(m_.mu);
+                    for (const auto& [reason, count] : verdict.rejected) {
+                        m_.rejected[reason] += count;
+                        n += count;
+                    }
+                }
+                m_.sent += (to - from) - std::min<uint64_t>(n, to - from);
+                m_.last_success_ns = realtime_ns();
+                log_("warning: Loki rejected " + std::to_string(n) + " of " + std::to_string(to - from) +
+                     " entries (HTTP " + std::to_string(res.status) + "), not retried: " + verdict.first_message);
+                return true;
+            }
+            case loki::Verdict::kSplit:
+                if (to - from <= 1) {
+                    std::lock_guard<std::mutex> lk(m_.mu);
+                    m_.rejected["request_too_large"] += 1;
+                    log_("warning: Loki refused a single entry as too large (HTTP 413); dropped");
+                    return true;
+                }
+                return deliver(recs, from, from + (to - from) / 2, stop) &&
+                       deliver(recs, from + (to - from) / 2, to, stop);
+            case loki::Verdict::kAuthFailure:
+            case loki::Verdict::kRetry:
+                ++m_.retries;
+                if (attempt == 0 || attempt % 10 == 0)
+                    log_(
+                        std::string(verdict.verdict == loki::Verdict::kAuthFailure
+                                        ? "error: Loki refused our credentials"
+                                        : "warning: Loki push failed") +
+                        " (" +
+                        (res.status ? "HTTP " + std::to_string(res.status) + ": " + verdict.first_message : res.error) +
+                        "); retrying, data stays in the spool");
+                sleep_backoff(attempt, stop);
+                break;
+        }
+    }
+}
+
+bool Sender::send_batch(const std::atomic<bool>& stop) {
+    std::vector<spool::Record> recs;
+    spool::Position end;
+    if (spool_.read(recs, 100'000, cfg_.batch_max_bytes, end) == 0) return false;
+    busy_ = true;
+    // Entries Loki would reject as too old forever are dropped, counted, instead of retried.
+    const int64_t oldest = realtime_ns() - cfg_.max_age_ms * 1'000'000;
+    std::vector<spool::Record> keep;
+    keep.reserve(recs.size());
+    for (auto& r : recs) {
+        if (r.ts_ns < oldest)
+            m_.drop("too_old");
+        else
+            keep.push_back(std::move(r));
+    }
+    const bool ok = keep.empty() || deliver(keep, 0, keep.size(), stop);
+    if (ok)
+        spool_.ack(end);
+    else
+        spool_.rewind();
+    busy_ = false;
+    return ok;
+}
+
+void Sender::run(const std::atomic<bool>& stop) {
+    while (!stop) {
+        if (!send_batch(stop)) {
+            for (int64_t t = 0; t < cfg_.batch_wait_ms && !stop; t += 50)
+                std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+    }
+}
+
+}  // namespace jobtrail::shipper

@@ -1,0 +1,316 @@
+#include "shipper/sources/file_source.hpp"
+
+#include <fcntl.h>
+#include <glob.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "common/text.hpp"
+#include "common/time.hpp"
+#include "joblog/format.hpp"
+#include "spool/record.hpp"
+
+namespace jobtrail::shipper {
+namespace {
+
+constexpr size_t kFingerprintBytes = 256;
+
+std::string fingerprint(int fd, uint64_t size) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(size, kFingerprintBytes));
+    std::string buf(n, '\0');
+    const ssize_t r = ::pread(fd, buf.data(), n, 0);
+    buf.resize(r > 0 ? static_cast<size_t>(r) : 0);
+    return std::to_string(buf.size()) + ":" + std::to_string(spool::crc32(buf));
+}
+
+// A saved fingerprint of L bytes matches a file whose first L bytes hash the same.
+bool same_file(int fd, const std::string& saved) {
+    const size_t colon = saved.find(':');
+    if (colon == std::string::npos) return false;
+    const uint64_t len = std::strtoull(saved.c_str(), nullptr, 10);
+    std::string buf(len, '\0');
+    const ssize_t r = ::pread(fd, buf.data(), len, 0);
+    if (r != static_cast<ssize_t>(len)) return false;
+    return saved == std::to_string(len) + ":" + std::to_string(spool::crc32(buf));
+}
+
+// "[2026-11-29T22:16:02.867605+0000] host:pid:tid ..." (the plugin's NCCL_DEBUG_TIMESTAMP_FORMAT)
+bool nccl_timestamp(std::string_view line, int64_t& ts, size_t& prefix) {
+    if (line.size() < 28 || line[0] != '[') return false;
+    const size_t close = line.find(']');
+    if (close == std::string_view::npos || close > 40) return false;
+    std::string_view t = line.substr(1, close - 1);  // 2026-11-29T22:16:02.867605+0000
+    const size_t sign = t.find_last_of("+-");
+    if (sign == std::string_view::npos || sign < 19 || t.size() - sign != 5) return false;
+    auto base = parse_rfc3339_ns(std::string(t.substr(0, sign)) + "Z");
+    if (!base) return false;
+    const int hh = (t[sign + 1] - '0') * 10 + (t[sign + 2] - '0');
+    const int mm = (t[sign + 3] - '0') * 10 + (t[sign + 4] - '0');
+    const int64_t off = (static_cast<int64_t>(hh) * 3600 + mm * 60) * 1'000'000'000;
+    ts = t[sign] == '+' ? *base - off : *base + off;  // local time minus its offset is UTC
+    prefix = close + 1 + (close + 1 < line.size() && line[close + 1] == ' ' ? 1 : 0);
+    return true;
+}
+
+}  // namespace
+
+std::string FileSource::sanitize(std::string_view s) {
+    std::string out;
+    out.reserve(s.size());
+    size_t i = 0;
+    while (i < s.size()) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        if (c == 0) {
+            out += "\\x00";
+            ++i;
+        } else if (c < 0x80) {
+            out += static_cast<char>(c);
+            ++i;
+        } else {
+            // Reuse escape_line's UTF-8 validation: a valid sequence comes back unchanged.
+            size_t n = (c >= 0xf0) ? 4 : (c >= 0xe0) ? 3 : (c >= 0xc2) ? 2 : 1;
+            const std::string_view seq = s.substr(i, std::min(n, s.size() - i));
+            if (n > 1 && seq.size() == n && escape_line(seq) == seq) {
+                out.append(seq);
+                i += n;
+            } else {
+                out += "\xef\xbf\xbd";  // U+FFFD
+                ++i;
+            }
+        }
+    }
+    return out;
+}
+
+FileSource::FileSource(config::FileSourceConfig cfg, std::string state_dir, NodeInfo node, uint64_t max_line,
+                       Metrics& m, int64_t idle_ms)
+    : cfg_(std::move(cfg)),
+      pos_file_(state_dir + "/shipper-files-" + cfg_.name + ".json"),
+      node_(std::move(node)),
+      max_line_(max_line),
+      m_(m),
+      idle_ns_(idle_ms * 1'000'000) {
+    load_positions();
+}
+
+void FileSource::load_positions() {
+    auto text = read_small_file(pos_file_, 64 << 20);
+    if (!text) return;
+    const auto j = nlohmann::json::parse(*text, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("files") || !j["files"].is_array()) return;
+    for (const auto& f : j["files"]) {
+        if (!f.is_object() || !f.contains("key") || !f.contains("fp") || !f.contains("offset")) continue;
+        if (!f["key"].is_string() || !f["fp"].is_string() || !f["offset"].is_number_unsigned()) continue;
+        saved_[f["key"].get<std::string>()] = {f["fp"].get<std::string>(), f["offset"].get<uint64_t>()};
+    }
+}
+
+void FileSource::scan() {
+    for (auto& [k, t] : files_) t.seen = false;
+    for (const auto& pattern : cfg_.paths) {
+        glob_t g{};
+        if (::glob(pattern.c_str(), GLOB_BRACE | GLOB_NOSORT, nullptr, &g) == 0) {
+            for (size_t i = 0; i < g.gl_pathc; ++i) {
+                const std::string path = g.gl_pathv[i];
+                struct stat st {};
+                if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+                const std::string key = key_of(st.st_dev, st.st_ino);
+                auto it = files_.find(key);
+                if (it != files_.end()) {
+                    it->second.seen = true;
+                    it->second.path = path;
+                    continue;
+                }
+                Tracked t;
+                t.fd.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+                if (!t.fd.valid()) continue;
+                t.path = path;
+                t.dev = st.st_dev;
+                t.ino = st.st_ino;
+                t.last_growth_ns = realtime_ns();
+                if (auto s = saved_.find(key); s != saved_.end() && same_file(t.fd.get(), s->second.first)) {
+                    t.read_off = t.emitted_off = s->second.second;
+                    t.fingerprint = s->second.first;
+                }
+                // Labels from the path: /var/log/slurm/{prolog,epilog}/<jobid>.log,
+                // .../nccl/<jobid>/<step>.<host>.<pid>.log
+                static const std::regex joblog_re(R"(/(prolog|epilog)/([0-9]+)\.log$)");
+                static const std::regex nccl_re(R"(/nccl/([0-9]+)/([^/.]+)\.[^/]*?\.?([0-9]+)\.log$)");
+                std::smatch m;
+                if (std::regex_search(path, m, joblog_re)) {
+                    t.phase = m[1];
+                    t.job_id = m[2];
+                } else if (std::regex_search(path, m, nccl_re)) {
+                    t.job_id = m[1];
+                    t.step = m[2];
+                    t.pid = m[3];
+                }
+                files_.emplace(key, std::move(t));
+            }
+        }
+        globfree(&g);
+    }
+}
+
+void FileSource::emit_line(Tracked& t, std::string_view raw, std::vector<Event>& out) {
+    Event e;
+    e.ts_ns = realtime_ns();
+    e.labels = {{"cluster", node_.cluster}, {"node", node_.node}, {"job", cfg_.job}, {"service_name", cfg_.job}};
+    for (const auto& [k, v] : cfg_.labels) e.labels[k] = v;
+    if (!t.job_id.empty()) e.labels["job_id"] = t.job_id;
+    std::string_view text = raw;
+    if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
+    std::string line;
+    if (cfg_.format == "joblog") {
+        joblog::Line l;
+        if (joblog::parse_line(text, l)) {
+            e.ts_ns = l.ts_ns;
+            line = (t.phase.empty() ? "" : t.phase + " ") + std::string(l.tag) +
+                   (l.name.empty() ? "" : "[" + std::string(l.name) + "]") + " " + std::string(l.text);
+            e.metadata.emplace_back("tag", std::string(l.tag));
+        } else {
+            line = std::string(text);
+        }
+        if (!t.phase.empty()) e.metadata.emplace_back("phase", t.phase);
+    } else if (cfg_.format == "nccl") {
+        int64_t ts = 0;
+        size_t prefix = 0;
+        if (nccl_timestamp(text, ts, prefix)) {
+            e.ts_ns = ts;
+        }
+        line = std::string(text);
+        const size_t slash = t.path.rfind('/');
+        e.metadata.emplace_back("file", t.path.substr(slash + 1));
+        if (!t.step.empty()) e.metadata.emplace_back("step", t.step);
+        if (!t.pid.empty()) e.metadata.emplace_back("pid", t.pid);
+    } else if (cfg_.format == "cri") {
+        // <RFC3339Nano> <stream> <P|F> <log>; a P(artial) line continues in the next one.
+        const size_t a = text.find(' ');
+        const size_t b = a == std::string_view::npos ? a : text.find(' ', a + 1);
+        const size_t c = b == std::string_view::npos ? b : text.find(' ', b + 1);
+        if (c != std::string_view::npos) {
+            if (auto ts = parse_rfc3339_ns(text.substr(0, a))) e.ts_ns = *ts;
+            const std::string_view flag = text.substr(b + 1, c - b - 1);
+            t.cri_partial += std::string(text.substr(c + 1));
+            if (flag == "P") return;
+            line = std::move(t.cri_partial);
+            t.cri_partial.clear();
+            e.metadata.emplace_back("stream", std::string(text.substr(a + 1, b - a - 1)));
+        } else {
+            line = std::string(text);
+        }
+    } else {
+        line = std::string(text);
+    }
+    if (line.size() > max_line_) {
+        const std::string_view keep = utf8_prefix(line, max_line_ - 64);
+        line = std::string(keep) + " [jobtrail: line truncated, " + std::to_string(line.size() - keep.size()) +
+               " bytes dropped]";
+        m_.drop("truncated_lines_kept");
+    }
+    e.line = sanitize(line);
+    out.push_back(std::move(e));
+}
+
+void FileSource::read_file(Tracked& t, std::vector<Event>& out, size_t& budget) {
+    struct stat st {};
+    if (::fstat(t.fd.get(), &st) != 0) return;
+    const auto size = static_cast<uint64_t>(st.st_size);
+    if (size < t.read_off) {
+        // copytruncate: the file started over.
+        t.read_off = t.emitted_off = 0;
+        t.partial.clear();
+        t.fingerprint.clear();
+        dirty_ = true;
+    }
+    if (t.fingerprint.empty() || (t.fingerprint.rfind("256:", 0) != 0 && size > 0))
+        t.fingerprint = fingerprint(t.fd.get(), size);
+    char buf[65536];
+    while (budget > 0 && t.read_off < size) {
+        const ssize_t n =
+            ::pread(t.fd.get(), buf, std::min<size_t>(sizeof buf, budget), static_cast<off_t>(t.read_off));
+        if (n <= 0) break;
+        t.read_off += static_cast<uint64_t>(n);
+        budget -= std::min<size_t>(budget, static_cast<size_t>(n));
+        t.last_growth_ns = realtime_ns();
+        std::string_view data(buf, static_cast<size_t>(n));
+        while (!data.empty()) {
+            const size_t nl = data.find('\n');
+            if (nl == std::string_view::npos) {
+                t.partial.append(data);
+                // A line without end that keeps growing: cut it at the cap rather than hold it forever.
+                if (t.partial.size() > max_line_ + 4096) {
+                    emit_line(t, t.partial, out);
+                    t.emitted_off += t.partial.size();
+                    t.partial.clear();
+                }
+                break;
+            }
+            if (t.partial.empty()) {
+                emit_line(t, data.substr(0, nl), out);
+                t.emitted_off += nl + 1;
+            } else {
+                t.partial.append(data.substr(0, nl));
+                emit_line(t, t.partial, out);
+                t.emitted_off += t.partial.size() + 1;
+                t.partial.clear();
+            }
+            m_.read++;
+            dirty_ = true;
+            data.remove_prefix(nl + 1);
+        }
+    }
+    // A last line without newline, idle for a while: take it as it is.
+    if (!t.partial.empty() && realtime_ns() - t.last_growth_ns > idle_ns_) {
+        emit_line(t, t.partial, out);
+        t.emitted_off += t.partial.size();
+        t.partial.clear();
+        dirty_ = true;
+    }
+}
+
+bool FileSource::poll(std::vector<Event>& out, size_t max_bytes) {
+    scan();
+    size_t budget = max_bytes;
+    for (auto it = files_.begin(); it != files_.end();) {
+        Tracked& t = it->second;
+        read_file(t, out, budget);
+        // Gone from the globs (renamed away or deleted) and read to its end: done with it.
+        struct stat st {};
+        const bool at_end = ::fstat(t.fd.get(), &st) == 0 && t.read_off >= static_cast<uint64_t>(st.st_size);
+        if (!t.seen && at_end && t.partial.empty()) {
+            it = files_.erase(it);
+            dirty_ = true;
+        } else {
+            ++it;
+        }
+    }
+    return budget == 0;
+}
+
+void FileSource::flush_partial(std::vector<Event>& out) {
+    for (auto& [k, t] : files_) {
+        if (t.partial.empty()) continue;
+        emit_line(t, t.partial, out);
+        t.emitted_off += t.partial.size();
+        t.partial.clear();
+        dirty_ = true;
+    }
+}
+
+void FileSource::commit() {
+    if (!dirty_) return;
+    nlohmann::json files = nlohmann::json::array();
+    for (const auto& [k, t] : files_)
+        files.push_back({{"key", k}, {"path", t.path}, {"fp", t.fingerprint}, {"offset", t.emitted_off}});
+    if (write_file_atomic(pos_file_, nlohmann::json{{"files", files}}.dump() + "\n", 0644).ok) {
+        dirty_ = false;
+        saved_.clear();
+        for (const auto& [k, t] : files_) saved_[k] = {t.fingerprint, t.emitted_off};
+    }
+}
+
+}  // namespace jobtrail::shipper

@@ -1,0 +1,64 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <string>
+
+#include "common/fs.hpp"
+#include "config/shipper_config.hpp"
+#include "shipper/sources/source.hpp"
+
+namespace jobtrail::shipper {
+
+// Tails files matching globs. A file is known by device, inode and a fingerprint of its first
+// bytes (an inode reused by a new file is a new file). Rename rotation: the old file is read to
+// its end through the open descriptor. copytruncate: a file shorter than our position starts
+// again at 0. A last line without newline waits for it, or for idle_ms. Lines longer than
+// max_line are cut with a marker; invalid UTF-8 becomes U+FFFD and NUL bytes show as \x00.
+class FileSource : public Source {
+public:
+    FileSource(config::FileSourceConfig cfg, std::string state_dir, NodeInfo node, uint64_t max_line, Metrics& m,
+               int64_t idle_ms = 2000);
+    const std::string& name() const override { return cfg_.name; }
+    bool poll(std::vector<Event>& out, size_t max_bytes) override;
+    void commit() override;
+    void flush_partial(std::vector<Event>& out) override;
+
+    // Text of a file's line turned into a Loki line (exposed for tests).
+    static std::string sanitize(std::string_view bytes);
+
+private:
+    struct Tracked {
+        std::string path;
+        dev_t dev = 0;
+        ino_t ino = 0;
+        std::string fingerprint;
+        Fd fd;
+        uint64_t read_off = 0;     // next byte to read
+        uint64_t emitted_off = 0;  // end of the last complete line handed out
+        std::string partial;       // bytes after emitted_off, without newline yet
+        std::string cri_partial;   // CRI "P" pieces waiting for their "F"
+        int64_t last_growth_ns = 0;
+        bool seen = true;  // matched the globs in the last scan
+        std::string job_id, phase, step, pid;
+    };
+
+    void scan();
+    void load_positions();
+    void read_file(Tracked& t, std::vector<Event>& out, size_t& budget);
+    void emit_line(Tracked& t, std::string_view line, std::vector<Event>& out);
+    static std::string key_of(dev_t dev, ino_t ino) { return std::to_string(dev) + ":" + std::to_string(ino); }
+
+    config::FileSourceConfig cfg_;
+    std::string pos_file_;
+    NodeInfo node_;
+    uint64_t max_line_;
+    Metrics& m_;
+    int64_t idle_ns_;
+    std::map<std::string, Tracked> files_;                           // by dev:ino
+    std::map<std::string, std::pair<std::string, uint64_t>> saved_;  // dev:ino -> (fingerprint, offset)
+    bool dirty_ = false;
+};
+
+}  // namespace jobtrail::shipper

@@ -1,0 +1,121 @@
+#include "shipper/sources/kmsg_source.hpp"
+
+#include <charconv>
+
+#include "common/fs.hpp"
+#include "common/text.hpp"
+#include "common/time.hpp"
+
+namespace jobtrail::shipper {
+
+KmsgSource::KmsgSource(std::string path, std::string state_dir, const kmsg::BootClock& clock, NodeInfo node, Metrics& m)
+    : path_(std::move(path)), pos_file_(state_dir + "/shipper-kmsg.pos"), clock_(clock), node_(std::move(node)), m_(m) {
+    // "<boot_id> <last shipped seq>": only meaningful on the same boot.
+    if (auto s = read_small_file(pos_file_, 256)) {
+        const std::string_view t = trim(*s);
+        const size_t sp = t.find(' ');
+        if (sp != std::string_view::npos && t.substr(0, sp) == clock_.boot_id()) {
+            const std::string_view num = t.substr(sp + 1);
+            uint64_t seq = 0;
+            auto [p, ec] = std::from_chars(num.data(), num.data() + num.size(), seq);
+            if (ec == std::errc()) {
+                skip_through_ = committed_seq_ = last_seq_ = seq;
+                have_skip_ = have_last_ = true;
+            }
+        }
+    }
+}
+
+bool KmsgSource::open_reader() {
+    std::string err;
+    if (!reader_.open(path_, true, err) || !reader_.seek_start(err)) return false;
+    return true;
+}
+
+void KmsgSource::emit(const kmsg::Record& r, std::vector<Event>& out) {
+    Event e;
+    e.ts_ns = clock_.wall_ns(r.usec);
+    e.labels = {{"cluster", node_.cluster},
+                {"node", node_.node},
+                {"job", "kmsg"},
+                {"priority", kmsg::level_name(r.level)},
+                {"service_name", "kmsg"}};
+    e.line = escape_line(r.message);
+    e.metadata.emplace_back("seq", std::to_string(r.seq));
+    if (auto v = r.dict_value("SUBSYSTEM"); !v.empty()) e.metadata.emplace_back("subsystem", std::string(v));
+    if (auto v = r.dict_value("DEVICE"); !v.empty()) e.metadata.emplace_back("device", std::string(v));
+    if (auto ev = extractor_.extract(r.message)) {
+        if (ev->xid) e.metadata.emplace_back(ev->kind == "sxid" ? "sxid" : "xid", std::to_string(ev->xid));
+        if (!ev->pci_bdf.empty()) e.metadata.emplace_back("pci_bdf", ev->pci_bdf);
+        e.metadata.emplace_back("event", ev->kind);
+        e.metadata.emplace_back("severity", std::string(events::severity_name(ev->severity)));
+    }
+    out.push_back(std::move(e));
+}
+
+bool KmsgSource::poll(std::vector<Event>& out, size_t max_bytes) {
+    if (!reader_.is_open()) {
+        if (!open_reader()) return false;
+        if (have_skip_) reader_.expect_seq(skip_through_ + 1);
+    }
+    size_t bytes = 0;
+    std::vector<kmsg::Record> done;
+    while (bytes < max_bytes) {
+        const auto st = reader_.next();
+        if (st == kmsg::Reader::Status::kWouldBlock) {
+            merger_.flush(done);  // a lone fragment would otherwise wait for the next record
+            for (auto& r : done) emit(r, out);
+            return false;
+        }
+        if (st == kmsg::Reader::Status::kError) {
+            reader_.close();
+            return false;
+        }
+        if (st == kmsg::Reader::Status::kLost) {
+            Event e;
+            e.ts_ns = realtime_ns();
+            e.labels = {{"cluster", node_.cluster},
+                        {"node", node_.node},
+                        {"job", "kmsg"},
+                        {"priority", "warning"},
+                        {"service_name", "kmsg"}};
+            e.line = "jobtrail: " + std::to_string(reader_.lost()) + " kernel records lost (" +
+                     (reader_.overrun() ? "ring buffer overrun" : "sequence gap") + ")";
+            m_.kmsg_lost += reader_.lost();
+            out.push_back(std::move(e));
+            continue;
+        }
+        const uint64_t seq = reader_.seq();
+        if (have_skip_ && seq <= skip_through_) continue;  // shipped before the restart
+        kmsg::Record r;
+        kmsg::ParseError perr;
+        if (!kmsg::parse_record(reader_.raw(), r, perr)) {
+            m_.drop("kmsg_unparsable");
+            continue;
+        }
+        bytes += r.message.size() + 64;
+        last_seq_ = seq;
+        have_last_ = true;
+        merger_.push(std::move(r), done);
+        for (auto& d : done) emit(d, out);
+        done.clear();
+    }
+    // The position is about to be committed up to last_seq_: nothing may stay held back.
+    merger_.flush(done);
+    for (auto& r : done) emit(r, out);
+    return true;
+}
+
+void KmsgSource::flush_partial(std::vector<Event>& out) {
+    std::vector<kmsg::Record> done;
+    merger_.flush(done);
+    for (auto& r : done) emit(r, out);
+}
+
+void KmsgSource::commit() {
+    if (!have_last_ || last_seq_ == committed_seq_) return;
+    if (write_file_atomic(pos_file_, clock_.boot_id() + " " + std::to_string(last_seq_) + "\n", 0644).ok)
+        committed_seq_ = last_seq_;
+}
+
+}  // namespace jobtrail::shipper

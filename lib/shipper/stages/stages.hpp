@@ -1,0 +1,56 @@
+#pragma once
+
+#include <re2/re2.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/shipper_config.hpp"
+#include "shipper/event.hpp"
+
+namespace jobtrail::shipper {
+
+// The jobs running on this node, from the prolog's markers (<run_dir>/jobs/<jobid>), refreshed
+// on every pass. Remembers which jobs asked for trace capture after their marker is gone.
+class JobTable {
+public:
+    explicit JobTable(std::string run_dir) : run_dir_(std::move(run_dir)) {}
+    void refresh();
+    // Comma-separated ids of the jobs running at ts (started before it, marker present).
+    std::string running_at(int64_t ts_ns) const;
+    // true/false if known, nullopt-like -1 if this job was never seen.
+    int traced(const std::string& job_id) const;
+
+private:
+    struct Job {
+        int64_t start_ns = 0;
+        bool traced = false;
+        bool running = false;
+    };
+    std::string run_dir_;
+    std::map<std::string, Job> jobs_;
+};
+
+// Stages, applied in order to each pass's events: drop blank lines, drop by RE2 rules, drop NCCL
+// INFO noise of jobs without trace capture, tag kernel records with the running jobs.
+class Stages {
+public:
+    Stages(const config::ShipperConfig& cfg, std::string run_dir, Metrics& m);
+    void apply(std::vector<Event>& events);
+
+private:
+    struct Rule {
+        std::string name;
+        std::unique_ptr<RE2> re;
+    };
+    bool drop_blank_;
+    bool nccl_noise_;
+    std::vector<Rule> rules_;
+    RE2 noise_{R"(NCCL INFO (Net|Channel|Comm))"};
+    JobTable jobs_;
+    Metrics& m_;
+};
+
+}  // namespace jobtrail::shipper
