@@ -20,7 +20,7 @@ KmsgSource::KmsgSource(std::string path, std::string state_dir, const kmsg::Boot
             auto [p, ec] = std::from_chars(num.data(), num.data() + num.size(), seq);
             if (ec == std::errc()) {
                 skip_through_ = committed_seq_ = last_seq_ = seq;
-                have_skip_ = have_last_ = true;
+                have_skip_ = have_last_ = have_committed_ = true;
             }
         }
     }
@@ -113,9 +113,11 @@ void KmsgSource::flush_partial(std::vector<Event>& out) {
 }
 
 void KmsgSource::commit() {
-    if (!have_last_ || last_seq_ == committed_seq_) return;
-    if (write_file_atomic(pos_file_, clock_.boot_id() + " " + std::to_string(last_seq_) + "\n", 0644).ok)
+    if (!have_last_ || (have_committed_ && last_seq_ == committed_seq_)) return;
+    if (write_file_atomic(pos_file_, clock_.boot_id() + " " + std::to_string(last_seq_) + "\n", 0644).ok) {
         committed_seq_ = last_seq_;
+        have_committed_ = true;
+    }
 }
 
 }  // namespace jobtrail::shipper

@@ -38,6 +38,7 @@ private:
     bool have_skip_ = false;
     uint64_t last_seq_ = 0, committed_seq_ = 0;
     bool have_last_ = false;
+    bool have_committed_ = false;
 };
 
 }  // namespace jobtrail::shipper

@@ -1,0 +1,139 @@
+#include "shipper/sources/file_source.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+
+#include "kmsgfs_mount.hpp"
+
+using namespace jobtrail::shipper;
+
+namespace {
+
+struct Fixture {
+    jobtrail::test::TempDir dir;
+    Metrics m;
+    jobtrail::config::FileSourceConfig cfg;
+    Fixture(std::string format = "plain", std::string sub = "logs") {
+        ::mkdir((dir.path() + "/" + sub).c_str(), 0755);
+        cfg = {"t", {dir.path() + "/" + sub + "/*.log"}, "test", std::move(format), {}};
+    }
+    std::unique_ptr<FileSource> source(int64_t idle_ms = 100000) {
+        return std::make_unique<FileSource>(cfg, dir.path(), NodeInfo{"c", "n"}, 1024, m, idle_ms);
+    }
+    std::vector<std::string> lines(FileSource& s) {
+        std::vector<Event> ev;
+        while (s.poll(ev, 1 << 20)) {
+        }
+        s.commit();
+        std::vector<std::string> out;
+        for (auto& e : ev) out.push_back(e.line);
+        return out;
+    }
+    void append(const std::string& name, const std::string& text) {
+        std::ofstream(dir.path() + "/logs/" + name, std::ios::app) << text;
+    }
+};
+
+}  // namespace
+
+TEST_CASE("file lines are read once, across restarts, and a partial line waits for its end", "[shipper]") {
+    Fixture f;
+    f.append("a.log", "one\ntwo\nthr");
+    auto s = f.source();
+    CHECK(f.lines(*s) == std::vector<std::string>{"one", "two"});
+    f.append("a.log", "ee\n");
+    CHECK(f.lines(*s) == std::vector<std::string>{"three"});
+    s.reset();
+    f.append("a.log", "four\n");
+    auto again = f.source();  // restart: resumes after "three"
+    CHECK(f.lines(*again) == std::vector<std::string>{"four"});
+}
+
+TEST_CASE("an idle last line without newline is shipped as it is", "[shipper]") {
+    Fixture f;
+    f.append("a.log", "no newline at the end");
+    auto s = f.source(0);
+    auto l = f.lines(*s);
+    l = l.empty() ? f.lines(*s) : l;
+    CHECK(l == std::vector<std::string>{"no newline at the end"});
+}
+
+TEST_CASE("rename rotation: the old file is finished, the new one read from its start", "[shipper]") {
+    Fixture f;
+    f.append("app.log", "1\n2\n");
+    auto s = f.source();
+    CHECK(f.lines(*s).size() == 2);
+    {
+        std::ofstream old(f.dir.path() + "/logs/app.log", std::ios::app);
+        old << "3\n";  // written just before the rename
+    }
+    REQUIRE(::rename((f.dir.path() + "/logs/app.log").c_str(), (f.dir.path() + "/logs/app.log.1").c_str()) == 0);
+    f.append("app.log", "4\n5\n");
+    auto l = f.lines(*s);
+    std::sort(l.begin(), l.end());
+    CHECK(l == std::vector<std::string>{"3", "4", "5"});
+}
+
+TEST_CASE("copytruncate: a file shorter than our position starts over", "[shipper]") {
+    Fixture f;
+    f.append("app.log", "aaaa\nbbbb\n");
+    auto s = f.source();
+    CHECK(f.lines(*s).size() == 2);
+    REQUIRE(::truncate((f.dir.path() + "/logs/app.log").c_str(), 0) == 0);
+    f.append("app.log", "c\n");
+    CHECK(f.lines(*s) == std::vector<std::string>{"c"});
+}
+
+TEST_CASE("long lines are cut with a marker; bad bytes stay visible", "[shipper]") {
+    Fixture f;
+    f.append("a.log", std::string(5000, 'x') + "\nnul\0here\xff\n" + std::string("ok\n"));
+    std::string raw = std::string(5000, 'x') + "\n";
+    raw += std::string("nul") + '\0' + "here\xff\n";
+    std::ofstream(f.dir.path() + "/logs/b.log") << raw;
+    auto s = f.source();
+    auto l = f.lines(*s);
+    bool cut = false, nul = false;
+    for (auto& x : l) {
+        cut |= x.find("[jobtrail: line truncated,") != std::string::npos && x.size() < 1200;
+        nul |= x == "nul\\x00here\xef\xbf\xbd";
+    }
+    CHECK(cut);
+    CHECK(nul);
+}
+
+TEST_CASE("job logs keep their own timestamps and get job_id and phase", "[shipper]") {
+    Fixture f("joblog", "prolog");
+    std::ofstream(f.dir.path() + "/prolog/4242.log") << "2026-11-29T21:52:22.146801327Z stdout[10-site.sh] hello\n";
+    auto s = f.source();
+    std::vector<Event> ev;
+    s->poll(ev, 1 << 20);
+    REQUIRE(ev.size() == 1);
+    CHECK(ev[0].ts_ns == 1795989142146801327);
+    CHECK(ev[0].labels.at("job_id") == "4242");
+    CHECK(ev[0].labels.at("job") == "test");
+    CHECK(ev[0].line == "prolog stdout[10-site.sh] hello");
+}
+
+TEST_CASE("NCCL lines: timestamp with UTC offset, file, step and pid", "[shipper]") {
+    Fixture f("nccl", "nccl");
+    ::mkdir((f.dir.path() + "/nccl/77").c_str(), 0755);
+    f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
+    std::ofstream(f.dir.path() + "/nccl/77/0.gpu01.1234.log")
+        << "[2026-11-29T23:52:22.146801+0200] gpu01:1234:1234 [0] NCCL INFO Bootstrap\n";
+    auto s = f.source();
+    std::vector<Event> ev;
+    s->poll(ev, 1 << 20);
+    REQUIRE(ev.size() == 1);
+    CHECK(ev[0].ts_ns == 1795989142146801000);  // 23:52+02:00 is 21:52Z
+    CHECK(ev[0].labels.at("job_id") == "77");
+    bool step = false, pid = false;
+    for (auto& [k, v] : ev[0].metadata) {
+        step |= k == "step" && v == "0";
+        pid |= k == "pid" && v == "1234";
+    }
+    CHECK(step);
+    CHECK(pid);
+}
