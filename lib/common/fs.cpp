@@ -102,7 +102,7 @@ std::string temp_name_for(const std::string& path) {
     return path + suffix;
 }
 
-FsStatus write_temp(const std::string& tmp, std::string_view content, mode_t mode) {
+FsStatus write_temp(const std::string& tmp, std::string_view content, mode_t mode, bool durable = false) {
     Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
     if (!fd.valid()) return FsStatus::failure("cannot create " + tmp + ": " + errno_text(errno));
     ::fchmod(fd.get(), mode);  // umask must not widen or narrow what we promise
@@ -111,18 +111,29 @@ FsStatus write_temp(const std::string& tmp, std::string_view content, mode_t mod
         ::unlink(tmp.c_str());
         return FsStatus::failure("cannot write " + tmp + ": " + errno_text(err));
     }
+    if (durable && ::fsync(fd.get()) != 0) {
+        const int err = errno;
+        ::unlink(tmp.c_str());
+        return FsStatus::failure("cannot fsync " + tmp + ": " + errno_text(err));
+    }
     return {};
 }
 
 }  // namespace
 
-FsStatus write_file_atomic(const std::string& path, std::string_view content, mode_t mode) {
+FsStatus write_file_atomic(const std::string& path, std::string_view content, mode_t mode, bool durable) {
     const std::string tmp = temp_name_for(path);
-    if (auto st = write_temp(tmp, content, mode); !st.ok) return st;
+    if (auto st = write_temp(tmp, content, mode, durable); !st.ok) return st;
     if (::rename(tmp.c_str(), path.c_str()) != 0) {
         const int err = errno;
         ::unlink(tmp.c_str());
         return FsStatus::failure("cannot rename " + tmp + " to " + path + ": " + errno_text(err));
+    }
+    if (durable) {
+        const size_t slash = path.rfind('/');
+        Fd dir(::open(slash == std::string::npos ? "." : path.substr(0, slash).c_str(),
+                      O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        if (dir.valid()) ::fsync(dir.get());
     }
     return {};
 }

@@ -45,7 +45,7 @@ FsStatus open_append_safe(const std::string& dir, std::string_view name, mode_t 
 
 // Writes content to path via a temporary file in the same directory and rename(), so a reader
 // sees either the old or the new content.
-FsStatus write_file_atomic(const std::string& path, std::string_view content, mode_t mode);
+FsStatus write_file_atomic(const std::string& path, std::string_view content, mode_t mode, bool durable = false);
 
 // Like write_file_atomic but never replaces an existing file: the first writer wins.
 // Returns ok with *created=false if the file was already there.

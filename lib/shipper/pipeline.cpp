@@ -2,10 +2,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/fs.hpp"
 #include "common/time.hpp"
 #include "loki/push.hpp"
 #include "shipper/metrics_server.hpp"
@@ -40,39 +43,51 @@ void Pipeline::log(const std::string& msg) const {
 bool Pipeline::pass(std::vector<Event>& events, bool final_flush) {
     bool more = false;
     const uint64_t room = cfg_.shipper.spool_max_bytes - std::min(cfg_.shipper.spool_max_bytes, spool_.pending_bytes());
-    if (room < 2 * kPassBytes) {
+    // A pass can add up to ~3x its line budget to the spool (labels, metadata, framing).
+    if (room < (sources_.size() + 1) * pass_bytes_ * 3) {
         // Sources pause; kmsg keeps its position (the ring overrunning is reported as loss).
         if (!spool_full_logged_)
             log("warning: spool is full (" + std::to_string(spool_.pending_bytes()) +
                 " bytes); sources paused until Loki takes more");
         spool_full_logged_ = true;
         ++metrics_.spool_full;
-        return false;
+        return true;  // not drained: there is more to read once the spool has room
     }
     spool_full_logged_ = false;
+    size_t appended = 0;
     for (auto& src : sources_) {
         events.clear();
-        more |= src->poll(events, kPassBytes);
+        more |= src->poll(events, pass_bytes_);
         if (final_flush) src->flush_partial(events);
         stages_->apply(events);
-        size_t appended = 0;
         for (auto& e : events) {
             if (e.dropped) continue;
             spool::Record r{e.ts_ns, loki::format_labels(e.labels), std::move(e.line), std::move(e.metadata)};
             if (spool_.append(r) != spool::Spool::Append::kOk) {
-                // Cannot happen with the room check above; never commit past what is not spooled.
-                log("error: spool refused a record; not advancing " + src->name());
+                log("error: spool refused a record; stopping this pass without committing");
                 return false;
             }
             ++appended;
         }
-        if (!spool_.sync()) {
-            log("error: spool: " + spool_.error() + "; not advancing " + src->name());
-            return false;
-        }
-        metrics_.spooled += appended;
-        src->commit();
     }
+    if (appended == 0 && !checkpoint_dirty_) return more;
+    if (!spool_.sync()) {
+        log("error: spool: " + spool_.error() + "; positions not advanced");
+        return false;
+    }
+    // One durable file holds every source's position and the spool end they correspond to; the
+    // sender may read up to that end only. A crash anywhere leaves them consistent.
+    const spool::Position end = spool_.durable_end();
+    nlohmann::json sources = nlohmann::json::object();
+    for (const auto& src : sources_) sources[src->name()] = src->checkpoint();
+    const nlohmann::json cp = {{"spool", {{"segment", end.segment}, {"offset", end.offset}}}, {"sources", sources}};
+    if (auto st = write_file_atomic(checkpoint_path_, cp.dump() + "\n", 0644, /*durable=*/true); !st.ok) {
+        log("error: checkpoint: " + st.error);
+        return false;
+    }
+    checkpoint_dirty_ = false;
+    spool_.set_readable_end(end);
+    metrics_.spooled += appended;
     return more;
 }
 
@@ -85,10 +100,16 @@ int Pipeline::run(const RunOptions& opts, const std::atomic<bool>& stop) {
         return 1;
     }
     if (!clock_.load(state, err)) log("warning: boot clock: " + err);
-    if (sc.kmsg)
-        sources_.push_back(std::make_unique<KmsgSource>(cfg_.collector.kmsg_path, state, clock_, node_, metrics_));
+    if (sc.kmsg) sources_.push_back(std::make_unique<KmsgSource>(cfg_.collector.kmsg_path, clock_, node_, metrics_));
     for (const auto& f : sc.files)
-        sources_.push_back(std::make_unique<FileSource>(f, state, node_, sc.max_line_bytes, metrics_));
+        sources_.push_back(std::make_unique<FileSource>(f, node_, sc.max_line_bytes, metrics_));
+    checkpoint_path_ = state + "/shipper-checkpoint.json";
+    pass_bytes_ = std::clamp<uint64_t>(sc.spool_max_bytes / (8 * (sources_.size() + 1)), 16 << 10, kPassBytes);
+    nlohmann::json cp;
+    if (auto text = read_small_file(checkpoint_path_, 256 << 20)) cp = nlohmann::json::parse(*text, nullptr, false);
+    if (cp.is_object() && cp.contains("sources") && cp["sources"].is_object())
+        for (auto& src : sources_)
+            if (cp["sources"].contains(src->name())) src->restore(cp["sources"][src->name()]);
     stages_ = std::make_unique<Stages>(sc, cfg_.collector.run_dir, metrics_);
 
     if (opts.dry_run) {
@@ -96,7 +117,7 @@ int Pipeline::run(const RunOptions& opts, const std::atomic<bool>& stop) {
         std::vector<Event> events;
         for (auto& src : sources_) {
             events.clear();
-            while (src->poll(events, kPassBytes)) {
+            while (src->poll(events, pass_bytes_)) {
             }
             src->flush_partial(events);
             stages_->apply(events);
@@ -112,12 +133,25 @@ int Pipeline::run(const RunOptions& opts, const std::atomic<bool>& stop) {
     }
 
     spool::Spool::Recovery rec;
-    if (!spool_.open({sc.spool_dir.empty() ? state + "/spool" : sc.spool_dir, 16ULL << 20, sc.spool_max_bytes}, err,
-                     &rec)) {
+    if (!spool_.open({sc.spool_dir.empty() ? state + "/spool" : sc.spool_dir, 16ULL << 20, sc.spool_max_bytes, true},
+                     err, &rec)) {
         log("error: spool: " + err);
         return 1;
     }
     if (!rec.note.empty()) log("spool recovery: " + rec.note);
+    // Records after the last checkpoint were spooled but their sources' positions were not
+    // saved: the sources will read them again, so they go (they were never sent).
+    if (cp.is_object() && cp.contains("spool") && cp["spool"].is_object()) {
+        const auto& sp = cp["spool"];
+        if (sp.value("segment", uint64_t{0}) > 0 &&
+            !spool_.discard_after({sp.value("segment", uint64_t{0}), sp.value("offset", uint64_t{0})}, err)) {
+            log("error: spool: " + err);
+            return 1;
+        }
+    } else {
+        // No checkpoint: every source starts from scratch; anything spooled before is unaccounted.
+        spool_.discard_after(spool_.acked(), err);
+    }
 
     MetricsServer metrics_server;
     if (!opts.once && !sc.metrics_listen.empty() &&
@@ -153,7 +187,7 @@ int Pipeline::run(const RunOptions& opts, const std::atomic<bool>& stop) {
                 break;
             }
         }
-        if (!more) std::this_thread::sleep_for(std::chrono::milliseconds(opts.once ? 50 : 250));
+        if (!more || spool_full_logged_) std::this_thread::sleep_for(std::chrono::milliseconds(opts.once ? 50 : 250));
     }
     // SIGTERM: what was read is durable (pass() synced it); the sender stops within one request
     // timeout, leaving the unacknowledged rest in the spool for next time.

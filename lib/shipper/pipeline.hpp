@@ -45,6 +45,9 @@ private:
     std::unique_ptr<Stages> stages_;
     spool::Spool spool_;
     bool spool_full_logged_ = false;
+    bool checkpoint_dirty_ = true;  // write one at start even if nothing new is read
+    std::string checkpoint_path_;
+    uint64_t pass_bytes_ = 4 << 20;  // line bytes per source per pass
 };
 
 }  // namespace jobtrail::shipper

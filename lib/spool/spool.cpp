@@ -113,6 +113,43 @@ bool Spool::open(const Options& opts, std::string& err, Recovery* rec) {
     }
     pending_ = durable_after_ack();
     read_ = acked_;
+    readable_end_ = {segments_.back(), durable_size_.back()};
+    return true;
+}
+
+Position Spool::durable_end() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return {segments_.back(), durable_size_.back()};
+}
+
+void Spool::set_readable_end(const Position& p) {
+    std::lock_guard<std::mutex> lk(mu_);
+    readable_end_ = p;
+}
+
+bool Spool::discard_after(const Position& p, std::string& err) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (p < acked_) return true;  // everything after an acknowledged point was sent already
+    while (segments_.size() > 1 && segments_.back() > p.segment) {
+        ::unlink(segment_path(segments_.back()).c_str());
+        segments_.pop_back();
+        durable_size_.pop_back();
+    }
+    if (segments_.back() == p.segment && durable_size_.back() > p.offset) {
+        if (::truncate(segment_path(p.segment).c_str(), static_cast<off_t>(p.offset)) != 0) {
+            err = "cannot truncate " + segment_path(p.segment) + ": " + errno_text(errno);
+            return false;
+        }
+        durable_size_.back() = p.offset;
+    }
+    if (write_id_ != segments_.back()) {
+        write_id_ = segments_.back();
+        write_fd_.reset(::open(segment_path(write_id_).c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
+    }
+    write_size_ = durable_size_.back();
+    buf_.clear();
+    pending_ = durable_after_ack();
+    readable_end_ = {segments_.back(), durable_size_.back()};
     return true;
 }
 
@@ -191,6 +228,7 @@ bool Spool::sync() {
     }
     durable_size_.back() = write_size_;  // the write segment is always the last
     pending_ = durable_after_ack();
+    if (!opts_.gate_reads) readable_end_ = {segments_.back(), durable_size_.back()};
     return true;
 }
 
@@ -203,9 +241,12 @@ size_t Spool::read(std::vector<Record>& out, size_t max_records, size_t max_byte
         if (it == segments_.end()) break;
         const size_t idx = static_cast<size_t>(it - segments_.begin());
         if (*it != read_.segment) read_ = {*it, 0};
-        const uint64_t durable = durable_size_[idx];
+        if (read_.segment > readable_end_.segment) break;
+        const uint64_t durable = read_.segment == readable_end_.segment
+                                     ? std::min(durable_size_[idx], readable_end_.offset)
+                                     : durable_size_[idx];
         if (read_.offset >= durable) {
-            if (idx + 1 < segments_.size()) {
+            if (idx + 1 < segments_.size() && read_.segment < readable_end_.segment) {
                 read_ = {segments_[idx + 1], 0};
                 continue;
             }

@@ -21,6 +21,9 @@ struct Options {
     std::string dir;                       // e.g. /var/lib/jobtrail/spool
     uint64_t segment_bytes = 16ULL << 20;  // a new segment file past this size
     uint64_t max_bytes = 1ULL << 30;       // unacknowledged bytes on disk; past it append() says full
+    // When set, read() sees only what set_readable_end() allowed (the shipper's commit point);
+    // otherwise everything synced.
+    bool gate_reads = false;
 };
 
 // The shipper's disk queue. Sources append records and sync() before they move their own
@@ -53,6 +56,14 @@ public:
     // Read again from the acknowledged position (after a failed send).
     void rewind();
 
+    // Where durable data ends now (after sync()).
+    Position durable_end() const;
+    // read() stops here: records after it are durable but not yet covered by the sources'
+    // committed checkpoint, and may be discarded at the next start.
+    void set_readable_end(const Position& p);
+    // At start: drops durable records after p (the sources will read them again).
+    bool discard_after(const Position& p, std::string& err);
+
     uint64_t pending_bytes() const;  // durable, not yet acknowledged
     Position acked() const;
     const std::string& error() const { return error_; }
@@ -75,6 +86,7 @@ private:
     std::string buf_;
     Position acked_;
     Position read_;
+    Position readable_end_;
     uint64_t pending_ = 0;  // durable bytes after acked_
     uint64_t corrupt_skipped_ = 0;
     std::string error_;

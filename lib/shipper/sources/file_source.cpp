@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -85,26 +86,64 @@ std::string FileSource::sanitize(std::string_view s) {
     return out;
 }
 
-FileSource::FileSource(config::FileSourceConfig cfg, std::string state_dir, NodeInfo node, uint64_t max_line,
-                       Metrics& m, int64_t idle_ms)
-    : cfg_(std::move(cfg)),
-      pos_file_(state_dir + "/shipper-files-" + cfg_.name + ".json"),
-      node_(std::move(node)),
-      max_line_(max_line),
-      m_(m),
-      idle_ns_(idle_ms * 1'000'000) {
-    load_positions();
-}
+FileSource::FileSource(config::FileSourceConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m, int64_t idle_ms)
+    : cfg_(std::move(cfg)), node_(std::move(node)), max_line_(max_line), m_(m), idle_ns_(idle_ms * 1'000'000) {}
 
-void FileSource::load_positions() {
-    auto text = read_small_file(pos_file_, 64 << 20);
-    if (!text) return;
-    const auto j = nlohmann::json::parse(*text, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("files") || !j["files"].is_array()) return;
+void FileSource::restore(const nlohmann::json& j) {
+    if (!j.is_object() || !j.contains("files") || !j["files"].is_array()) return;
     for (const auto& f : j["files"]) {
         if (!f.is_object() || !f.contains("key") || !f.contains("fp") || !f.contains("offset")) continue;
         if (!f["key"].is_string() || !f["fp"].is_string() || !f["offset"].is_number_unsigned()) continue;
         saved_[f["key"].get<std::string>()] = {f["fp"].get<std::string>(), f["offset"].get<uint64_t>()};
+        if (f.contains("path") && f["path"].is_string())
+            saved_paths_[f["key"].get<std::string>()] = f["path"].get<std::string>();
+    }
+}
+
+void FileSource::adopt(const std::string& path, const struct stat& st, bool seen) {
+    Tracked t;
+    t.fd.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+    if (!t.fd.valid()) return;
+    t.path = path;
+    t.dev = st.st_dev;
+    t.ino = st.st_ino;
+    t.seen = seen;
+    t.last_growth_ns = realtime_ns();
+    const std::string key = key_of(st.st_dev, st.st_ino);
+    if (auto s = saved_.find(key); s != saved_.end() && same_file(t.fd.get(), s->second.first)) {
+        t.read_off = t.emitted_off = s->second.second;
+        t.fingerprint = s->second.first;
+    }
+    // Labels from the path: /var/log/slurm/{prolog,epilog}/<jobid>.log, .../nccl/<jobid>/<step>.<host>.<pid>.log
+    static const std::regex joblog_re(R"(/(prolog|epilog)/([0-9]+)\.log$)");
+    static const std::regex nccl_re(R"(/nccl/([0-9]+)/([^/.]+)\.[^/]*?\.?([0-9]+)\.log$)");
+    std::smatch m;
+    if (std::regex_search(path, m, joblog_re)) {
+        t.phase = m[1];
+        t.job_id = m[2];
+    } else if (std::regex_search(path, m, nccl_re)) {
+        t.job_id = m[1];
+        t.step = m[2];
+        t.pid = m[3];
+    }
+    files_.emplace(key, std::move(t));
+}
+
+void FileSource::find_renamed() {
+    // A file we had not finished may have been renamed away (rotation) while we were down: it
+    // no longer matches the globs, so look for its inode beside its old name and finish it.
+    for (const auto& [key, saved] : saved_) {
+        if (files_.count(key) || saved_paths_.count(key) == 0) continue;
+        const std::string& old = saved_paths_[key];
+        const std::string dir = old.substr(0, old.rfind('/'));
+        std::error_code ec;
+        for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+            struct stat st {};
+            if (::stat(e.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode) || key_of(st.st_dev, st.st_ino) != key)
+                continue;
+            if (static_cast<uint64_t>(st.st_size) > saved.second) adopt(e.path().string(), st, false);
+            break;
+        }
     }
 }
 
@@ -124,34 +163,14 @@ void FileSource::scan() {
                     it->second.path = path;
                     continue;
                 }
-                Tracked t;
-                t.fd.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-                if (!t.fd.valid()) continue;
-                t.path = path;
-                t.dev = st.st_dev;
-                t.ino = st.st_ino;
-                t.last_growth_ns = realtime_ns();
-                if (auto s = saved_.find(key); s != saved_.end() && same_file(t.fd.get(), s->second.first)) {
-                    t.read_off = t.emitted_off = s->second.second;
-                    t.fingerprint = s->second.first;
-                }
-                // Labels from the path: /var/log/slurm/{prolog,epilog}/<jobid>.log,
-                // .../nccl/<jobid>/<step>.<host>.<pid>.log
-                static const std::regex joblog_re(R"(/(prolog|epilog)/([0-9]+)\.log$)");
-                static const std::regex nccl_re(R"(/nccl/([0-9]+)/([^/.]+)\.[^/]*?\.?([0-9]+)\.log$)");
-                std::smatch m;
-                if (std::regex_search(path, m, joblog_re)) {
-                    t.phase = m[1];
-                    t.job_id = m[2];
-                } else if (std::regex_search(path, m, nccl_re)) {
-                    t.job_id = m[1];
-                    t.step = m[2];
-                    t.pid = m[3];
-                }
-                files_.emplace(key, std::move(t));
+                adopt(path, st, true);
             }
         }
         globfree(&g);
+    }
+    if (first_scan_) {
+        first_scan_ = false;
+        find_renamed();
     }
 }
 
@@ -224,7 +243,6 @@ void FileSource::read_file(Tracked& t, std::vector<Event>& out, size_t& budget) 
         t.read_off = t.emitted_off = 0;
         t.partial.clear();
         t.fingerprint.clear();
-        dirty_ = true;
     }
     if (t.fingerprint.empty() || (t.fingerprint.rfind("256:", 0) != 0 && size > 0))
         t.fingerprint = fingerprint(t.fd.get(), size);
@@ -259,16 +277,14 @@ void FileSource::read_file(Tracked& t, std::vector<Event>& out, size_t& budget) 
                 t.partial.clear();
             }
             m_.read++;
-            dirty_ = true;
             data.remove_prefix(nl + 1);
         }
     }
-    // A last line without newline, idle for a while: take it as it is.
-    if (!t.partial.empty() && realtime_ns() - t.last_growth_ns > idle_ns_) {
+    // A last line without newline, at the end of the file and idle for a while: take it as it is.
+    if (!t.partial.empty() && t.read_off >= size && realtime_ns() - t.last_growth_ns > idle_ns_) {
         emit_line(t, t.partial, out);
         t.emitted_off += t.partial.size();
         t.partial.clear();
-        dirty_ = true;
     }
 }
 
@@ -283,7 +299,6 @@ bool FileSource::poll(std::vector<Event>& out, size_t max_bytes) {
         const bool at_end = ::fstat(t.fd.get(), &st) == 0 && t.read_off >= static_cast<uint64_t>(st.st_size);
         if (!t.seen && at_end && t.partial.empty()) {
             it = files_.erase(it);
-            dirty_ = true;
         } else {
             ++it;
         }
@@ -293,24 +308,21 @@ bool FileSource::poll(std::vector<Event>& out, size_t max_bytes) {
 
 void FileSource::flush_partial(std::vector<Event>& out) {
     for (auto& [k, t] : files_) {
-        if (t.partial.empty()) continue;
+        struct stat st {};
+        // Only a real last line: at the end of the file, not the cut of a bounded read.
+        if (t.partial.empty() || ::fstat(t.fd.get(), &st) != 0 || t.read_off < static_cast<uint64_t>(st.st_size))
+            continue;
         emit_line(t, t.partial, out);
         t.emitted_off += t.partial.size();
         t.partial.clear();
-        dirty_ = true;
     }
 }
 
-void FileSource::commit() {
-    if (!dirty_) return;
+nlohmann::json FileSource::checkpoint() const {
     nlohmann::json files = nlohmann::json::array();
     for (const auto& [k, t] : files_)
         files.push_back({{"key", k}, {"path", t.path}, {"fp", t.fingerprint}, {"offset", t.emitted_off}});
-    if (write_file_atomic(pos_file_, nlohmann::json{{"files", files}}.dump() + "\n", 0644).ok) {
-        dirty_ = false;
-        saved_.clear();
-        for (const auto& [k, t] : files_) saved_[k] = {t.fingerprint, t.emitted_off};
-    }
+    return {{"files", files}};
 }
 
 }  // namespace jobtrail::shipper

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <map>
@@ -18,11 +19,11 @@ namespace jobtrail::shipper {
 // max_line are cut with a marker; invalid UTF-8 becomes U+FFFD and NUL bytes show as \x00.
 class FileSource : public Source {
 public:
-    FileSource(config::FileSourceConfig cfg, std::string state_dir, NodeInfo node, uint64_t max_line, Metrics& m,
-               int64_t idle_ms = 2000);
+    FileSource(config::FileSourceConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m, int64_t idle_ms = 2000);
     const std::string& name() const override { return cfg_.name; }
     bool poll(std::vector<Event>& out, size_t max_bytes) override;
-    void commit() override;
+    nlohmann::json checkpoint() const override;
+    void restore(const nlohmann::json& state) override;
     void flush_partial(std::vector<Event>& out) override;
 
     // Text of a file's line turned into a Loki line (exposed for tests).
@@ -45,20 +46,21 @@ private:
     };
 
     void scan();
-    void load_positions();
+    void adopt(const std::string& path, const struct stat& st, bool seen);
+    void find_renamed();
     void read_file(Tracked& t, std::vector<Event>& out, size_t& budget);
     void emit_line(Tracked& t, std::string_view line, std::vector<Event>& out);
     static std::string key_of(dev_t dev, ino_t ino) { return std::to_string(dev) + ":" + std::to_string(ino); }
 
     config::FileSourceConfig cfg_;
-    std::string pos_file_;
     NodeInfo node_;
     uint64_t max_line_;
     Metrics& m_;
     int64_t idle_ns_;
     std::map<std::string, Tracked> files_;                           // by dev:ino
     std::map<std::string, std::pair<std::string, uint64_t>> saved_;  // dev:ino -> (fingerprint, offset)
-    bool dirty_ = false;
+    std::map<std::string, std::string> saved_paths_;                 // dev:ino -> path when saved
+    bool first_scan_ = true;
 };
 
 }  // namespace jobtrail::shipper

@@ -20,14 +20,17 @@ struct Fixture {
         ::mkdir((dir.path() + "/" + sub).c_str(), 0755);
         cfg = {"t", {dir.path() + "/" + sub + "/*.log"}, "test", std::move(format), {}};
     }
+    nlohmann::json saved;  // the checkpoint the pipeline would have written
     std::unique_ptr<FileSource> source(int64_t idle_ms = 100000) {
-        return std::make_unique<FileSource>(cfg, dir.path(), NodeInfo{"c", "n"}, 1024, m, idle_ms);
+        auto s = std::make_unique<FileSource>(cfg, NodeInfo{"c", "n"}, 1024, m, idle_ms);
+        s->restore(saved);
+        return s;
     }
     std::vector<std::string> lines(FileSource& s) {
         std::vector<Event> ev;
         while (s.poll(ev, 1 << 20)) {
         }
-        s.commit();
+        saved = s.checkpoint();
         std::vector<std::string> out;
         for (auto& e : ev) out.push_back(e.line);
         return out;

@@ -2,28 +2,25 @@
 
 #include <charconv>
 
-#include "common/fs.hpp"
 #include "common/text.hpp"
 #include "common/time.hpp"
 
 namespace jobtrail::shipper {
 
-KmsgSource::KmsgSource(std::string path, std::string state_dir, const kmsg::BootClock& clock, NodeInfo node, Metrics& m)
-    : path_(std::move(path)), pos_file_(state_dir + "/shipper-kmsg.pos"), clock_(clock), node_(std::move(node)), m_(m) {
-    // "<boot_id> <last shipped seq>": only meaningful on the same boot.
-    if (auto s = read_small_file(pos_file_, 256)) {
-        const std::string_view t = trim(*s);
-        const size_t sp = t.find(' ');
-        if (sp != std::string_view::npos && t.substr(0, sp) == clock_.boot_id()) {
-            const std::string_view num = t.substr(sp + 1);
-            uint64_t seq = 0;
-            auto [p, ec] = std::from_chars(num.data(), num.data() + num.size(), seq);
-            if (ec == std::errc()) {
-                skip_through_ = committed_seq_ = last_seq_ = seq;
-                have_skip_ = have_last_ = have_committed_ = true;
-            }
-        }
-    }
+KmsgSource::KmsgSource(std::string path, const kmsg::BootClock& clock, NodeInfo node, Metrics& m)
+    : path_(std::move(path)), clock_(clock), node_(std::move(node)), m_(m) {}
+
+// {"boot_id": ..., "seq": last shipped}: only meaningful on the same boot.
+void KmsgSource::restore(const nlohmann::json& st) {
+    if (!st.is_object() || !st.contains("boot_id") || !st.contains("seq") || !st["seq"].is_number_unsigned()) return;
+    if (!st["boot_id"].is_string() || st["boot_id"].get<std::string>() != clock_.boot_id()) return;
+    skip_through_ = last_seq_ = st["seq"].get<uint64_t>();
+    have_skip_ = have_last_ = true;
+}
+
+nlohmann::json KmsgSource::checkpoint() const {
+    if (!have_last_) return nlohmann::json::object();
+    return {{"boot_id", clock_.boot_id()}, {"seq", last_seq_}};
 }
 
 bool KmsgSource::open_reader() {
@@ -110,14 +107,6 @@ void KmsgSource::flush_partial(std::vector<Event>& out) {
     std::vector<kmsg::Record> done;
     merger_.flush(done);
     for (auto& r : done) emit(r, out);
-}
-
-void KmsgSource::commit() {
-    if (!have_last_ || (have_committed_ && last_seq_ == committed_seq_)) return;
-    if (write_file_atomic(pos_file_, clock_.boot_id() + " " + std::to_string(last_seq_) + "\n", 0644).ok) {
-        committed_seq_ = last_seq_;
-        have_committed_ = true;
-    }
 }
 
 }  // namespace jobtrail::shipper

@@ -16,10 +16,11 @@ namespace jobtrail::shipper {
 // re-read record gets the same nanoseconds.
 class KmsgSource : public Source {
 public:
-    KmsgSource(std::string path, std::string state_dir, const kmsg::BootClock& clock, NodeInfo node, Metrics& m);
+    KmsgSource(std::string path, const kmsg::BootClock& clock, NodeInfo node, Metrics& m);
     const std::string& name() const override { return name_; }
     bool poll(std::vector<Event>& out, size_t max_bytes) override;
-    void commit() override;
+    nlohmann::json checkpoint() const override;
+    void restore(const nlohmann::json& state) override;
     void flush_partial(std::vector<Event>& out) override;
 
 private:
@@ -27,7 +28,7 @@ private:
     void emit(const kmsg::Record& r, std::vector<Event>& out);
 
     std::string name_ = "kmsg";
-    std::string path_, pos_file_;
+    std::string path_;
     const kmsg::BootClock& clock_;
     NodeInfo node_;
     Metrics& m_;
@@ -36,9 +37,8 @@ private:
     events::Extractor extractor_;
     uint64_t skip_through_ = 0;  // resume: records up to this seq were shipped
     bool have_skip_ = false;
-    uint64_t last_seq_ = 0, committed_seq_ = 0;
+    uint64_t last_seq_ = 0;
     bool have_last_ = false;
-    bool have_committed_ = false;
 };
 
 }  // namespace jobtrail::shipper

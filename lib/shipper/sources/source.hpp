@@ -1,5 +1,6 @@
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -7,17 +8,19 @@
 
 namespace jobtrail::shipper {
 
-// A source reads lines and keeps its own position. The pipeline calls poll(), puts the events
-// in the spool, syncs it, and only then calls commit(): a position never passes a line that is
-// not durable in the spool.
+// A source reads lines and knows its position. The pipeline polls every source, puts the events
+// in the spool, syncs it, and then writes all sources' checkpoint() together with the spool's
+// end in one durable file: a position never passes a line that is not durable in the spool, and
+// after a crash the spool is cut back to that file, so no line is in the spool twice.
 class Source {
 public:
     virtual ~Source() = default;
     virtual const std::string& name() const = 0;
     // Appends what is readable now (bounded by max_bytes); returns true if more is waiting.
     virtual bool poll(std::vector<Event>& out, size_t max_bytes) = 0;
-    // Everything the last polls returned is durable: persist the position.
-    virtual void commit() = 0;
+    // The position after everything poll() returned, and its restoration at start.
+    virtual nlohmann::json checkpoint() const = 0;
+    virtual void restore(const nlohmann::json& state) = 0;
     // Emits lines held back (a last line without newline) as they are: for --once and shutdown.
     virtual void flush_partial(std::vector<Event>&) {}
 };

@@ -1,0 +1,223 @@
+#!/usr/bin/python3
+"""jobtrail-shipper end to end against the Loki test double: every line arrives exactly once
+through Loki outages, 429 storms, partial 400s, timeouts, SIGKILLs at random moments, file
+rotation and a full spool. Needs JOBTRAIL_BUILD (the build directory) and root (kmsg fixture)."""
+import json, os, random, shutil, signal, subprocess, sys, tempfile, time, unittest, urllib.request
+
+BUILD = os.environ.get("JOBTRAIL_BUILD", os.path.join(os.path.dirname(__file__), "../../build"))
+SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "../.."))
+SHIPPER = os.path.join(BUILD, "shipper/jobtrail-shipper")
+KMSGFS = os.path.join(BUILD, "tests/fixtures/kmsgfs/kmsgfs")
+
+
+def http(method, url, body=None):
+    req = urllib.request.Request(url, data=body, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+class Env:
+    def __init__(self, loki_args=(), shipper_yaml=""):
+        self.dir = tempfile.mkdtemp(prefix="jobtrail-e2e-")
+        os.makedirs(self.dir + "/logs")
+        os.makedirs(self.dir + "/mnt")
+        pf = self.dir + "/port"
+        self.loki = subprocess.Popen(["/usr/bin/python3", SRC + "/tests/loki_double/loki_double.py", "--port-file", pf]
+                                     + list(loki_args), stdout=subprocess.DEVNULL)
+        self.fs = subprocess.Popen([KMSGFS, self.dir + "/mnt", "--ring-bytes", str(4 << 20)],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(300):
+            if os.path.exists(pf) and os.path.exists(self.dir + "/mnt/ctl"):
+                break
+            time.sleep(0.02)
+        with open(pf) as f:
+            self.url = "http://127.0.0.1:" + f.read()
+        with open(self.dir + "/cfg.yaml", "w") as f:
+            f.write("""cluster: e2e
+node: n1
+collector:
+  state_dir: %(d)s/state
+  run_dir: %(d)s/run
+  kmsg: %(d)s/mnt/kmsg
+shipper:
+  loki: {url: "%(url)s", timeout: 2s}
+  batch: {max_bytes: 256KiB, max_wait: 200ms}
+  retry: {min_backoff: 50ms, max_backoff: 500ms}
+  metrics: "127.0.0.1:0"
+  sources:
+    files:
+      - {name: app, paths: ["%(d)s/logs/*.log"], job: app}
+%(extra)s
+""" % {"d": self.dir, "url": self.url, "extra": shipper_yaml})
+        self.proc = None
+
+    def kmsg(self, lines):
+        with open(self.dir + "/mnt/ctl", "w") as f:
+            f.write("".join("6;%s\n" % l for l in lines))
+
+    def start(self):
+        self.proc = subprocess.Popen([SHIPPER, "--config", self.dir + "/cfg.yaml"], stderr=subprocess.DEVNULL)
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def once(self, timeout=120):
+        return subprocess.run([SHIPPER, "--config", self.dir + "/cfg.yaml", "--once", "--once-timeout", str(timeout)],
+                              stderr=subprocess.PIPE, timeout=timeout + 30)
+
+    def fault(self, **kw):
+        http("POST", self.url + "/-/fault", json.dumps(kw).encode())
+
+    def store_lines(self, job):
+        doc = json.loads(http("GET", self.url + "/-/store")[1])
+        out = []
+        for s in doc:
+            if s["labels"].get("job") == job:
+                out += [e[1] for e in s["entries"]]
+        return out
+
+    def close(self):
+        self.kill()
+        self.loki.terminate()
+        self.loki.wait()
+        subprocess.run(["umount", "-l", self.dir + "/mnt"], stderr=subprocess.DEVNULL)
+        self.fs.terminate()
+        self.fs.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class ExactlyOnce(unittest.TestCase):
+    def test_200k_lines_through_outages_429s_kills_and_rotation(self):
+        env = Env()
+        try:
+            expected_files, expected_kmsg = [], []
+            rnd = random.Random(42)
+            env.start()
+            n = 0
+            for round_ in range(20):
+                # 10,000 lines a round over 4 files, plus kernel records
+                for i in range(4):
+                    with open(env.dir + "/logs/f%d.log" % i, "a") as f:
+                        for _ in range(2500):
+                            line = "file %d line %06d %s" % (i, n, "x" * 40)
+                            f.write(line + "\n")
+                            expected_files.append(line)
+                            n += 1
+                k = ["kernel record %d-%d" % (round_, j) for j in range(100)]
+                env.kmsg(k)
+                expected_kmsg += k
+                action = round_ % 5
+                if action == 0:
+                    env.fault(mode="status", status=503, body="at least 1 live replicas required\n", count=5)
+                elif action == 1:
+                    env.fault(mode="status", status=429, body="Ingestion rate limit exceeded for user fake\n", count=5)
+                elif action == 2:
+                    env.fault(mode="slow", delay=3, count=1)  # past the 2 s timeout
+                elif action == 3 and round_ == 8:
+                    os.rename(env.dir + "/logs/f0.log", env.dir + "/logs/f0.log.1")  # rename rotation
+                time.sleep(rnd.uniform(0.1, 0.6))
+                env.kill()  # SIGKILL at a random moment
+                env.start()
+            env.kill()
+            env.fault(mode="none")
+            r = env.once()
+            self.assertEqual(r.returncode, 0, r.stderr.decode()[-2000:])
+            got = env.store_lines("app")
+            self.assertEqual(len(expected_files), 200_000)
+            missing = set(expected_files) - set(got)
+            self.assertEqual(len(missing), 0, "%d lines missing, e.g. %s" % (len(missing), sorted(missing)[:3]))
+            self.assertEqual(len(got), len(set(got)), "duplicates in the store")
+            self.assertEqual(len(got), 200_000)
+            k = env.store_lines("kmsg")
+            self.assertEqual(set(k), set(expected_kmsg))
+            self.assertEqual(len(k), 2000)
+        finally:
+            env.close()
+
+    def test_copytruncate_during_ingest(self):
+        env = Env()
+        try:
+            with open(env.dir + "/logs/app.log", "w") as f:
+                f.write("".join("before %d\n" % i for i in range(1000)))
+            self.assertEqual(env.once().returncode, 0)
+            shutil.copy(env.dir + "/logs/app.log", env.dir + "/copy.1")
+            with open(env.dir + "/logs/app.log", "r+") as f:
+                f.truncate(0)
+            with open(env.dir + "/logs/app.log", "a") as f:
+                f.write("".join("after %d\n" % i for i in range(10)))
+            self.assertEqual(env.once().returncode, 0)
+            got = env.store_lines("app")
+            self.assertEqual(len(got), 1010)
+            self.assertEqual(len(set(got)), 1010)
+        finally:
+            env.close()
+
+
+class LokiAnswers(unittest.TestCase):
+    def test_partial_400_is_not_retried_and_the_rest_arrives_once(self):
+        env = Env(loki_args=["--max-line-size", "200"])
+        try:
+            with open(env.dir + "/logs/app.log", "w") as f:
+                for i in range(100):
+                    f.write(("long %d " % i + "y" * 300 if i % 10 == 0 else "short %d" % i) + "\n")
+            r = env.once(timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr.decode())
+            self.assertIn(b"Loki rejected", r.stderr)
+            got = env.store_lines("app")
+            self.assertEqual(sorted(got), sorted("short %d" % i for i in range(100) if i % 10))
+            stats = json.loads(http("GET", env.url + "/-/stats")[1])
+            self.assertLess(stats["pushes"], 5)  # no retry loop on 400
+        finally:
+            env.close()
+
+    def test_spool_full_pauses_sources_and_loses_nothing(self):
+        env = Env(shipper_yaml="  spool: {max_size: 9MiB}")
+        try:
+            env.fault(mode="status", status=503, body="unavailable\n")  # until told otherwise
+            with open(env.dir + "/logs/app.log", "w") as f:
+                for i in range(60_000):
+                    f.write("spooled line %06d %s\n" % (i, "z" * 150))
+            env.start()
+            time.sleep(4)
+            env.kill()
+            spool_bytes = sum(os.path.getsize(os.path.join(env.dir, "state/spool", f))
+                              for f in os.listdir(env.dir + "/state/spool") if f.startswith("seg-"))
+            self.assertLess(spool_bytes, 9 << 20)
+            env.fault(mode="none")
+            r = env.once(timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr.decode()[-2000:])
+            got = env.store_lines("app")
+            expected = {"spooled line %06d %s" % (i, "z" * 150) for i in range(60_000)}
+            extra = [g for g in got if g not in expected]
+            self.assertEqual(extra, [], "lines that were never written (first 2): %s" % [e[:60] for e in extra[:2]])
+            self.assertEqual(len(got), 60_000)
+            self.assertEqual(len(set(got)), 60_000)
+        finally:
+            env.close()
+
+    def test_sigterm_returns_within_bounds_while_loki_hangs(self):
+        env = Env()
+        try:
+            env.fault(mode="slow", delay=30)
+            with open(env.dir + "/logs/app.log", "w") as f:
+                f.write("a line\n")
+            env.start()
+            time.sleep(1.5)
+            t0 = time.time()
+            env.proc.send_signal(signal.SIGTERM)
+            env.proc.wait(timeout=15)
+            self.assertLess(time.time() - t0, 5)  # one request timeout (2 s) plus slack
+            env.fault(mode="none")
+            self.assertEqual(env.once().returncode, 0)
+            self.assertEqual(env.store_lines("app"), ["a line"])
+        finally:
+            env.close()
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
