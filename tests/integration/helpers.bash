@@ -30,8 +30,23 @@ collector:
     probes:
       - {name: nvidia-smi, command: [nvidia-smi, "--query-gpu=index,pci.bus_id,serial,temperature.gpu", --format=csv], timeout: ${JT_PROBE_TIMEOUT:-5s}}
       - {name: dcgmi-stats-job, command: [dcgmi, stats, --job, "{job_id}", -v], timeout: 5s}
+shipper:
+  loki: {url: "${LOKI_URL:-$(cat "$D/loki.url" 2>/dev/null || echo http://127.0.0.1:9)}", timeout: 5s}
+  batch: {max_wait: 200ms}
+  retry: {min_backoff: 100ms, max_backoff: 2s}
+  metrics: "127.0.0.1:0"
+  sources:
+    files:
+      - {name: prolog-epilog, paths: ["$D/log/{prolog,epilog}/*.log"], job: slurm-prolog-epilog, format: joblog}
+      - {name: nccl, paths: ["$D/nccl/*/*.log"], job: nccl, format: nccl}
 ${JT_EXTRA_YAML:-}
 YAML
+}
+
+# Queries the Loki the lab ships to; prints the JSON.
+loki_query() {
+    curl -s -G "$(cat "$D/loki.url")/loki/api/v1/query_range" --data-urlencode "query=$1" \
+        --data-urlencode "start=0" --data-urlencode "limit=5000" --data-urlencode "direction=forward"
 }
 
 # The SPANK plugin's plugstack line (srun/sbatch/slurmstepd re-read it at every launch).

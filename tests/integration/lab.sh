@@ -35,9 +35,29 @@ start)
     done
     SLURM_LAB_PROLOG="$D/etc/jobtrail-prolog.sh" SLURM_LAB_EPILOG="$D/etc/jobtrail-epilog.sh" \
         SLURM_LAB_REWRITE=1 "$JOBTRAIL_SOURCE/scripts/slurm-lab.sh" start "$D"
+    # Loki: the one in LOKI_URL, else the test double; and the node's shipper, as a daemon.
+    if [ -n "${LOKI_URL:-}" ]; then
+        echo "$LOKI_URL" > "$D/loki.url"
+    elif ! { [ -s "$D/loki.pid" ] && kill -0 "$(cat "$D/loki.pid")" 2>/dev/null; }; then
+        rm -f "$D/loki.port"
+        setsid /usr/bin/python3 "$JOBTRAIL_SOURCE/tests/loki_double/loki_double.py" --port-file "$D/loki.port" \
+            >"$D/log/loki-double.log" 2>&1 < /dev/null &
+        echo $! > "$D/loki.pid"
+        for _ in $(seq 100); do [ -s "$D/loki.port" ] && break; sleep 0.05; done
+        echo "http://127.0.0.1:$(cat "$D/loki.port")" > "$D/loki.url"
+    fi
+    jt_write_config
+    if ! { [ -s "$D/shipper.pid" ] && kill -0 "$(cat "$D/shipper.pid")" 2>/dev/null; }; then
+        setsid "$JOBTRAIL_BUILD/shipper/jobtrail-shipper" --config "$D/etc/jobtrail.yaml" \
+            >"$D/log/shipper.log" 2>&1 < /dev/null &
+        echo $! > "$D/shipper.pid"
+    fi
     ;;
 stop)
     "$JOBTRAIL_SOURCE/scripts/slurm-lab.sh" stop "$D" || true
+    for p in shipper loki; do
+        if [ -s "$D/$p.pid" ]; then kill "$(cat "$D/$p.pid")" 2>/dev/null || true; rm -f "$D/$p.pid"; fi
+    done
     if mountpoint -q "$D/kmsgfs"; then umount -l "$D/kmsgfs" || true; fi
     [ -s "$D/kmsgfs.pid" ] && kill "$(cat "$D/kmsgfs.pid")" 2>/dev/null || true
     ;;
