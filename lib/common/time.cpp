@@ -74,15 +74,16 @@ std::optional<int64_t> parse_rfc3339_ns(std::string_view s) {
         if (!parse_uint(digits, frac)) return std::nullopt;
         for (size_t k = digits.size(); k < 9; ++k) frac *= 10;
     }
-    tm tmv{};
-    tmv.tm_year = y - 1900;
-    tmv.tm_mon = mo - 1;
-    tmv.tm_mday = d;
-    tmv.tm_hour = h;
-    tmv.tm_min = mi;
-    tmv.tm_sec = se;
-    const time_t t = timegm(&tmv);
-    return static_cast<int64_t>(t) * 1'000'000'000 + frac;
+    // Days from 1970-01-01 (proleptic Gregorian; H. Hinnant's days_from_civil): no timegm(),
+    // which is slow enough to matter on the shipper's per-line path.
+    const int yy = y - (mo <= 2 ? 1 : 0);
+    const int era = (yy >= 0 ? yy : yy - 399) / 400;
+    const unsigned yoe = static_cast<unsigned>(yy - era * 400);
+    const unsigned doy = (153 * static_cast<unsigned>(mo + (mo > 2 ? -3 : 9)) + 2) / 5 + static_cast<unsigned>(d) - 1;
+    const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    const int64_t days = static_cast<int64_t>(era) * 146097 + static_cast<int64_t>(doe) - 719468;
+    const int64_t secs = days * 86400 + h * 3600 + mi * 60 + se;
+    return secs * 1'000'000'000 + frac;
 }
 
 std::optional<int64_t> parse_duration_ms(std::string_view s) {

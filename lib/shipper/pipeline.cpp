@@ -18,7 +18,7 @@
 namespace jobtrail::shipper {
 namespace {
 
-constexpr size_t kPassBytes = 4 << 20;  // per source per pass: bounds memory and the spool check
+constexpr size_t kPassBytes = 1 << 20;  // per source per pass: bounds memory and the spool check
 
 std::string hostname() {
     char h[256] = {};
@@ -71,6 +71,10 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush) {
         }
     }
     if (appended == 0 && !checkpoint_dirty_) return more;
+    uncommitted_ += appended;
+    // Group commit: one fdatasync + checkpoint per ~200 ms of busy reading, at once when idle.
+    if (more && !final_flush && monotonic_ns() - last_commit_ns_ < 200'000'000) return more;
+    appended = uncommitted_;
     if (!spool_.sync()) {
         log("error: spool: " + spool_.error() + "; positions not advanced");
         return false;
@@ -86,6 +90,8 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush) {
         return false;
     }
     checkpoint_dirty_ = false;
+    uncommitted_ = 0;
+    last_commit_ns_ = monotonic_ns();
     spool_.set_readable_end(end);
     metrics_.spooled += appended;
     return more;

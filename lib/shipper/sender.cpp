@@ -54,7 +54,7 @@ bool Sender::deliver(std::vector<spool::Record>& recs, size_t from, size_t to, c
         auto [it, fresh] = index.emplace(r.stream, streams.size());
         if (fresh) streams.emplace_back(r.stream, std::vector<loki::Entry>{});
         bytes += r.line.size();
-        streams[it->second].second.push_back({r.ts_ns, r.line, r.metadata});
+        streams[it->second].second.push_back({r.ts_ns, std::move(r.line), std::move(r.metadata)});
     }
     const std::string body = loki::encode_push_text(streams, cfg_.structured_metadata);
     for (int attempt = 0;; ++attempt) {
@@ -84,6 +84,16 @@ bool Sender::deliver(std::vector<spool::Record>& recs, size_t from, size_t to, c
                 return true;
             }
             case loki::Verdict::kSplit:
+                // The lines were moved into the request: put them back before splitting.
+                for (auto& [labels, entries] : streams) {
+                    size_t k = 0;
+                    for (size_t i = from; i < to && k < entries.size(); ++i)
+                        if (recs[i].stream == labels) {
+                            recs[i].line = std::move(entries[k].line);
+                            recs[i].metadata = std::move(entries[k].metadata);
+                            ++k;
+                        }
+                }
                 if (to - from <= 1) {
                     std::lock_guard<std::mutex> lk(m_.mu);
                     m_.rejected["request_too_large"] += 1;

@@ -206,6 +206,8 @@ Spool::Append Spool::append(const Record& r) {
         buf_ = std::move(frame);
     }
     write_size_ += len;
+    // Hand big buffers to the kernel early (no fsync): memory stays bounded between syncs.
+    if (buf_.size() >= (1u << 20) && !flush_buffer()) return Append::kOk;
     return Append::kOk;
 }
 
