@@ -40,15 +40,26 @@ void Pipeline::log(const std::string& msg) const {
     std::fprintf(stderr, "jobtrail-shipper: %s\n", msg.c_str());
 }
 
+bool Pipeline::uncommitted_bytes_pending() const {
+    return spool_.used_bytes_now() - std::min(spool_.used_bytes_now(), spool_.pending_bytes()) < 4 * pass_bytes_;
+}
+
 bool Pipeline::pass(std::vector<Event>& events, bool final_flush) {
     bool more = false;
-    const uint64_t room = cfg_.shipper.spool_max_bytes - std::min(cfg_.shipper.spool_max_bytes, spool_.pending_bytes());
+    // Records a full spool refused last time go first; sources wait until they are in.
+    while (!carry_.empty()) {
+        if (spool_.append(carry_.front()) != spool::Spool::Append::kOk) return true;
+        carry_.erase(carry_.begin());
+        ++uncommitted_;
+        checkpoint_dirty_ = true;
+    }
+    const uint64_t used = spool_.used_bytes_now();
+    const uint64_t room = cfg_.shipper.spool_max_bytes - std::min(cfg_.shipper.spool_max_bytes, used);
     // A pass can add up to ~3x its line budget to the spool (labels, metadata, framing).
     if (room < (sources_.size() + 1) * pass_bytes_ * 3) {
         // Sources pause; kmsg keeps its position (the ring overrunning is reported as loss).
         if (!spool_full_logged_)
-            log("warning: spool is full (" + std::to_string(spool_.pending_bytes()) +
-                " bytes); sources paused until Loki takes more");
+            log("warning: spool is full (" + std::to_string(used) + " bytes); sources paused until Loki takes more");
         spool_full_logged_ = true;
         ++metrics_.spool_full;
         return true;  // not drained: there is more to read once the spool has room
@@ -63,17 +74,22 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush) {
         for (auto& e : events) {
             if (e.dropped) continue;
             spool::Record r{e.ts_ns, loki::format_labels(e.labels), std::move(e.line), std::move(e.metadata)};
+            // The room check above leaves space for a whole pass; should a pass still not fit,
+            // keep its records in memory (bounded by one pass) rather than lose what was read.
             if (spool_.append(r) != spool::Spool::Append::kOk) {
-                log("error: spool refused a record; stopping this pass without committing");
-                return false;
+                carry_.push_back(std::move(r));
+                continue;
             }
             ++appended;
         }
     }
     if (appended == 0 && !checkpoint_dirty_) return more;
     uncommitted_ += appended;
-    // Group commit: one fdatasync + checkpoint per ~200 ms of busy reading, at once when idle.
-    if (more && !final_flush && monotonic_ns() - last_commit_ns_ < 200'000'000) return more;
+    // Group commit: one fdatasync + checkpoint per ~200 ms of busy reading, at once when idle
+    // or when a few passes are waiting.
+    if (more && !final_flush && carry_.empty() && uncommitted_bytes_pending() &&
+        monotonic_ns() - last_commit_ns_ < 200'000'000)
+        return more;
     appended = uncommitted_;
     if (!spool_.sync()) {
         log("error: spool: " + spool_.error() + "; positions not advanced");
@@ -182,7 +198,7 @@ int Pipeline::run(const RunOptions& opts, const std::atomic<bool>& stop) {
     while (!stop) {
         const bool more = pass(scratch, opts.once && drained_pass);
         if (opts.once) {
-            if (!more && drained_pass && (spool_.pending_bytes() == 0 || sc.loki_url.empty()) &&
+            if (!more && drained_pass && carry_.empty() && (spool_.pending_bytes() == 0 || sc.loki_url.empty()) &&
                 !(sender && sender->busy()))
                 break;
             drained_pass = !more;

@@ -329,6 +329,11 @@ uint64_t Spool::pending_bytes() const {
     return pending_;
 }
 
+uint64_t Spool::used_bytes_now() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return used_bytes();
+}
+
 Position Spool::acked() const {
     std::lock_guard<std::mutex> lk(mu_);
     return acked_;

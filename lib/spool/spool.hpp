@@ -64,7 +64,8 @@ public:
     // At start: drops durable records after p (the sources will read them again).
     bool discard_after(const Position& p, std::string& err);
 
-    uint64_t pending_bytes() const;  // durable, not yet acknowledged
+    uint64_t pending_bytes() const;   // durable, not yet acknowledged
+    uint64_t used_bytes_now() const;  // what counts against max_bytes: pending plus not yet synced
     Position acked() const;
     const std::string& error() const { return error_; }
     uint64_t corrupt_skipped() const { return corrupt_skipped_; }
