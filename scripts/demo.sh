@@ -2,8 +2,9 @@
 # The main job, end to end, on this machine: builds jobtrail, starts a real single-node Slurm
 # with jobtrail's SPANK plugin and its collectors as Prolog/Epilog (wrapping a sample site
 # script) and the kmsg test fixture as the kernel log, submits a job with --trace-capture during
-# which NCCL (a stand-in: no GPU here) warns and the "kernel" reports an Xid 79, and shows what
-# jobtrail recorded. Run as root on Debian 12. KEEP=1 leaves the cluster running.
+# which NCCL (a stand-in: no GPU here) warns and the "kernel" reports an Xid 79, ships it all with
+# jobtrail-shipper to Loki (LOKI_URL, or else a local Loki test double), and shows what jobtrail
+# recorded. Run as root on Debian 12. KEEP=1 leaves the cluster running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SRC=$(pwd)
@@ -54,9 +55,33 @@ say "what broke (from the epilog's event summary)"
 grep ' event severity=' "$e" | sed -E 's/.* event (severity=[a-z]+) kind=([a-z]+) (xid=[0-9]+)? ?(pci_bdf=[^ ]+)?.* meaning="([^"]*)" action="([^"]*)".*/\1 \2 \3 \4\n    \5\n    action: \6/'
 say "NCCL debug files of the job (one per process, NCCL_DEBUG=INFO with UTC-offset timestamps)"
 for f in "$D/nccl/$id"/*.log; do echo "--- $f"; cat "$f"; done
+say "shipped by jobtrail-shipper to Loki ($(cat "$D/loki.url"))"
+q() { curl -s -G "$(cat "$D/loki.url")/loki/api/v1/query_range" --data-urlencode "query=$1" --data-urlencode start=0 \
+        --data-urlencode limit=5000 --data-urlencode direction=forward; }
+count() { /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); print(sum(len(r["values"]) for r in d["data"]["result"]))'; }
+for _ in $(seq 100); do
+    [ "$(q "{job=\"slurm-prolog-epilog\", job_id=\"$id\"} |= \" end status=\"" | count)" -ge 2 ] && break
+    sleep 0.2
+done
+for query in "{job=\"slurm-prolog-epilog\", job_id=\"$id\"}" "{job=\"nccl\", job_id=\"$id\"} |= \"NCCL WARN\"" \
+             "{job=\"kmsg\"} |= \"Xid\" | slurm_job_id=\"$id\""; do
+    printf '%-70s %s lines\n' "$query" "$(q "$query" | count)"
+done
+echo "the Xid as Loki has it:"
+q "{job=\"kmsg\"} |= \"Xid\" | slurm_job_id=\"$id\"" | /usr/bin/python3 -c '
+import json, sys
+for r in json.load(sys.stdin)["data"]["result"]:
+    for ts, line in r["values"]:
+        print("  ", {k: v for k, v in r["stream"].items()}, line)'
+
 say "where the logs are"
 echo "prolog: $p"
 echo "epilog: $e"
 echo "NCCL:   $D/nccl/$id/"
 echo "job output: $D/jobs/slurm-$id.out"
-echo "(no Loki configured: logs stay on the node; the shipper issue adds shipping to Loki)"
+if [ -n "${LOKI_URL:-}" ]; then
+    echo "Loki: $LOKI_URL (query {job_id=\"$id\"} there, e.g. in Grafana)"
+else
+    echo "Loki: none configured (set LOKI_URL=http://loki:3100 to ship to yours); the demo shipped to its local"
+    echo "      Loki test double at $(cat "$D/loki.url"), and everything is on this node in the files above"
+fi

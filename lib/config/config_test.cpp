@@ -103,4 +103,24 @@ TEST_CASE("the shipped etc/jobtrail.yaml parses cleanly and states the real defa
     REQUIRE(c.epilog.probes.size() == d.epilog.probes.size());
     for (size_t i = 0; i < c.epilog.probes.size(); ++i) CHECK(c.epilog.probes[i].argv == d.epilog.probes[i].argv);
     CHECK(c.epilog.fail_on_xid.empty());
+    const auto ds = default_shipper_config();
+    const auto& sh = r.config.shipper;
+    CHECK(sh.loki_url == "http://127.0.0.1:3100");
+    CHECK(sh.spool_max_bytes == ds.spool_max_bytes);
+    CHECK(sh.max_age_ms == ds.max_age_ms);
+    CHECK(sh.max_line_bytes == ds.max_line_bytes);
+    REQUIRE(sh.files.size() == ds.files.size());
+    for (size_t i = 0; i < sh.files.size(); ++i) {
+        CHECK(sh.files[i].job == ds.files[i].job);
+        CHECK(sh.files[i].format == ds.files[i].format);
+    }
+}
+
+TEST_CASE("shipper section: errors name the key", "[config]") {
+    auto r = parse_config("shipper:\n  loki: {url: ftp://x}\n  sources:\n    files:\n      - {paths: [/a], format: xml}\n",
+                          "s.yaml");
+    REQUIRE(r.errors.size() == 3);
+    CHECK(r.errors[0].key == "shipper.loki.url");
+    CHECK(r.errors[1].key == "shipper.sources.files[0].job");
+    CHECK(r.errors[2].key == "shipper.sources.files[0].format");
 }
