@@ -117,8 +117,8 @@ TEST_CASE("the shipped etc/jobtrail.yaml parses cleanly and states the real defa
 }
 
 TEST_CASE("shipper section: errors name the key", "[config]") {
-    auto r = parse_config("shipper:\n  loki: {url: ftp://x}\n  sources:\n    files:\n      - {paths: [/a], format: xml}\n",
-                          "s.yaml");
+    auto r = parse_config(
+        "shipper:\n  loki: {url: ftp://x}\n  sources:\n    files:\n      - {paths: [/a], format: xml}\n", "s.yaml");
     REQUIRE(r.errors.size() == 3);
     CHECK(r.errors[0].key == "shipper.loki.url");
     CHECK(r.errors[1].key == "shipper.sources.files[0].job");
