@@ -1,5 +1,6 @@
 #include "loki/push.hpp"
 
+#include <google/protobuf/arena.h>
 #include <snappy.h>
 
 #include "push.pb.h"
@@ -42,7 +43,10 @@ bool valid_label_name(std::string_view n) {
 
 std::string encode_push_text(const std::vector<std::pair<std::string, std::vector<Entry>>>& streams,
                              bool with_metadata) {
-    logproto::PushRequest req;
+    // One arena per request: thousands of entries would otherwise be as many allocations and
+    // destructor calls.
+    google::protobuf::Arena arena;
+    auto& req = *google::protobuf::Arena::CreateMessage<logproto::PushRequest>(&arena);
     for (const auto& [labels, entries] : streams) {
         auto* ps = req.add_streams();
         ps->set_labels(labels);

@@ -69,20 +69,24 @@ uint32_t crc32(std::string_view data) {
 }
 
 void append_frame(std::string& out, const Record& r) {
-    std::string payload;
-    payload += '\x01';  // payload version
-    put_varint(payload, static_cast<uint64_t>(r.ts_ns));
-    put_bytes(payload, r.stream);
-    put_bytes(payload, r.line);
-    put_varint(payload, r.metadata.size());
-    for (const auto& [k, v] : r.metadata) {
-        put_bytes(payload, k);
-        put_bytes(payload, v);
-    }
+    // The payload is written in place after a header whose length and CRC are filled in last.
+    const size_t start = out.size();
     out.append(kMagic, 4);
-    put_u32(out, static_cast<uint32_t>(payload.size()));
-    put_u32(out, crc32(payload));
-    out += payload;
+    out.append(8, '\0');
+    out += '\x01';  // payload version
+    put_varint(out, static_cast<uint64_t>(r.ts_ns));
+    put_bytes(out, r.stream);
+    put_bytes(out, r.line);
+    put_varint(out, r.metadata.size());
+    for (const auto& [k, v] : r.metadata) {
+        put_bytes(out, k);
+        put_bytes(out, v);
+    }
+    const size_t len = out.size() - start - kFrameHeader;
+    std::string header;
+    put_u32(header, static_cast<uint32_t>(len));
+    put_u32(header, crc32(std::string_view(out).substr(start + kFrameHeader, len)));
+    out.replace(start + 4, 8, header);
 }
 
 DecodeStatus decode_frame(std::string_view in, Record& out, size_t* consumed, std::string* why) {

@@ -59,6 +59,10 @@ bool nccl_timestamp(std::string_view line, int64_t& ts, size_t& prefix) {
 }  // namespace
 
 std::string FileSource::sanitize(std::string_view s) {
+    // Fast path, the common case: plain ASCII without NUL is taken as it is.
+    bool plain = true;
+    for (const char ch : s) plain &= (static_cast<unsigned char>(ch) - 1u) < 0x7fu;
+    if (plain) return std::string(s);
     std::string out;
     out.reserve(s.size());
     size_t i = 0;
