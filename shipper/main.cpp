@@ -15,7 +15,9 @@ void on_signal(int) {
 }
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
     CLI::App app{"jobtrail-shipper: ships kernel, Slurm prolog/epilog and NCCL logs to Loki, spooled on disk"};
     std::string config_flag;
     bool check = false, version = false;
@@ -54,4 +56,16 @@ int main(int argc, char** argv) {
     std::signal(SIGPIPE, SIG_IGN);
     jobtrail::shipper::Pipeline pipeline(loaded.config);
     return pipeline.run(opts, g_stop);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        return run(argc, argv);
+    } catch (const std::exception& e) {
+        // Nothing read is lost: positions advance only with the spool, which is durable.
+        std::fprintf(stderr, "jobtrail-shipper: fatal: %s\n", e.what());
+    }
+    return 1;
 }

@@ -35,7 +35,7 @@ Client::~Client() {
 bool Client::load_secrets(std::string& err) {
     auto read_secret = [&](const std::string& path, std::string& out) {
         if (path.empty()) return true;
-        auto s = read_small_file(path, 64 * 1024);
+        auto s = read_small_file(path, size_t{64} * 1024);
         if (!s) {
             err = "cannot read secret file " + path;
             return false;

@@ -41,7 +41,7 @@ bool MetricsServer::start(const std::string& listen, Render render, std::string&
     socklen_t len = sizeof addr;
     ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
     port_ = ntohs(addr.sin_port);
-    thread_ = std::thread([this, render] {
+    thread_ = std::thread([this, render = std::move(render)] {
         while (!stop_) {
             pollfd p{fd_, POLLIN, 0};
             if (::poll(&p, 1, 200) <= 0) continue;

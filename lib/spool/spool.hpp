@@ -14,7 +14,7 @@ namespace jobtrail::spool {
 struct Position {
     uint64_t segment = 0;
     uint64_t offset = 0;
-    auto operator<=>(const Position&) const = default;
+    auto operator<=>(const Position&) const = default;  // NOLINT(modernize-use-nullptr): clang-tidy 14 bug
 };
 
 struct Options {

@@ -42,7 +42,7 @@ bool same_file(int fd, const std::string& saved) {
 bool nccl_timestamp(std::string_view line, int64_t& ts, size_t& prefix) {
     if (line.size() < 28 || line[0] != '[') return false;
     const size_t close = line.find(']');
-    if (close == std::string_view::npos || close > 40) return false;
+    if (close > 40) return false;                    // also when there is none (npos)
     std::string_view t = line.substr(1, close - 1);  // 2026-11-29T22:16:02.867605+0000
     const size_t sign = t.find_last_of("+-");
     if (sign == std::string_view::npos || sign < 19 || t.size() - sign != 5) return false;
@@ -50,7 +50,7 @@ bool nccl_timestamp(std::string_view line, int64_t& ts, size_t& prefix) {
     if (!base) return false;
     const int hh = (t[sign + 1] - '0') * 10 + (t[sign + 2] - '0');
     const int mm = (t[sign + 3] - '0') * 10 + (t[sign + 4] - '0');
-    const int64_t off = (static_cast<int64_t>(hh) * 3600 + mm * 60) * 1'000'000'000;
+    const int64_t off = (static_cast<int64_t>(hh) * 3600 + static_cast<int64_t>(mm) * 60) * 1'000'000'000;
     ts = t[sign] == '+' ? *base - off : *base + off;  // local time minus its offset is UTC
     prefix = close + 1 + (close + 1 < line.size() && line[close + 1] == ' ' ? 1 : 0);
     return true;
