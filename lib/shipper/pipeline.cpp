@@ -40,7 +40,7 @@ void Pipeline::log(const std::string& msg) const {
     std::fprintf(stderr, "jobtrail-shipper: %s\n", msg.c_str());
 }
 
-bool Pipeline::uncommitted_bytes_pending() const {
+bool Pipeline::can_defer_commit() const {
     return spool_.used_bytes_now() - std::min(spool_.used_bytes_now(), spool_.pending_bytes()) < 4 * pass_bytes_;
 }
 
@@ -87,8 +87,7 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush) {
     uncommitted_ += appended;
     // Group commit: one fdatasync + checkpoint per ~200 ms of busy reading, at once when idle
     // or when a few passes are waiting.
-    if (more && !final_flush && carry_.empty() && uncommitted_bytes_pending() &&
-        monotonic_ns() - last_commit_ns_ < 200'000'000)
+    if (more && !final_flush && carry_.empty() && can_defer_commit() && monotonic_ns() - last_commit_ns_ < 200'000'000)
         return more;
     appended = uncommitted_;
     if (!spool_.sync()) {

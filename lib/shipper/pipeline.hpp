@@ -47,10 +47,10 @@ private:
     bool spool_full_logged_ = false;
     bool checkpoint_dirty_ = true;  // write one at start even if nothing new is read
     std::string checkpoint_path_;
-    uint64_t pass_bytes_ = 1 << 20;          // line bytes per source per pass
-    uint64_t uncommitted_ = 0;               // records appended since the last checkpoint
-    std::vector<spool::Record> carry_;       // read, refused by a full spool, appended first next pass
-    bool uncommitted_bytes_pending() const;  // true while unsynced bytes are few enough to wait
+    uint64_t pass_bytes_ = 1 << 20;     // line bytes per source per pass
+    uint64_t uncommitted_ = 0;          // records appended since the last checkpoint
+    std::vector<spool::Record> carry_;  // read, refused by a full spool, appended first next pass
+    bool can_defer_commit() const;      // few enough unsynced bytes that the commit may wait
     int64_t last_commit_ns_ = 0;
 };
 
