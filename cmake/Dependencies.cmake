@@ -4,6 +4,7 @@ find_package(Threads REQUIRED)
 find_package(yaml-cpp REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(fmt REQUIRED)
+pkg_check_modules(ISAL REQUIRED IMPORTED_TARGET libisal)
 pkg_check_modules(RE2 REQUIRED IMPORTED_TARGET re2)
 
 if(NOT JOBTRAIL_FUZZ)

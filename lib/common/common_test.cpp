@@ -13,6 +13,12 @@ TEST_CASE("RFC 3339 nanosecond timestamps", "[common]") {
     CHECK_FALSE(parse_rfc3339_ns("2026-11-29 21:52:22Z"));
     CHECK_FALSE(parse_rfc3339_ns("2026-13-29T21:52:22Z"));
     CHECK_FALSE(parse_rfc3339_ns("2026-11-29T21:52:22.1234567890Z"));
+    // Numeric offsets name the same instant in UTC; NCCL's strftime %z has no colon.
+    CHECK(parse_rfc3339_ns("2026-11-29T22:52:22.146801327+01:00") == 1795989142146801327);
+    CHECK(parse_rfc3339_ns("2026-11-29T16:52:22.146801+0500") == parse_rfc3339_ns("2026-11-29T11:52:22.146801Z"));
+    CHECK(parse_rfc3339_ns("2026-11-29T16:52:22-0500") == parse_rfc3339_ns("2026-11-29T21:52:22Z"));
+    CHECK_FALSE(parse_rfc3339_ns("2026-11-29T21:52:22+1"));
+    CHECK_FALSE(parse_rfc3339_ns("2026-11-29T21:52:22"));
 }
 
 TEST_CASE("durations and sizes", "[common]") {

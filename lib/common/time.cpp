@@ -58,16 +58,35 @@ std::string format_rfc3339_ns(int64_t ns) {
 }
 
 std::optional<int64_t> parse_rfc3339_ns(std::string_view s) {
-    // YYYY-MM-DDTHH:MM:SS[.fffffffff]Z
-    if (s.size() < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' || s.back() != 'Z')
+    // YYYY-MM-DDTHH:MM:SS[.fffffffff](Z|+hh:mm|+hhmm|-hh:mm|-hhmm)
+    if (s.size() < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':')
         return std::nullopt;
+    int64_t offset_s = 0;
+    if (s.back() == 'Z') {
+        s.remove_suffix(1);
+    } else {
+        const size_t sign = s.find_last_of("+-");
+        if (sign == std::string_view::npos || sign < 19) return std::nullopt;
+        std::string_view z = s.substr(sign + 1);
+        int oh = 0, om = 0;
+        if (z.size() == 5 && z[2] == ':') {
+            if (!parse_uint(z.substr(0, 2), oh) || !parse_uint(z.substr(3, 2), om)) return std::nullopt;
+        } else if (z.size() == 4) {
+            if (!parse_uint(z.substr(0, 2), oh) || !parse_uint(z.substr(2, 2), om)) return std::nullopt;
+        } else {
+            return std::nullopt;
+        }
+        if (oh > 23 || om > 59) return std::nullopt;
+        offset_s = (s[sign] == '+' ? 1 : -1) * (oh * 3600 + om * 60);
+        s = s.substr(0, sign);
+    }
     int y = 0, mo = 0, d = 0, h = 0, mi = 0, se = 0;
     if (!parse_uint(s.substr(0, 4), y) || !parse_uint(s.substr(5, 2), mo) || !parse_uint(s.substr(8, 2), d) ||
         !parse_uint(s.substr(11, 2), h) || !parse_uint(s.substr(14, 2), mi) || !parse_uint(s.substr(17, 2), se))
         return std::nullopt;
     if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 60) return std::nullopt;
     int64_t frac = 0;
-    std::string_view rest = s.substr(19, s.size() - 20);
+    std::string_view rest = s.substr(19);
     if (!rest.empty()) {
         if (rest[0] != '.' || rest.size() < 2 || rest.size() > 10) return std::nullopt;
         std::string_view digits = rest.substr(1);
@@ -82,7 +101,7 @@ std::optional<int64_t> parse_rfc3339_ns(std::string_view s) {
     const unsigned doy = (153 * static_cast<unsigned>(mo + (mo > 2 ? -3 : 9)) + 2) / 5 + static_cast<unsigned>(d) - 1;
     const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     const int64_t days = static_cast<int64_t>(era) * 146097 + static_cast<int64_t>(doe) - 719468;
-    const int64_t secs = days * 86400 + h * 3600 + mi * 60 + se;
+    const int64_t secs = days * 86400 + h * 3600 + mi * 60 + se - offset_s;  // local minus offset is UTC
     return secs * 1'000'000'000 + frac;
 }
 

@@ -12,7 +12,8 @@ int64_t monotonic_ns();
 
 // 2026-11-29T21:42:10.123456789Z (always nine fractional digits, UTC).
 std::string format_rfc3339_ns(int64_t ns);
-// Accepts the form above and fewer fractional digits; returns nullopt on anything else.
+// Accepts the form above, fewer fractional digits, and a numeric offset (+01:00, -0500: the
+// instant is converted to UTC); returns nullopt on anything else.
 std::optional<int64_t> parse_rfc3339_ns(std::string_view s);
 
 // "30s", "500ms", "2m", "1h", "1d" -> milliseconds; nullopt if malformed.

@@ -141,7 +141,8 @@ void parse_shipper(Parser& p, const YAML::Node& n, ShipperConfig& c) {
                 p.error(l["url"], lw + ".url", "expected an http:// or https:// URL");
         }
     }
-    if (const YAML::Node s = n["spool"]; s && p.check_map(s, w + ".spool", {"dir", "max_size"})) {
+    if (const YAML::Node s = n["spool"]; s && p.check_map(s, w + ".spool", {"dir", "max_size", "fsync"})) {
+        p.boolean(s, w + ".spool", "fsync", c.spool_fsync);
         p.path(s, w + ".spool", "dir", c.spool_dir);
         p.size(s, w + ".spool", "max_size", c.spool_max_bytes);
     }

@@ -33,6 +33,7 @@ struct ShipperConfig {
     // Spool and sending
     std::string spool_dir;  // default: <collector.state_dir>/spool
     uint64_t spool_max_bytes = 1ULL << 30;
+    bool spool_fsync = true;  // false: what was read but not sent is lost in a crash (benchmarks)
     uint64_t batch_max_bytes = 1ULL << 20;
     int64_t batch_wait_ms = 1'000;
     int64_t min_backoff_ms = 500;

@@ -41,22 +41,23 @@ bool valid_label_name(std::string_view n) {
     return true;
 }
 
-std::string encode_push_text(const std::vector<std::pair<std::string, std::vector<Entry>>>& streams,
-                             bool with_metadata) {
+std::string encode_push(const std::vector<StreamRef>& streams, bool with_metadata) {
     // One arena per request: thousands of entries would otherwise be as many allocations and
     // destructor calls.
     google::protobuf::Arena arena;
     auto& req = *google::protobuf::Arena::CreateMessage<logproto::PushRequest>(&arena);
-    for (const auto& [labels, entries] : streams) {
+    req.mutable_streams()->Reserve(static_cast<int>(streams.size()));
+    for (const auto& s : streams) {
         auto* ps = req.add_streams();
-        ps->set_labels(labels);
-        for (const auto& e : entries) {
+        ps->set_labels(s.labels.data(), s.labels.size());
+        ps->mutable_entries()->Reserve(static_cast<int>(s.entries.size()));
+        for (const auto& e : s.entries) {
             auto* pe = ps->add_entries();
             pe->mutable_timestamp()->set_seconds(e.ts_ns / 1'000'000'000);
             pe->mutable_timestamp()->set_nanos(static_cast<int32_t>(e.ts_ns % 1'000'000'000));
-            pe->set_line(e.line);
-            if (!with_metadata) continue;
-            for (const auto& [k, v] : e.metadata) {
+            pe->set_line(e.line.data(), e.line.size());
+            if (!with_metadata || !e.metadata) continue;
+            for (const auto& [k, v] : *e.metadata) {
                 auto* kv = pe->add_structuredmetadata();
                 kv->set_name(k);
                 kv->set_value(v);
@@ -71,10 +72,17 @@ std::string encode_push_text(const std::vector<std::pair<std::string, std::vecto
 }
 
 std::string encode_push(const std::vector<Stream>& streams, bool with_metadata) {
-    std::vector<std::pair<std::string, std::vector<Entry>>> text;
-    text.reserve(streams.size());
-    for (const auto& s : streams) text.emplace_back(format_labels(s.labels), s.entries);
-    return encode_push_text(text, with_metadata);
+    std::vector<std::string> labels;
+    labels.reserve(streams.size());
+    std::vector<StreamRef> refs;
+    refs.reserve(streams.size());
+    for (const auto& s : streams) {
+        labels.push_back(format_labels(s.labels));
+        StreamRef r{labels.back(), {}};
+        for (const auto& e : s.entries) r.entries.push_back({e.ts_ns, e.line, &e.metadata});
+        refs.push_back(std::move(r));
+    }
+    return encode_push(refs, with_metadata);
 }
 
 }  // namespace jobtrail::loki

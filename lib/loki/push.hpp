@@ -31,8 +31,18 @@ bool valid_label_name(std::string_view name);
 // A snappy-compressed (block format) logproto.PushRequest, for Content-Type
 // application/x-protobuf. Structured metadata is left out when the server does not take it.
 std::string encode_push(const std::vector<Stream>& streams, bool with_metadata);
-// The same, for streams whose labels are already in text form (as the spool keeps them).
-std::string encode_push_text(const std::vector<std::pair<std::string, std::vector<Entry>>>& streams,
-                             bool with_metadata);
+
+// The same, from views: labels already in text form (as the spool keeps them) and lines and
+// metadata owned by the caller, so building a request copies each byte once.
+struct EntryRef {
+    int64_t ts_ns = 0;
+    std::string_view line;
+    const std::vector<std::pair<std::string, std::string>>* metadata = nullptr;
+};
+struct StreamRef {
+    std::string_view labels;
+    std::vector<EntryRef> entries;
+};
+std::string encode_push(const std::vector<StreamRef>& streams, bool with_metadata);
 
 }  // namespace jobtrail::loki

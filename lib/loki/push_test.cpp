@@ -62,7 +62,7 @@ TEST_CASE("transport errors and Loki errors are told apart", "[loki][double]") {
     ep.url = "http://127.0.0.1:9";  // discard port: nothing listens
     ep.timeout_ms = 2000;
     Client c(ep);
-    auto res = c.push(encode_push({}, true));
+    auto res = c.push(encode_push(std::vector<Stream>{}, true));
     CHECK(res.status == 0);
     CHECK_FALSE(res.error.empty());
     CHECK(classify_push_response(res.status, res.body).verdict == Verdict::kRetry);

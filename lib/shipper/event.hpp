@@ -3,8 +3,10 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -12,13 +14,37 @@
 
 namespace jobtrail::shipper {
 
+using Metadata = std::vector<std::pair<std::string, std::string>>;
+
+// Where lines come from: one Loki stream (labels, also in text form) and the structured
+// metadata all its lines share (a file's name, a rank's pid). Made once per file or kernel
+// priority and shared by its events, so a line costs no label work on the hot path.
+struct Origin {
+    loki::LabelSet labels;
+    std::string stream;  // {cluster="c1", job="nccl", ...}
+    Metadata metadata;
+    std::string_view label(const std::string& name) const {
+        const auto it = labels.find(name);
+        return it == labels.end() ? std::string_view() : std::string_view(it->second);
+    }
+};
+
+inline std::shared_ptr<const Origin> make_origin(loki::LabelSet labels, Metadata metadata = {}) {
+    auto o = std::make_shared<Origin>();
+    o->stream = loki::format_labels(labels);
+    o->labels = std::move(labels);
+    o->metadata = std::move(metadata);
+    return o;
+}
+
 // One line on its way from a source, through the stages, into the spool.
 struct Event {
     int64_t ts_ns = 0;  // fixed here, at first read: a re-send is byte-identical
-    loki::LabelSet labels;
+    std::shared_ptr<const Origin> origin;
     std::string line;
-    std::vector<std::pair<std::string, std::string>> metadata;
+    Metadata metadata;  // this line's own, after the origin's (kernel seq, xid, slurm_job_id)
     bool dropped = false;
+    const loki::LabelSet& labels() const { return origin->labels; }
 };
 
 struct NodeInfo {

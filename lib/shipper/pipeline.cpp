@@ -73,11 +73,13 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush) {
         stages_->apply(events);
         for (auto& e : events) {
             if (e.dropped) continue;
-            spool::Record r{e.ts_ns, loki::format_labels(e.labels), std::move(e.line), std::move(e.metadata)};
+            const spool::RecordRef r{e.ts_ns, e.origin->stream, e.line, &e.origin->metadata, &e.metadata};
             // The room check above leaves space for a whole pass; should a pass still not fit,
             // keep its records in memory (bounded by one pass) rather than lose what was read.
             if (spool_.append(r) != spool::Spool::Append::kOk) {
-                carry_.push_back(std::move(r));
+                spool::Record c{e.ts_ns, e.origin->stream, std::move(e.line), e.origin->metadata};
+                c.metadata.insert(c.metadata.end(), e.metadata.begin(), e.metadata.end());
+                carry_.push_back(std::move(c));
                 continue;
             }
             ++appended;
@@ -100,7 +102,8 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush) {
     nlohmann::json sources = nlohmann::json::object();
     for (const auto& src : sources_) sources[src->name()] = src->checkpoint();
     const nlohmann::json cp = {{"spool", {{"segment", end.segment}, {"offset", end.offset}}}, {"sources", sources}};
-    if (auto st = write_file_atomic(checkpoint_path_, cp.dump() + "\n", 0644, /*durable=*/true); !st.ok) {
+    if (auto st = write_file_atomic(checkpoint_path_, cp.dump() + "\n", 0644, /*durable=*/cfg_.shipper.spool_fsync);
+        !st.ok) {
         log("error: checkpoint: " + st.error);
         return false;
     }
@@ -144,9 +147,9 @@ int Pipeline::run(const RunOptions& opts, const std::atomic<bool>& stop) {
             stages_->apply(events);
             for (const auto& e : events) {
                 if (e.dropped) continue;
-                std::printf("%s %s %s", format_rfc3339_ns(e.ts_ns).c_str(), loki::format_labels(e.labels).c_str(),
-                            e.line.c_str());
-                for (const auto& [k, v] : e.metadata) std::printf(" |%s=%s", k.c_str(), v.c_str());
+                std::printf("%s %s %s", format_rfc3339_ns(e.ts_ns).c_str(), e.origin->stream.c_str(), e.line.c_str());
+                for (const auto* md : {&e.origin->metadata, &e.metadata})
+                    for (const auto& [k, v] : *md) std::printf(" |%s=%s", k.c_str(), v.c_str());
                 std::printf("\n");
             }
         }
@@ -154,7 +157,8 @@ int Pipeline::run(const RunOptions& opts, const std::atomic<bool>& stop) {
     }
 
     spool::Spool::Recovery rec;
-    if (!spool_.open({sc.spool_dir.empty() ? state + "/spool" : sc.spool_dir, 16ULL << 20, sc.spool_max_bytes, true},
+    if (!spool_.open({sc.spool_dir.empty() ? state + "/spool" : sc.spool_dir, 16ULL << 20, sc.spool_max_bytes, true,
+                      sc.spool_fsync},
                      err, &rec)) {
         log("error: spool: " + err);
         return 1;

@@ -1,9 +1,10 @@
 #include "shipper/sender.hpp"
 
 #include <chrono>
-#include <map>
 #include <random>
+#include <string_view>
 #include <thread>
+#include <unordered_map>
 
 #include "common/time.hpp"
 #include "loki/response.hpp"
@@ -44,19 +45,24 @@ void Sender::sleep_backoff(int attempt, const std::atomic<bool>& stop) {
         std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(50, d - slept)));
 }
 
-bool Sender::deliver(std::vector<spool::Record>& recs, size_t from, size_t to, const std::atomic<bool>& stop) {
-    // Group by stream, keeping each stream's order (the spool's order).
-    std::vector<std::pair<std::string, std::vector<loki::Entry>>> streams;
-    std::map<std::string, size_t> index;
-    size_t bytes = 0;
+bool Sender::deliver(const std::vector<const spool::Record*>& recs, size_t from, size_t to,
+                     const std::atomic<bool>& stop) {
+    // Group by stream, keeping each stream's order (the spool's order). Lines of one stream
+    // mostly come in runs, so the previous record's stream is tried before the map.
+    std::vector<loki::StreamRef> streams;
+    std::unordered_map<std::string_view, size_t> index;
+    size_t bytes = 0, last = 0;
     for (size_t i = from; i < to; ++i) {
-        auto& r = recs[i];
-        auto [it, fresh] = index.emplace(r.stream, streams.size());
-        if (fresh) streams.emplace_back(r.stream, std::vector<loki::Entry>{});
+        const auto& r = *recs[i];
+        if (streams.empty() || streams[last].labels != r.stream) {
+            auto [it, fresh] = index.emplace(r.stream, streams.size());
+            if (fresh) streams.push_back({r.stream, {}});
+            last = it->second;
+        }
         bytes += r.line.size();
-        streams[it->second].second.push_back({r.ts_ns, std::move(r.line), std::move(r.metadata)});
+        streams[last].entries.push_back({r.ts_ns, r.line, &r.metadata});
     }
-    const std::string body = loki::encode_push_text(streams, cfg_.structured_metadata);
+    const std::string body = loki::encode_push(streams, cfg_.structured_metadata);
     for (int attempt = 0;; ++attempt) {
         if (stop) return false;
         const auto res = client_.push(body);
@@ -84,16 +90,6 @@ bool Sender::deliver(std::vector<spool::Record>& recs, size_t from, size_t to, c
                 return true;
             }
             case loki::Verdict::kSplit:
-                // The lines were moved into the request: put them back before splitting.
-                for (auto& [labels, entries] : streams) {
-                    size_t k = 0;
-                    for (size_t i = from; i < to && k < entries.size(); ++i)
-                        if (recs[i].stream == labels) {
-                            recs[i].line = std::move(entries[k].line);
-                            recs[i].metadata = std::move(entries[k].metadata);
-                            ++k;
-                        }
-                }
                 if (to - from <= 1) {
                     std::lock_guard<std::mutex> lk(m_.mu);
                     m_.rejected["request_too_large"] += 1;
@@ -120,19 +116,18 @@ bool Sender::deliver(std::vector<spool::Record>& recs, size_t from, size_t to, c
 }
 
 bool Sender::send_batch(const std::atomic<bool>& stop) {
-    std::vector<spool::Record> recs;
     spool::Position end;
-    if (spool_.read(recs, 100'000, cfg_.batch_max_bytes, end) == 0) return false;
+    if (spool_.read(batch_, 100'000, cfg_.batch_max_bytes, end) == 0) return false;
     busy_ = true;
     // Entries Loki would reject as too old forever are dropped, counted, instead of retried.
     const int64_t oldest = realtime_ns() - cfg_.max_age_ms * 1'000'000;
-    std::vector<spool::Record> keep;
-    keep.reserve(recs.size());
-    for (auto& r : recs) {
+    std::vector<const spool::Record*> keep;
+    keep.reserve(batch_.size());
+    for (const auto& r : batch_) {
         if (r.ts_ns < oldest)
             m_.drop("too_old");
         else
-            keep.push_back(std::move(r));
+            keep.push_back(&r);
     }
     const bool ok = keep.empty() || deliver(keep, 0, keep.size(), stop);
     if (ok)

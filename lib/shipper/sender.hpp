@@ -28,7 +28,7 @@ public:
     bool busy() const { return busy_; }
 
 private:
-    bool deliver(std::vector<spool::Record>& recs, size_t from, size_t to, const std::atomic<bool>& stop);
+    bool deliver(const std::vector<const spool::Record*>& recs, size_t from, size_t to, const std::atomic<bool>& stop);
     void sleep_backoff(int attempt, const std::atomic<bool>& stop);
 
     const config::ShipperConfig& cfg_;
@@ -37,6 +37,7 @@ private:
     Log log_;
     loki::Client client_;
     std::atomic<bool> busy_{false};
+    std::vector<spool::Record> batch_;  // reused: its strings keep their capacity between batches
 };
 
 }  // namespace jobtrail::shipper

@@ -187,6 +187,10 @@ bool Spool::start_segment(uint64_t id) {
 }
 
 Spool::Append Spool::append(const Record& r) {
+    return append(RecordRef{r.ts_ns, r.stream, r.line, &r.metadata, nullptr});
+}
+
+Spool::Append Spool::append(const RecordRef& r) {
     std::lock_guard<std::mutex> lk(mu_);
     const size_t before = buf_.size();
     append_frame(buf_, r);
@@ -200,7 +204,7 @@ Spool::Append Spool::append(const Record& r) {
         std::string frame = buf_.substr(before);
         buf_.resize(before);
         if (!flush_buffer()) return Append::kOk;  // error() says why; the caller's sync() fails
-        if (::fdatasync(write_fd_.get()) != 0) error_ = "fdatasync: " + errno_text(errno);
+        if (opts_.fsync && ::fdatasync(write_fd_.get()) != 0) error_ = "fdatasync: " + errno_text(errno);
         durable_size_.back() = write_size_;
         if (!start_segment(write_id_ + 1)) return Append::kOk;
         buf_ = std::move(frame);
@@ -224,7 +228,7 @@ bool Spool::flush_buffer() {
 bool Spool::sync() {
     std::lock_guard<std::mutex> lk(mu_);
     if (!flush_buffer()) return false;
-    if (::fdatasync(write_fd_.get()) != 0) {
+    if (opts_.fsync && ::fdatasync(write_fd_.get()) != 0) {
         error_ = "fdatasync " + segment_path(write_id_) + ": " + errno_text(errno);
         return false;
     }
@@ -264,13 +268,12 @@ size_t Spool::read(std::vector<Record>& out, size_t max_records, size_t max_byte
         size_t pos = 0;
         bool skip_segment = false;
         while (n < max_records && bytes < max_bytes) {
-            Record r;
+            if (n == out.size()) out.emplace_back();
             size_t used = 0;
-            const auto st = decode_frame(std::string_view(data).substr(pos), r, &used);
+            const auto st = decode_frame(std::string_view(data).substr(pos), out[n], &used);
             if (st == DecodeStatus::kOk) {
                 pos += used;
                 bytes += used;
-                out.push_back(std::move(r));
                 ++n;
                 continue;
             }
@@ -297,6 +300,7 @@ size_t Spool::read(std::vector<Record>& out, size_t max_records, size_t max_byte
         read_.offset = skip_segment ? durable : read_.offset + pos;
         if (pos == 0 && !skip_segment) break;
     }
+    out.resize(n);
     end = read_;
     return n;
 }

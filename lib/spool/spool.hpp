@@ -24,6 +24,9 @@ struct Options {
     // When set, read() sees only what set_readable_end() allowed (the shipper's commit point);
     // otherwise everything synced.
     bool gate_reads = false;
+    // Off: no fdatasync; a crash can lose what was read but not yet sent. For measuring what
+    // durability costs, and for nodes that accept that loss.
+    bool fsync = true;
 };
 
 // The shipper's disk queue. Sources append records and sync() before they move their own
@@ -45,11 +48,13 @@ public:
     enum class Append { kOk, kFull };
     // Buffers a record for the current segment; durable only after sync().
     Append append(const Record& r);
+    Append append(const RecordRef& r);
     // Writes buffered records and fdatasyncs them. False (and error()) on an I/O error.
     bool sync();
 
-    // Reads up to max_records / max_bytes durable records from the read cursor onwards; returns
-    // how many; `end` is where the next read continues (pass it to ack() once Loki answered).
+    // Reads up to max_records / max_bytes durable records from the read cursor onwards into
+    // `out` (replacing its contents, reusing its elements' storage); returns how many; `end` is where the next read
+    // continues (pass it to ack() once Loki answered).
     size_t read(std::vector<Record>& out, size_t max_records, size_t max_bytes, Position& end);
     // Everything before `pos` is acknowledged: persisted, and segments wholly before it deleted.
     bool ack(const Position& pos);

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -39,30 +40,31 @@ bool same_file(int fd, const std::string& saved) {
 }
 
 // "[2026-11-29T22:16:02.867605+0000] host:pid:tid ..." (the plugin's NCCL_DEBUG_TIMESTAMP_FORMAT)
-bool nccl_timestamp(std::string_view line, int64_t& ts, size_t& prefix) {
+bool nccl_timestamp(std::string_view line, int64_t& ts) {
     if (line.size() < 28 || line[0] != '[') return false;
     const size_t close = line.find(']');
-    if (close > 40) return false;                    // also when there is none (npos)
-    std::string_view t = line.substr(1, close - 1);  // 2026-11-29T22:16:02.867605+0000
-    const size_t sign = t.find_last_of("+-");
-    if (sign == std::string_view::npos || sign < 19 || t.size() - sign != 5) return false;
-    auto base = parse_rfc3339_ns(std::string(t.substr(0, sign)) + "Z");
-    if (!base) return false;
-    const int hh = (t[sign + 1] - '0') * 10 + (t[sign + 2] - '0');
-    const int mm = (t[sign + 3] - '0') * 10 + (t[sign + 4] - '0');
-    const int64_t off = (static_cast<int64_t>(hh) * 3600 + static_cast<int64_t>(mm) * 60) * 1'000'000'000;
-    ts = t[sign] == '+' ? *base - off : *base + off;  // local time minus its offset is UTC
-    prefix = close + 1 + (close + 1 < line.size() && line[close + 1] == ' ' ? 1 : 0);
+    if (close > 40) return false;  // also when there is none (npos)
+    const auto t = parse_rfc3339_ns(line.substr(1, close - 1));
+    if (!t) return false;
+    ts = *t;
     return true;
 }
 
 }  // namespace
 
 std::string FileSource::sanitize(std::string_view s) {
-    // Fast path, the common case: plain ASCII without NUL is taken as it is.
-    bool plain = true;
-    for (const char ch : s) plain &= (static_cast<unsigned char>(ch) - 1u) < 0x7fu;
-    if (plain) return std::string(s);
+    // Fast path, the common case: plain ASCII without NUL is taken as it is. Eight bytes at a
+    // time: any byte with its top bit set, or zero, shows in the mask.
+    constexpr uint64_t kLow = 0x0101010101010101ULL, kHigh = 0x8080808080808080ULL;
+    uint64_t bad = 0;
+    size_t i0 = 0;
+    for (; i0 + 8 <= s.size(); i0 += 8) {
+        uint64_t w;
+        std::memcpy(&w, s.data() + i0, 8);
+        bad |= (w | ((w - kLow) & ~w)) & kHigh;
+    }
+    for (; i0 < s.size(); ++i0) bad |= static_cast<unsigned char>(s[i0]) - 1u >= 0x7fu;
+    if (bad == 0) return std::string(s);
     std::string out;
     out.reserve(s.size());
     size_t i = 0;
@@ -91,7 +93,12 @@ std::string FileSource::sanitize(std::string_view s) {
 }
 
 FileSource::FileSource(config::FileSourceConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m, int64_t idle_ms)
-    : cfg_(std::move(cfg)), node_(std::move(node)), max_line_(max_line), m_(m), idle_ns_(idle_ms * 1'000'000) {}
+    : cfg_(std::move(cfg)), node_(std::move(node)), max_line_(max_line), m_(m), idle_ns_(idle_ms * 1'000'000) {
+    format_ = cfg_.format == "joblog" ? Format::kJoblog
+              : cfg_.format == "nccl" ? Format::kNccl
+              : cfg_.format == "cri"  ? Format::kCri
+                                      : Format::kRaw;
+}
 
 void FileSource::restore(const nlohmann::json& j) {
     if (!j.is_object() || !j.contains("files") || !j["files"].is_array()) return;
@@ -122,14 +129,28 @@ void FileSource::adopt(const std::string& path, const struct stat& st, bool seen
     static const std::regex joblog_re(R"(/(prolog|epilog)/([0-9]+)\.log$)");
     static const std::regex nccl_re(R"(/nccl/([0-9]+)/([^/.]+)\.[^/]*?\.?([0-9]+)\.log$)");
     std::smatch m;
+    std::string job_id;
+    Metadata md;
     if (std::regex_search(path, m, joblog_re)) {
         t.phase = m[1];
-        t.job_id = m[2];
+        job_id = m[2];
+        md.emplace_back("phase", t.phase);
     } else if (std::regex_search(path, m, nccl_re)) {
-        t.job_id = m[1];
-        t.step = m[2];
-        t.pid = m[3];
+        job_id = m[1];
     }
+    if (format_ == Format::kNccl) {
+        // One stream per job and node: which file, step and rank a line came from is metadata.
+        md.emplace_back("file", path.substr(path.rfind('/') + 1));
+        if (m.size() == 4 && m[2].matched) {
+            md.emplace_back("step", m[2]);
+            md.emplace_back("pid", m[3]);
+        }
+    }
+    loki::LabelSet labels = {
+        {"cluster", node_.cluster}, {"node", node_.node}, {"job", cfg_.job}, {"service_name", cfg_.job}};
+    for (const auto& [k, v] : cfg_.labels) labels[k] = v;
+    if (!job_id.empty()) labels["job_id"] = job_id;
+    t.origin = make_origin(std::move(labels), std::move(md));
     files_.emplace(key, std::move(t));
 }
 
@@ -180,61 +201,59 @@ void FileSource::scan() {
 
 void FileSource::emit_line(Tracked& t, std::string_view raw, std::vector<Event>& out) {
     Event e;
-    e.ts_ns = realtime_ns();
-    e.labels = {{"cluster", node_.cluster}, {"node", node_.node}, {"job", cfg_.job}, {"service_name", cfg_.job}};
-    for (const auto& [k, v] : cfg_.labels) e.labels[k] = v;
-    if (!t.job_id.empty()) e.labels["job_id"] = t.job_id;
+    e.ts_ns = 0;
+    e.origin = t.origin;
     std::string_view text = raw;
     if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
     std::string line;
-    if (cfg_.format == "joblog") {
-        joblog::Line l;
-        if (joblog::parse_line(text, l)) {
-            e.ts_ns = l.ts_ns;
-            line = (t.phase.empty() ? "" : t.phase + " ") + std::string(l.tag) +
-                   (l.name.empty() ? "" : "[" + std::string(l.name) + "]") + " " + std::string(l.text);
-            e.metadata.emplace_back("tag", std::string(l.tag));
-        } else {
-            line = std::string(text);
+    switch (format_) {
+        case Format::kJoblog: {
+            joblog::Line l;
+            if (joblog::parse_line(text, l)) {
+                e.ts_ns = l.ts_ns;
+                line = (t.phase.empty() ? "" : t.phase + " ") + std::string(l.tag) +
+                       (l.name.empty() ? "" : "[" + std::string(l.name) + "]") + " " + std::string(l.text);
+                e.metadata.emplace_back("tag", std::string(l.tag));
+            } else {
+                line = std::string(text);
+            }
+            break;
         }
-        if (!t.phase.empty()) e.metadata.emplace_back("phase", t.phase);
-    } else if (cfg_.format == "nccl") {
-        int64_t ts = 0;
-        size_t prefix = 0;
-        if (nccl_timestamp(text, ts, prefix)) {
-            e.ts_ns = ts;
-        }
-        line = std::string(text);
-        const size_t slash = t.path.rfind('/');
-        e.metadata.emplace_back("file", t.path.substr(slash + 1));
-        if (!t.step.empty()) e.metadata.emplace_back("step", t.step);
-        if (!t.pid.empty()) e.metadata.emplace_back("pid", t.pid);
-    } else if (cfg_.format == "cri") {
-        // <RFC3339Nano> <stream> <P|F> <log>; a P(artial) line continues in the next one.
-        const size_t a = text.find(' ');
-        const size_t b = a == std::string_view::npos ? a : text.find(' ', a + 1);
-        const size_t c = b == std::string_view::npos ? b : text.find(' ', b + 1);
-        if (c != std::string_view::npos) {
+        case Format::kNccl:
+            nccl_timestamp(text, e.ts_ns);
+            line = sanitize(text);
+            break;
+        case Format::kCri: {
+            // <RFC3339Nano> <stream> <P|F> <log>; a P(artial) line continues in the next one.
+            const size_t a = text.find(' ');
+            const size_t b = a == std::string_view::npos ? a : text.find(' ', a + 1);
+            const size_t c = b == std::string_view::npos ? b : text.find(' ', b + 1);
+            if (c == std::string_view::npos) {
+                line = std::string(text);
+                break;
+            }
             if (auto ts = parse_rfc3339_ns(text.substr(0, a))) e.ts_ns = *ts;
             const std::string_view flag = text.substr(b + 1, c - b - 1);
             t.cri_partial += std::string(text.substr(c + 1));
-            if (flag == "P") return;
+            if (flag == "P" && t.cri_partial.size() <= max_line_) return;
             line = std::move(t.cri_partial);
             t.cri_partial.clear();
             e.metadata.emplace_back("stream", std::string(text.substr(a + 1, b - a - 1)));
-        } else {
-            line = std::string(text);
+            break;
         }
-    } else {
-        line = std::string(text);
+        case Format::kRaw:
+            line = sanitize(text);
+            break;
     }
+    if (e.ts_ns == 0) e.ts_ns = realtime_ns();
     if (line.size() > max_line_) {
         const std::string_view keep = utf8_prefix(line, max_line_ - 64);
         line = std::string(keep) + " [jobtrail: line truncated, " + std::to_string(line.size() - keep.size()) +
                " bytes dropped]";
         m_.drop("truncated_lines_kept");
     }
-    e.line = sanitize(line);
+    // NCCL and raw lines were sanitized above, straight from the read buffer; the rest now.
+    e.line = (format_ == Format::kNccl || format_ == Format::kRaw) ? std::move(line) : sanitize(line);
     out.push_back(std::move(e));
 }
 

@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <map>
+#include <memory>
 #include <string>
 
 #include "common/fs.hpp"
@@ -41,8 +42,9 @@ private:
         std::string partial;       // bytes after emitted_off, without newline yet
         std::string cri_partial;   // CRI "P" pieces waiting for their "F"
         int64_t last_growth_ns = 0;
-        bool seen = true;  // matched the globs in the last scan
-        std::string job_id, phase, step, pid;
+        bool seen = true;   // matched the globs in the last scan
+        std::string phase;  // prolog or epilog, for job log lines
+        std::shared_ptr<const Origin> origin;
     };
 
     void scan();
@@ -52,7 +54,9 @@ private:
     void emit_line(Tracked& t, std::string_view line, std::vector<Event>& out);
     static std::string key_of(dev_t dev, ino_t ino) { return std::to_string(dev) + ":" + std::to_string(ino); }
 
+    enum class Format { kRaw, kJoblog, kNccl, kCri };
     config::FileSourceConfig cfg_;
+    Format format_ = Format::kRaw;
     NodeInfo node_;
     uint64_t max_line_;
     Metrics& m_;

@@ -115,8 +115,8 @@ TEST_CASE("job logs keep their own timestamps and get job_id and phase", "[shipp
     s->poll(ev, 1 << 20);
     REQUIRE(ev.size() == 1);
     CHECK(ev[0].ts_ns == 1795989142146801327);
-    CHECK(ev[0].labels.at("job_id") == "4242");
-    CHECK(ev[0].labels.at("job") == "test");
+    CHECK(ev[0].labels().at("job_id") == "4242");
+    CHECK(ev[0].labels().at("job") == "test");
     CHECK(ev[0].line == "prolog stdout[10-site.sh] hello");
 }
 
@@ -131,12 +131,31 @@ TEST_CASE("NCCL lines: timestamp with UTC offset, file, step and pid", "[shipper
     s->poll(ev, 1 << 20);
     REQUIRE(ev.size() == 1);
     CHECK(ev[0].ts_ns == 1795989142146801000);  // 23:52+02:00 is 21:52Z
-    CHECK(ev[0].labels.at("job_id") == "77");
-    bool step = false, pid = false;
-    for (auto& [k, v] : ev[0].metadata) {
+    CHECK(ev[0].labels().at("job_id") == "77");
+    // Per-file facts travel with the stream's origin, shared by all its lines.
+    bool step = false, pid = false, file = false;
+    for (auto& [k, v] : ev[0].origin->metadata) {
         step |= k == "step" && v == "0";
         pid |= k == "pid" && v == "1234";
+        file |= k == "file" && v == "0.gpu01.1234.log";
     }
     CHECK(step);
     CHECK(pid);
+    CHECK(file);
+    CHECK(ev[0].origin->labels.count("file") == 0);  // never a label: it would multiply streams
+}
+
+TEST_CASE("sanitize keeps plain text, shows NUL, replaces invalid UTF-8 wherever it sits", "[shipper]") {
+    const std::string plain = "[2026-11-29T21:52:22.000001+0000] gpu01:1:1 [0] NCCL INFO ok";
+    CHECK(FileSource::sanitize(plain) == plain);
+    // Every position, so both the eight-byte fast path and the tail see the bad byte.
+    for (size_t at = 0; at < 20; ++at) {
+        std::string nul(20, 'a'), bad(20, 'a'), utf(20, 'a');
+        nul[at] = '\0';
+        bad[at] = '\xff';
+        utf.replace(at, 1, "\xc3\xa9");  // é stays
+        CHECK(FileSource::sanitize(nul) == std::string(at, 'a') + "\\x00" + std::string(19 - at, 'a'));
+        CHECK(FileSource::sanitize(bad) == std::string(at, 'a') + "\xef\xbf\xbd" + std::string(19 - at, 'a'));
+        CHECK(FileSource::sanitize(utf) == utf);
+    }
 }

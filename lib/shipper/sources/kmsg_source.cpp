@@ -23,6 +23,17 @@ nlohmann::json KmsgSource::checkpoint() const {
     return {{"boot_id", clock_.boot_id()}, {"seq", last_seq_}};
 }
 
+const std::shared_ptr<const Origin>& KmsgSource::origin(int level) {
+    auto& o = origins_[static_cast<size_t>(level & 7)];
+    if (!o)
+        o = make_origin({{"cluster", node_.cluster},
+                         {"node", node_.node},
+                         {"job", "kmsg"},
+                         {"priority", kmsg::level_name(static_cast<uint8_t>(level & 7))},
+                         {"service_name", "kmsg"}});
+    return o;
+}
+
 bool KmsgSource::open_reader() {
     std::string err;
     if (!reader_.open(path_, true, err) || !reader_.seek_start(err)) return false;
@@ -32,11 +43,7 @@ bool KmsgSource::open_reader() {
 void KmsgSource::emit(const kmsg::Record& r, std::vector<Event>& out) {
     Event e;
     e.ts_ns = clock_.wall_ns(r.usec);
-    e.labels = {{"cluster", node_.cluster},
-                {"node", node_.node},
-                {"job", "kmsg"},
-                {"priority", kmsg::level_name(r.level)},
-                {"service_name", "kmsg"}};
+    e.origin = origin(r.level);
     e.line = escape_line(r.message);
     e.metadata.emplace_back("seq", std::to_string(r.seq));
     if (auto v = r.dict_value("SUBSYSTEM"); !v.empty()) e.metadata.emplace_back("subsystem", std::string(v));
@@ -71,11 +78,7 @@ bool KmsgSource::poll(std::vector<Event>& out, size_t max_bytes) {
         if (st == kmsg::Reader::Status::kLost) {
             Event e;
             e.ts_ns = realtime_ns();
-            e.labels = {{"cluster", node_.cluster},
-                        {"node", node_.node},
-                        {"job", "kmsg"},
-                        {"priority", "warning"},
-                        {"service_name", "kmsg"}};
+            e.origin = origin(4);  // warning
             e.line = "jobtrail: " + std::to_string(reader_.lost()) + " kernel records lost (" +
                      (reader_.overrun() ? "ring buffer overrun" : "sequence gap") + ")";
             m_.kmsg_lost += reader_.lost();

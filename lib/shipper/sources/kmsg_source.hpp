@@ -1,5 +1,7 @@
 #pragma once
 
+#include <array>
+#include <memory>
 #include <string>
 
 #include "events/extractor.hpp"
@@ -25,6 +27,7 @@ public:
 
 private:
     bool open_reader();
+    const std::shared_ptr<const Origin>& origin(int level);
     void emit(const kmsg::Record& r, std::vector<Event>& out);
 
     std::string name_ = "kmsg";
@@ -32,6 +35,7 @@ private:
     const kmsg::BootClock& clock_;
     NodeInfo node_;
     Metrics& m_;
+    std::array<std::shared_ptr<const Origin>, 8> origins_;  // one stream per priority
     kmsg::Reader reader_;
     kmsg::FragmentMerger merger_;
     events::Extractor extractor_;

@@ -40,7 +40,7 @@ TEST_CASE("kmsg: resume after a restart on the same boot, same timestamps, Xid m
         "6;first\n4;NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n");
     const auto a = env.run();
     REQUIRE(a.size() == 2);
-    CHECK(a[1].labels.at("priority") == "warning");
+    CHECK(a[1].labels().at("priority") == "warning");
     bool xid = false;
     for (auto& [k, v] : a[1].metadata) xid |= k == "xid" && v == "79";
     CHECK(xid);

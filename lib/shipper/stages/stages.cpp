@@ -65,16 +65,16 @@ void Stages::apply(std::vector<Event>& events) {
             }
         }
         if (e.dropped) continue;
-        const auto job = e.labels.find("job");
-        if (job == e.labels.end()) continue;
-        if (job->second == "nccl" && nccl_noise_) {
-            const auto id = e.labels.find("job_id");
+        static const std::string kJob = "job", kJobId = "job_id";
+        const std::string_view job = e.origin->label(kJob);
+        if (job == "nccl" && nccl_noise_) {
+            const std::string_view id = e.origin->label(kJobId);
             // Unknown jobs keep their lines: dropping is only for jobs known not to trace.
-            if (id != e.labels.end() && jobs_.traced(id->second) == 0 && RE2::PartialMatch(e.line, noise_)) {
+            if (!id.empty() && jobs_.traced(std::string(id)) == 0 && RE2::PartialMatch(e.line, noise_)) {
                 e.dropped = true;
                 m_.drop("nccl_noise");
             }
-        } else if (job->second == "kmsg") {
+        } else if (job == "kmsg") {
             if (auto ids = jobs_.running_at(e.ts_ns); !ids.empty()) e.metadata.emplace_back("slurm_job_id", ids);
         }
     }

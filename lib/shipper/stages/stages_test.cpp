@@ -13,8 +13,9 @@ namespace {
 Event ev(std::string job, std::string line, std::string job_id = "", int64_t ts = 2000) {
     Event e;
     e.ts_ns = ts;
-    e.labels = {{"job", job}};
-    if (!job_id.empty()) e.labels["job_id"] = job_id;
+    jobtrail::loki::LabelSet labels = {{"job", job}};
+    if (!job_id.empty()) labels["job_id"] = job_id;
+    e.origin = make_origin(std::move(labels));
     e.line = std::move(line);
     return e;
 }
