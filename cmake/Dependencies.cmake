@@ -13,6 +13,12 @@ if(NOT JOBTRAIL_FUZZ)
   find_package(CURL REQUIRED)
   find_package(spdlog REQUIRED)
   find_package(CLI11 REQUIRED)
+  # The shipper's journald source is optional: nodes without libsystemd still get the rest.
+  pkg_check_modules(SYSTEMD IMPORTED_TARGET libsystemd)
+  if(NOT SYSTEMD_FOUND)
+    message(WARNING "jobtrail: libsystemd not found (apt install libsystemd-dev): jobtrail-shipper is built "
+                    "WITHOUT its journald source; a config that enables it gets a warning at start")
+  endif()
   if(JOBTRAIL_TESTS)
     find_package(Catch2 2 REQUIRED)
     pkg_check_modules(FUSE3 REQUIRED IMPORTED_TARGET fuse3)

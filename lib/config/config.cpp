@@ -157,8 +157,15 @@ void parse_shipper(Parser& p, const YAML::Node& n, ShipperConfig& c) {
     p.duration(n, w, "max_age", c.max_age_ms);
     p.size(n, w, "max_line_bytes", c.max_line_bytes);
     p.string(n, w, "metrics", c.metrics_listen);
-    if (const YAML::Node src = n["sources"]; src && p.check_map(src, w + ".sources", {"kmsg", "files"})) {
+    if (const YAML::Node src = n["sources"]; src && p.check_map(src, w + ".sources", {"kmsg", "files", "journald"})) {
         p.boolean(src, w + ".sources", "kmsg", c.kmsg);
+        const std::string jw = w + ".sources.journald";
+        if (const YAML::Node j = src["journald"]; j && p.check_map(j, jw, {"enabled", "units", "directory", "since"})) {
+            p.boolean(j, jw, "enabled", c.journald.enabled);
+            if (j["units"]) p.string_list(j["units"], jw + ".units", c.journald.units);
+            p.path(j, jw, "directory", c.journald.directory);
+            p.duration(j, jw, "since", c.journald.since_ms);
+        }
         if (const YAML::Node f = src["files"]) {
             if (!f.IsSequence()) {
                 p.error(f, w + ".sources.files", "expected a list of file sources");
@@ -221,7 +228,15 @@ void parse_shipper(Parser& p, const YAML::Node& n, ShipperConfig& c) {
 ShipperConfig default_shipper_config() {
     ShipperConfig c;
     c.files = {{"prolog-epilog", {"/var/log/slurm/{prolog,epilog}/*.log"}, "slurm-prolog-epilog", "joblog", {}},
-               {"nccl", {"/var/log/slurm/nccl/*/*.log"}, "nccl", "nccl", {}}};
+               {"nccl", {"/var/log/slurm/nccl/*/*.log"}, "nccl", "nccl", {}},
+               {"fabric-manager", {"/var/log/fabricmanager.log"}, "fabric-manager", "plain", {}}};
+    c.journald.enabled = true;
+    c.journald.units = {"slurmd.service",
+                        "slurmctld.service",
+                        "munge.service",
+                        "nvidia-fabricmanager.service",
+                        "nvidia-persistenced.service",
+                        "nvidia-dcgm.service"};
     return c;
 }
 

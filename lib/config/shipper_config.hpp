@@ -16,6 +16,14 @@ struct FileSourceConfig {
     std::vector<std::pair<std::string, std::string>> labels;  // extra static labels
 };
 
+// The systemd journal (slurmd, fabric manager, ...): one stream per unit and priority.
+struct JournaldConfig {
+    bool enabled = true;                  // ignored, with a warning, by a build without libsystemd
+    std::vector<std::string> units;       // _SYSTEMD_UNIT values; empty: every unit
+    std::string directory;                // journal files from here instead of the system journal
+    int64_t since_ms = 12LL * 3'600'000;  // first start, no cursor yet: how far back to begin
+};
+
 struct DropRule {
     std::string name;     // reason, counted in metrics
     std::string pattern;  // RE2, matched against the line
@@ -44,6 +52,7 @@ struct ShipperConfig {
     // Sources
     bool kmsg = true;
     std::vector<FileSourceConfig> files;
+    JournaldConfig journald;
     // Stages
     std::vector<DropRule> drop;
     bool drop_blank = true;

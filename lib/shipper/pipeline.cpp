@@ -13,6 +13,7 @@
 #include "loki/push.hpp"
 #include "shipper/metrics_server.hpp"
 #include "shipper/sources/file_source.hpp"
+#include "shipper/sources/journald_source.hpp"
 #include "shipper/sources/kmsg_source.hpp"
 
 namespace jobtrail::shipper {
@@ -127,6 +128,12 @@ int Pipeline::run(const RunOptions& opts, const std::atomic<bool>& stop) {
     if (sc.kmsg) sources_.push_back(std::make_unique<KmsgSource>(cfg_.collector.kmsg_path, clock_, node_, metrics_));
     for (const auto& f : sc.files)
         sources_.push_back(std::make_unique<FileSource>(f, node_, sc.max_line_bytes, metrics_));
+    if (sc.journald.enabled) {
+        if (JournaldSource::available())
+            sources_.push_back(std::make_unique<JournaldSource>(sc.journald, node_, sc.max_line_bytes, metrics_));
+        else
+            log("warning: shipper.sources.journald is enabled but this build has no libsystemd: not read");
+    }
     checkpoint_path_ = state + "/shipper-checkpoint.json";
     pass_bytes_ = std::clamp<uint64_t>(sc.spool_max_bytes / (8 * (sources_.size() + 1)), 16 << 10, kPassBytes);
     nlohmann::json cp;

@@ -580,10 +580,17 @@ def main():
     p.add_argument("--max-entries-limit", type=int, default=5000)
     p.add_argument("--max-recv-bytes", type=int, default=100 * 2**20)
     p.add_argument("--no-structured-metadata", dest="allow_structured_metadata", action="store_false")
+    p.add_argument("--tls-cert", help="serve HTTPS with this certificate (PEM) ...")
+    p.add_argument("--tls-key", help="... and this key")
     a = p.parse_args()
     loki = Loki(a)
     srv = ThreadingHTTPServer(("127.0.0.1", a.port), make_handler(loki))
     srv.daemon_threads = True
+    if a.tls_cert:
+        import ssl
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(a.tls_cert, a.tls_key)
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     if a.port_file:
         with open(a.port_file + ".tmp", "w") as f:
             f.write(str(srv.server_address[1]))

@@ -2,28 +2,34 @@
 """jobtrail-shipper end to end against the Loki test double: every line arrives exactly once
 through Loki outages, 429 storms, partial 400s, timeouts, SIGKILLs at random moments, file
 rotation and a full spool. Needs JOBTRAIL_BUILD (the build directory) and root (kmsg fixture)."""
-import json, os, random, shutil, signal, subprocess, sys, tempfile, time, unittest, urllib.request
+import json, os, random, shutil, signal, ssl, subprocess, sys, tempfile, time, unittest, urllib.request
 
 BUILD = os.environ.get("JOBTRAIL_BUILD", os.path.join(os.path.dirname(__file__), "../../build"))
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "../.."))
 SHIPPER = os.path.join(BUILD, "shipper/jobtrail-shipper")
 KMSGFS = os.path.join(BUILD, "tests/fixtures/kmsgfs/kmsgfs")
+JOURNAL_REMOTE = "/lib/systemd/systemd-journal-remote"
+HAVE_JOURNAL = os.access(JOURNAL_REMOTE, os.X_OK)
 
 
 def http(method, url, body=None):
     req = urllib.request.Request(url, data=body, method=method)
     try:
-        with urllib.request.urlopen(req, timeout=30) as r:
+        # The test's own reads of the double's store; the shipper's TLS is what is under test.
+        ctx = ssl._create_unverified_context() if url.startswith("https") else None
+        with urllib.request.urlopen(req, timeout=30, context=ctx) as r:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
 
 
 class Env:
-    def __init__(self, loki_args=(), shipper_yaml=""):
+    def __init__(self, loki_args=(), shipper_yaml="", scheme="http", loki_extra=""):
         self.dir = tempfile.mkdtemp(prefix="jobtrail-e2e-")
         os.makedirs(self.dir + "/logs")
         os.makedirs(self.dir + "/mnt")
+        os.makedirs(self.dir + "/journal")
+        self.journal_files = 0
         pf = self.dir + "/port"
         self.loki = subprocess.Popen(["/usr/bin/python3", SRC + "/tests/loki_double/loki_double.py", "--port-file", pf]
                                      + list(loki_args), stdout=subprocess.DEVNULL)
@@ -34,7 +40,7 @@ class Env:
                 break
             time.sleep(0.02)
         with open(pf) as f:
-            self.url = "http://127.0.0.1:" + f.read()
+            self.url = scheme + "://127.0.0.1:" + f.read()
         with open(self.dir + "/cfg.yaml", "w") as f:
             f.write("""cluster: e2e
 node: n1
@@ -43,20 +49,30 @@ collector:
   run_dir: %(d)s/run
   kmsg: %(d)s/mnt/kmsg
 shipper:
-  loki: {url: "%(url)s", timeout: 2s}
+  loki: {url: "%(url)s", timeout: 2s%(loki_extra)s}
   batch: {max_bytes: 256KiB, max_wait: 200ms}
   retry: {min_backoff: 50ms, max_backoff: 500ms}
   metrics: "127.0.0.1:0"
   sources:
     files:
       - {name: app, paths: ["%(d)s/logs/*.log"], job: app}
+    journald: {units: [slurmd.service], directory: "%(d)s/journal"}
 %(extra)s
-""" % {"d": self.dir, "url": self.url, "extra": shipper_yaml})
+""" % {"d": self.dir, "url": self.url, "extra": shipper_yaml, "loki_extra": loki_extra})
         self.proc = None
 
     def kmsg(self, lines):
         with open(self.dir + "/mnt/ctl", "w") as f:
             f.write("".join("6;%s\n" % l for l in lines))
+
+    def journal(self, messages):
+        """Appends entries as journald would, in a new journal file (as after a rotation)."""
+        now = int(time.time() * 1e6)
+        exp = "".join("__REALTIME_TIMESTAMP=%d\n__MONOTONIC_TIMESTAMP=%d\n_BOOT_ID=%s\n_SYSTEMD_UNIT=slurmd.service\n"
+                      "PRIORITY=6\nMESSAGE=%s\n\n" % (now + i, now + i, "0" * 32, m) for i, m in enumerate(messages))
+        self.journal_files += 1
+        subprocess.run([JOURNAL_REMOTE, "-o", "%s/journal/r%03d.journal" % (self.dir, self.journal_files), "-"],
+                       input=exp.encode(), check=True, stderr=subprocess.DEVNULL)
 
     def start(self):
         self.proc = subprocess.Popen([SHIPPER, "--config", self.dir + "/cfg.yaml"], stderr=subprocess.DEVNULL)
@@ -95,7 +111,7 @@ class ExactlyOnce(unittest.TestCase):
     def test_200k_lines_through_outages_429s_kills_and_rotation(self):
         env = Env()
         try:
-            expected_files, expected_kmsg = [], []
+            expected_files, expected_kmsg, expected_journal = [], [], []
             rnd = random.Random(42)
             env.start()
             n = 0
@@ -111,6 +127,10 @@ class ExactlyOnce(unittest.TestCase):
                 k = ["kernel record %d-%d" % (round_, j) for j in range(100)]
                 env.kmsg(k)
                 expected_kmsg += k
+                if HAVE_JOURNAL:
+                    jl = ["slurmd said %d-%d" % (round_, j) for j in range(100)]
+                    env.journal(jl)
+                    expected_journal += jl
                 action = round_ % 5
                 if action == 0:
                     env.fault(mode="status", status=503, body="at least 1 live replicas required\n", count=5)
@@ -136,6 +156,8 @@ class ExactlyOnce(unittest.TestCase):
             k = env.store_lines("kmsg")
             self.assertEqual(set(k), set(expected_kmsg))
             self.assertEqual(len(k), 2000)
+            j = env.store_lines("systemd-journal")
+            self.assertEqual(sorted(j), sorted(expected_journal))  # each once, none missing
         finally:
             env.close()
 
@@ -174,6 +196,51 @@ class LokiAnswers(unittest.TestCase):
             self.assertLess(stats["pushes"], 5)  # no retry loop on 400
         finally:
             env.close()
+
+    def test_413_splits_the_batch_until_it_fits_and_each_line_arrives_once(self):
+        env = Env(loki_args=["--max-recv-bytes", "20000"])
+        try:
+            rnd = random.Random(7)
+            lines = ["big %04d %s" % (i, "%0100x" % rnd.getrandbits(400)) for i in range(2000)]  # ~220 KB, incompressible
+            with open(env.dir + "/logs/app.log", "w") as f:
+                f.write("".join(l + "\n" for l in lines))
+            r = env.once(timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr.decode()[-2000:])
+            got = env.store_lines("app")
+            self.assertEqual(sorted(got), sorted(lines))
+            stats = json.loads(http("GET", env.url + "/-/stats")[1])
+            self.assertGreater(stats["by_status"].get("413", 0), 0)  # it did have to split
+        finally:
+            env.close()
+
+    def test_tls_verifies_the_server_against_the_configured_ca(self):
+        certs = tempfile.mkdtemp(prefix="jobtrail-tls-")
+        try:
+            subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                            "-keyout", certs + "/key.pem", "-out", certs + "/cert.pem", "-subj", "/CN=127.0.0.1",
+                            "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+            tls = ["--tls-cert", certs + "/cert.pem", "--tls-key", certs + "/key.pem"]
+            # Verification is on by default: a server our CA file does not vouch for gets nothing.
+            env = Env(loki_args=tls, scheme="https")
+            try:
+                with open(env.dir + "/logs/app.log", "w") as f:
+                    f.write("over tls\n")
+                r = env.once(timeout=5)
+                self.assertNotEqual(r.returncode, 0)
+                self.assertEqual(env.store_lines("app"), [])
+            finally:
+                env.close()
+            env = Env(loki_args=tls, scheme="https", loki_extra=', ca_file: "%s/cert.pem"' % certs)
+            try:
+                with open(env.dir + "/logs/app.log", "w") as f:
+                    f.write("over tls\n")
+                r = env.once(timeout=30)
+                self.assertEqual(r.returncode, 0, r.stderr.decode()[-2000:])
+                self.assertEqual(env.store_lines("app"), ["over tls"])
+            finally:
+                env.close()
+        finally:
+            shutil.rmtree(certs, ignore_errors=True)
 
     def test_spool_full_pauses_sources_and_loses_nothing(self):
         env = Env(shipper_yaml="  spool: {max_size: 9MiB}")

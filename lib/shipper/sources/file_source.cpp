@@ -228,12 +228,13 @@ void FileSource::emit_line(Tracked& t, std::string_view raw, std::vector<Event>&
             const size_t a = text.find(' ');
             const size_t b = a == std::string_view::npos ? a : text.find(' ', a + 1);
             const size_t c = b == std::string_view::npos ? b : text.find(' ', b + 1);
-            if (c == std::string_view::npos) {
-                line = std::string(text);
+            const auto ts = c == std::string_view::npos ? std::nullopt : parse_rfc3339_ns(text.substr(0, a));
+            const std::string_view flag = ts ? text.substr(b + 1, c - b - 1) : std::string_view();
+            if (!ts || (flag != "P" && flag != "F")) {
+                line = std::string(text);  // not a CRI line: kept as it is
                 break;
             }
-            if (auto ts = parse_rfc3339_ns(text.substr(0, a))) e.ts_ns = *ts;
-            const std::string_view flag = text.substr(b + 1, c - b - 1);
+            e.ts_ns = *ts;
             t.cri_partial += std::string(text.substr(c + 1));
             if (flag == "P" && t.cri_partial.size() <= max_line_) return;
             line = std::move(t.cri_partial);

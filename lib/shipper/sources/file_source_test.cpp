@@ -159,3 +159,24 @@ TEST_CASE("sanitize keeps plain text, shows NUL, replaces invalid UTF-8 wherever
         CHECK(FileSource::sanitize(utf) == utf);
     }
 }
+
+TEST_CASE("CRI container logs: P pieces join their F line, timestamp and stream kept", "[shipper]") {
+    Fixture f("cri");
+    f.append("pod.log",
+             "2026-11-29T21:52:22.146801327Z stdout P first half \n"
+             "2026-11-29T21:52:22.246801327Z stdout F second half\n"
+             "2026-11-29T21:52:23.000000000+01:00 stderr F an error\n"
+             "not a cri line\n");
+    auto s = f.source();
+    std::vector<Event> ev;
+    s->poll(ev, 1 << 20);
+    REQUIRE(ev.size() == 3);
+    CHECK(ev[0].line == "first half second half");
+    CHECK(ev[0].ts_ns == 1795989142246801327);  // the F line's time: when the line was complete
+    REQUIRE(ev[0].metadata.size() == 1);
+    CHECK(ev[0].metadata[0].second == "stdout");
+    CHECK(ev[1].line == "an error");
+    CHECK(ev[1].ts_ns == 1795989143000000000 - 3600'000'000'000);
+    CHECK(ev[1].metadata[0].second == "stderr");
+    CHECK(ev[2].line == "not a cri line");  // kept as it is rather than dropped
+}

@@ -1,0 +1,48 @@
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "config/shipper_config.hpp"
+#include "shipper/sources/source.hpp"
+
+struct sd_journal;
+
+namespace jobtrail::shipper {
+
+// The systemd journal, filtered by unit, resumed from its cursor: after a restart the entry the
+// cursor names is skipped and reading goes on after it; on the first start it begins `since`
+// ago. One stream per unit and priority (labels `unit`, `priority`), the pid as metadata.
+class JournaldSource : public Source {
+public:
+    JournaldSource(config::JournaldConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m);
+    ~JournaldSource() override;
+    JournaldSource(const JournaldSource&) = delete;
+    JournaldSource& operator=(const JournaldSource&) = delete;
+
+    const std::string& name() const override { return name_; }
+    bool poll(std::vector<Event>& out, size_t max_bytes) override;
+    nlohmann::json checkpoint() const override;
+    void restore(const nlohmann::json& state) override;
+
+    // False when this build has no libsystemd: the source then reads nothing.
+    static bool available();
+
+private:
+    bool open();
+    const std::shared_ptr<const Origin>& origin(const std::string& unit, int priority);
+
+    std::string name_ = "journald";
+    config::JournaldConfig cfg_;
+    NodeInfo node_;
+    uint64_t max_line_;
+    Metrics& m_;
+    sd_journal* j_ = nullptr;
+    bool current_unread_ = false;  // positioned on an entry not yet handed out
+    std::string cursor_;           // the last entry handed out
+    std::map<std::pair<std::string, int>, std::shared_ptr<const Origin>> origins_;
+    int64_t next_open_ns_ = 0;  // retry opening no more than once a minute
+};
+
+}  // namespace jobtrail::shipper
