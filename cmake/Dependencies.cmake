@@ -13,6 +13,8 @@ if(NOT JOBTRAIL_FUZZ)
   find_package(CURL REQUIRED)
   find_package(spdlog REQUIRED)
   find_package(CLI11 REQUIRED)
+  find_package(LibArchive REQUIRED)
+  find_package(OpenSSL REQUIRED)
   # The shipper's journald source is optional: nodes without libsystemd still get the rest.
   pkg_check_modules(SYSTEMD IMPORTED_TARGET libsystemd)
   if(NOT SYSTEMD_FOUND)

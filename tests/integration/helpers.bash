@@ -39,6 +39,7 @@ shipper:
     files:
       - {name: prolog-epilog, paths: ["$D/log/{prolog,epilog}/*.log"], job: slurm-prolog-epilog, format: joblog}
       - {name: nccl, paths: ["$D/nccl/*/*.log"], job: nccl, format: nccl}
+    journald: {enabled: false}  # no journald on the test machines
 ${JT_EXTRA_YAML:-}
 YAML
 }

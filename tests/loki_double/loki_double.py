@@ -9,9 +9,9 @@ logproto.PushRequest), so a wrong field in our .proto cannot hide on both sides.
 Endpoints: POST /loki/api/v1/push (snappy protobuf, JSON, gzip/deflate), GET /loki/api/v1/query_range,
 /loki/api/v1/series, /loki/api/v1/labels, /loki/api/v1/label/<name>/values, /ready.
 Test controls: POST /-/fault {"mode": "status"|"slow"|"reset"|"none", "status": 500, "body": "...",
-"count": N, "delay": S}; GET /-/store (everything stored, exactly); GET /-/stats; POST /-/reset.
+"count": N, "delay": S, "target": "push"|"query", "query_contains": "..."}; GET /-/store (everything stored, exactly); GET /-/stats; POST /-/reset.
 """
-import argparse, gzip, json, re, sys, threading, time, zlib
+import argparse, bisect, gzip, json, re, sys, threading, time, zlib
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlparse, parse_qs
@@ -309,7 +309,7 @@ class Loki:
         # "Ingester": the out-of-order window, per-stream rate, dedup.
         rate_limited = []
         for key, labels, canon, ts, line, sm in accepted:
-            st = self.streams.setdefault(key, {"labels": labels, "entries": [], "keys": set(), "newest": 0})
+            st = self.streams.setdefault(key, {"labels": labels, "entries": [], "keys": set(), "newest": 0, "order": []})
             window = a.max_chunk_age * NS // 2
             if st["entries"] and ts < st["newest"] - window:
                 ingester_errors.append("entry with timestamp %s ignored, reason: 'entry too far behind, entry timestamp "
@@ -332,6 +332,8 @@ class Loki:
                 continue
             st["keys"].add(ek)
             st["entries"].append((ts, line, sm))
+            # Time index (ts, arrival): queries bisect it instead of scanning the whole stream.
+            bisect.insort(st["order"], (ts, len(st["entries"]) - 1))
             st["newest"] = max(st["newest"], ts)
             self.stats["entries_stored"] += 1
         self.stats["entries_received"] += total
@@ -342,7 +344,9 @@ class Loki:
             raise PushError(status, "\n".join(ingester_errors + rate_limited) +
                             "\ntotal ignored: %d out of %d\n" % (ignored, total))
 
-    def select(self, tenant, query, start, end):
+    def select(self, tenant, query, start, end, limit=None, forward=True):
+        """Entries of matching streams in [start, end); with a limit, at most that many per stream
+        from the start (forward) or the end (backward): enough for the overall first `limit`."""
         matchers, pipeline = parse_query(query)
         out = []
         for (t, _), st in self.streams.items():
@@ -351,9 +355,13 @@ class Loki:
             if not all(match_value(op, st["labels"].get(n, ""), v) for n, op, v in matchers):
                 continue
             entries = []
-            for ts, line, sm in st["entries"]:
-                if not (start <= ts < end):
-                    continue
+            order = st["order"]
+            lo, hi = bisect.bisect_left(order, (start, -1)), bisect.bisect_left(order, (end, -1))
+            span = range(lo, hi) if forward else range(hi - 1, lo - 1, -1)
+            for k in span:
+                if limit is not None and len(entries) >= limit:
+                    break
+                ts, line, sm = st["entries"][order[k][1]]
                 ok = True
                 for stage in pipeline:
                     if stage[0] == "line":
@@ -367,6 +375,8 @@ class Loki:
                         break
                 if ok:
                     entries.append((ts, line, sm))
+            if not forward:
+                entries.reverse()
             if entries:
                 out.append((st["labels"], entries))
         return out
@@ -420,9 +430,13 @@ def make_handler(loki):
                 return t
             return "fake"
 
-        def fault(self):
+        def fault(self, target="push", query=""):
+            """The fault set by /-/fault, for pushes (default) or, with "target": "query", for
+            query_range requests whose LogQL contains "query_contains"."""
             with loki.lock:
                 f = dict(loki.fault)
+                if f.get("target", "push") != target or f.get("query_contains", "") not in query:
+                    return False
                 if f["mode"] != "none" and f.get("count") is not None:
                     loki.fault["count"] -= 1
                     if loki.fault["count"] <= 0:
@@ -511,6 +525,8 @@ def make_handler(loki):
                 tenant = self.tenant()
                 now = time.time_ns()
                 if u.path == "/loki/api/v1/query_range":
+                    if self.fault("query", one("query", "")):
+                        return
                     limit = int(one("limit", "100"))
                     if limit > a.max_entries_limit:
                         raise PushError(400, "max entries limit per query exceeded, limit > "
@@ -520,7 +536,7 @@ def make_handler(loki):
                     forward = one("direction", "backward") == "forward"
                     categorize = "categorize-labels" in (self.headers.get("X-Loki-Response-Encoding-Flags") or "")
                     with loki.lock:
-                        found = loki.select(tenant, one("query", ""), start, end)
+                        found = loki.select(tenant, one("query", ""), start, end, limit, forward)
                     flat = [(ts, i, line, sm) for i, (_, es) in enumerate(found) for ts, line, sm in es]
                     flat.sort(key=lambda x: x[0], reverse=not forward)
                     flat = flat[:limit]

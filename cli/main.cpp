@@ -1,0 +1,263 @@
+// jobtrail: the operator's commands. `bundle` gathers a job's forensic bundle, `xid` shows the
+// fleet's Xid events, `logql` prints a job's queries for Grafana. Exit codes: 0 found, 1 not
+// found, 2 usage error, 3 partial result (some queries failed), 4 error.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "common/time.hpp"
+#include "config/config.hpp"
+#include "events/extractor.hpp"
+#include "forensics/bundle.hpp"
+#include "forensics/logql.hpp"
+#include "jobtrail/version.hpp"
+
+using namespace jobtrail;
+
+namespace {
+
+struct Common {
+    std::string config, loki_url, tenant;
+    bool json = false;
+};
+
+loki::Endpoint endpoint(const config::Config& c, const Common& f) {
+    loki::Endpoint e;
+    const auto& s = c.shipper;
+    if (!s.loki_url.empty()) e.url = s.loki_url;
+    e.tenant = s.tenant;
+    e.basic_user = s.basic_user;
+    e.basic_password_file = s.basic_password_file;
+    e.bearer_token_file = s.bearer_token_file;
+    e.ca_file = s.ca_file;
+    e.cert_file = s.cert_file;
+    e.key_file = s.key_file;
+    e.tls_verify = s.tls_verify;
+    e.timeout_ms = std::max<int64_t>(s.timeout_ms, 30'000);
+    if (!f.loki_url.empty()) e.url = f.loki_url;
+    if (!f.tenant.empty()) e.tenant = f.tenant;
+    return e;
+}
+
+bool load(const Common& f, config::Config& out) {
+    const auto r = config::load_config(config::resolve_config_path(f.config));
+    for (const auto& e : r.errors) std::fprintf(stderr, "jobtrail: %s\n", e.text().c_str());
+    out = r.config;
+    return r.errors.empty() || r.file_missing;
+}
+
+std::optional<int64_t> parse_when(const std::string& s) {
+    if (s.empty()) return 0;
+    if (auto t = parse_rfc3339_ns(s)) return t;
+    if (auto d = parse_duration_ms(s)) return realtime_ns() - *d * 1'000'000;  // "2h": that long ago
+    return std::nullopt;
+}
+
+std::vector<std::string> split_nodes(const std::string& s) {
+    std::vector<std::string> out;
+    size_t at = 0;
+    while (at <= s.size() && !s.empty()) {
+        const size_t c = s.find(',', at);
+        out.push_back(s.substr(at, c == std::string::npos ? std::string::npos : c - at));
+        if (c == std::string::npos) break;
+        at = c + 1;
+    }
+    return out;
+}
+
+int cmd_bundle(const Common& f, const std::string& job, const std::string& nodes, const std::string& start,
+               const std::string& end, const std::string& margin, const std::string& lookback, bool local,
+               const std::string& nccl_dir, const std::string& out_dir, int parallel, const std::string& cmdline) {
+    config::Config c;
+    if (!load(f, c)) return forensics::kExitUsage;
+    forensics::BundleOptions o;
+    o.job_id = job;
+    o.nodes = split_nodes(nodes);
+    const auto s = parse_when(start), e = parse_when(end);
+    const auto m = parse_duration_ms(margin), lb = parse_duration_ms(lookback);
+    if (!s || !e || !m || !lb) {
+        std::fprintf(stderr,
+                     "jobtrail: --start/--end take RFC 3339 times or durations ago (2h); --margin and "
+                     "--lookback durations (10m, 7d)\n");
+        return forensics::kExitUsage;
+    }
+    o.start_ns = *s;
+    o.end_ns = *e;
+    o.margin_ns = *m * 1'000'000;
+    o.lookback_ns = *lb * 1'000'000;
+    // No Loki configured anywhere: this node's files are the embedded default.
+    if (!local && c.shipper.loki_url.empty() && f.loki_url.empty()) {
+        std::fprintf(stderr,
+                     "jobtrail: no Loki configured (shipper.loki.url or --loki-url): bundling this node's "
+                     "files, as with --local\n");
+        local = true;
+    }
+    o.local = local;
+    o.log_dir = c.collector.log_dir;
+    o.nccl_dir = nccl_dir;
+    o.out_dir = out_dir;
+    o.cluster = c.cluster.empty() ? "default" : c.cluster;
+    o.endpoint = endpoint(c, f);
+    o.parallel = parallel;
+    o.command_line = cmdline;
+    o.progress = ::isatty(2);
+    const auto r = forensics::make_bundle(o);
+    if (f.json) {
+        std::printf("%s\n",
+                    nlohmann::json{
+                        {"exit_code", r.exit_code}, {"archive", r.archive}, {"error", r.error}, {"summary", r.summary}}
+                        .dump(2)
+                        .c_str());
+    } else {
+        if (!r.summary.empty()) std::printf("%s\n", r.summary.c_str());
+        if (!r.archive.empty()) std::printf("bundle: %s\n", r.archive.c_str());
+    }
+    if (!r.error.empty()) std::fprintf(stderr, "jobtrail: %s\n", r.error.c_str());
+    return r.exit_code;
+}
+
+int cmd_xid(const Common& f, const std::string& since, const std::string& nodes) {
+    config::Config c;
+    if (!load(f, c)) return forensics::kExitUsage;
+    const auto d = parse_duration_ms(since);
+    if (!d) {
+        std::fprintf(stderr, "jobtrail: --since takes a duration such as 24h\n");
+        return forensics::kExitUsage;
+    }
+    loki::Client client(endpoint(c, f));
+    std::string err;
+    client.load_secrets(err);
+    events::Extractor ex;
+    struct Row {
+        uint64_t count = 0;
+        int64_t first = 0, last = 0;
+        std::string meaning, action, severity;
+    };
+    std::map<std::pair<std::string, int>, Row> rows;
+    const int64_t now = realtime_ns();
+    const std::string q = forensics::xid_query(split_nodes(nodes));
+    const auto r = loki::query_range(client, q, now - *d * 1'000'000, now, {}, [&](const loki::QueryEntry& e) {
+        const auto ev = ex.extract(e.line);
+        if (!ev || !ev->xid) return;
+        auto it = e.labels->find("node");
+        Row& row = rows[{it == e.labels->end() ? "?" : it->second, ev->xid}];
+        if (!row.count) row.first = e.ts_ns;
+        ++row.count;
+        row.last = e.ts_ns;
+        row.meaning = ev->meaning;
+        row.action = ev->action;
+        row.severity = std::string(events::severity_name(ev->severity));
+    });
+    if (r.failed) {
+        std::fprintf(stderr, "jobtrail: query failed: %s\n", r.error.c_str());
+        return forensics::kExitPartial;
+    }
+    if (f.json) {
+        nlohmann::json out = nlohmann::json::array();
+        for (const auto& [k, row] : rows)
+            out.push_back({{"node", k.first},
+                           {"xid", k.second},
+                           {"count", row.count},
+                           {"first", format_rfc3339_ns(row.first)},
+                           {"last", format_rfc3339_ns(row.last)},
+                           {"severity", row.severity},
+                           {"meaning", row.meaning},
+                           {"action", row.action}});
+        std::printf("%s\n", out.dump(2).c_str());
+    } else {
+        std::printf("%-16s %5s %6s  %-8s %-31s %s\n", "NODE", "XID", "COUNT", "SEVERITY", "LAST (UTC)",
+                    "MEANING / ACTION");
+        for (const auto& [k, row] : rows)
+            std::printf("%-16s %5d %6llu  %-8s %-31s %s\n%62s-> %s\n", k.first.c_str(), k.second,
+                        static_cast<unsigned long long>(row.count), row.severity.c_str(),
+                        format_rfc3339_ns(row.last).c_str(), row.meaning.c_str(), "", row.action.c_str());
+        if (rows.empty()) std::printf("no Xid in the last %s\n", since.c_str());
+    }
+    return rows.empty() ? forensics::kExitNotFound : forensics::kExitOk;
+}
+
+int cmd_logql(const Common& f, const std::string& job, const std::string& nodes) {
+    config::Config c;
+    if (!load(f, c)) return forensics::kExitUsage;
+    const auto qs = forensics::job_queries(job, split_nodes(nodes), c.shipper.structured_metadata);
+    if (f.json) {
+        nlohmann::json out = nlohmann::json::array();
+        for (const auto& q : qs) out.push_back({{"name", q.name}, {"logql", q.logql}});
+        std::printf("%s\n", out.dump(2).c_str());
+    } else {
+        for (const auto& q : qs) std::printf("# %s\n%s\n\n", q.name.c_str(), q.logql.c_str());
+    }
+    return forensics::kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{
+        "jobtrail: a Slurm job's kernel, prolog/epilog and NCCL records from Loki.\n"
+        "Exit codes: 0 found, 1 not found, 2 usage error, 3 partial result (some queries failed), 4 error."};
+    app.set_version_flag("--version", std::string(kVersion));
+    app.require_subcommand(1);
+    Common f;
+    app.add_option("--config", f.config,
+                   "configuration file (default $JOBTRAIL_CONFIG or /etc/jobtrail/jobtrail.yaml)");
+    app.add_option("--loki-url", f.loki_url, "Loki base URL (default shipper.loki.url from the config)");
+    app.add_option("--tenant", f.tenant, "X-Scope-OrgID (default shipper.loki.tenant)");
+    app.add_flag("--json", f.json, "machine-readable output");
+
+    std::string job, nodes, start, end, margin = "10m", lookback = "7d", out_dir = ".", nccl_dir;
+    bool local = false;
+    int parallel = 4;
+    auto* bundle = app.add_subcommand("bundle", "gather everything about a job into <cluster>-job<id>-<time>.tar.zst");
+    bundle->add_option("jobid", job, "Slurm job id")->required();
+    bundle->add_option("--nodes", nodes, "comma-separated nodes (default: from the job's prolog/epilog records)");
+    bundle->add_option("--start", start, "window start, RFC 3339 or a duration ago (default: from the records)");
+    bundle->add_option("--end", end, "window end (default: from the records)");
+    bundle->add_option("--margin", margin, "kernel context before and after the job")->capture_default_str();
+    bundle->add_option("--lookback", lookback, "how far back to look for the job")->capture_default_str();
+    bundle->add_flag("--local", local, "from this node's files, without Loki");
+    bundle->add_option("--nccl-dir", nccl_dir, "with --local: the plugin's nccl_dir (default <log_dir>/nccl)");
+    bundle->add_option("-o,--output-dir", out_dir, "where the bundle goes")->capture_default_str();
+    bundle->add_option("--parallel", parallel, "queries in flight")->capture_default_str()->check(CLI::Range(1, 32));
+
+    std::string since = "24h", xnodes;
+    auto* xid = app.add_subcommand("xid", "Xid events across the fleet, node by node, with meaning and action");
+    xid->add_option("--since", since, "how far back")->capture_default_str();
+    xid->add_option("--nodes", xnodes, "comma-separated nodes (default: all)");
+
+    std::string qjob, qnodes;
+    auto* logql = app.add_subcommand("logql", "print a job's LogQL queries, ready for Grafana");
+    logql->add_option("jobid", qjob, "Slurm job id")->required();
+    logql->add_option("--nodes", qnodes, "comma-separated nodes, for the kernel and slurmd queries");
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        const int rc = app.exit(e);
+        return rc == 0 ? 0 : forensics::kExitUsage;
+    }
+    // For the manifest: never with credentials (a URL may carry user:password@).
+    std::string cmdline;
+    for (int i = 0; i < argc; ++i) {
+        std::string a = argv[i];
+        if (const size_t scheme = a.find("://"); scheme != std::string::npos) {
+            const size_t at = a.find('@', scheme), slash = a.find('/', scheme + 3);
+            if (at != std::string::npos && (slash == std::string::npos || at < slash))
+                a = a.substr(0, scheme + 3) + "<redacted>@" + a.substr(at + 1);
+        }
+        cmdline += (i ? " " : "") + a;
+    }
+    try {
+        if (*bundle)
+            return cmd_bundle(f, job, nodes, start, end, margin, lookback, local, nccl_dir, out_dir, parallel, cmdline);
+        if (*xid) return cmd_xid(f, since, xnodes);
+        if (*logql) return cmd_logql(f, qjob, qnodes);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "jobtrail: error: %s\n", e.what());
+        return forensics::kExitError;
+    }
+    return forensics::kExitUsage;
+}

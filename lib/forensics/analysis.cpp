@@ -1,0 +1,196 @@
+#include "forensics/analysis.hpp"
+
+#include <algorithm>
+
+#include "common/text.hpp"
+#include "common/time.hpp"
+
+namespace jobtrail::forensics {
+namespace {
+
+// "status=1 duration_ms=5 result=\"exit 1\"" -> value of key, or empty.
+std::string_view kv(std::string_view text, std::string_view key) {
+    size_t at = 0;
+    while ((at = text.find(key, at)) != std::string_view::npos) {
+        if ((at == 0 || text[at - 1] == ' ') && at + key.size() < text.size() && text[at + key.size()] == '=') {
+            std::string_view v = text.substr(at + key.size() + 1);
+            if (!v.empty() && v[0] == '"') {
+                const size_t close = v.find('"', 1);
+                return v.substr(1, close == std::string_view::npos ? v.size() - 1 : close - 1);
+            }
+            return v.substr(0, v.find(' '));
+        }
+        at += key.size();
+    }
+    return {};
+}
+
+std::string_view short_line(std::string_view s) {
+    return utf8_prefix(s, 300);
+}
+
+}  // namespace
+
+Finding& Analyzer::group(const std::string& key, const Finding& proto) {
+    auto [it, fresh] = groups_.emplace(key, proto);
+    Finding& f = it->second;
+    if (!fresh && proto.ts_ns < f.ts_ns) {
+        f.ts_ns = proto.ts_ns;
+        f.quote = proto.quote;
+    }
+    ++f.count;
+    return f;
+}
+
+void Analyzer::add(const std::string& node, const std::string& source, int64_t ts, std::string_view line) {
+    if (source == "kmsg") {
+        const auto ev = extractor_.extract(line);
+        if (!ev) return;
+        Finding p;
+        p.ts_ns = ts;
+        p.node = node;
+        p.source = source;
+        p.kind = ev->kind;
+        p.severity = ev->severity;
+        p.xid = ev->xid;
+        p.title = (ev->xid ? (ev->kind == "sxid" ? "SXid " : "Xid ") + std::to_string(ev->xid) : ev->kind) +
+                  (ev->pci_bdf.empty() ? "" : " on " + ev->pci_bdf) + (ev->meaning.empty() ? "" : ": " + ev->meaning);
+        p.action = ev->action;
+        p.quote = std::string(short_line(line));
+        group(node + "|" + ev->kind + "|" + std::to_string(ev->xid) + "|" + ev->pci_bdf, p);
+        return;
+    }
+    if (source == "prolog" || source == "epilog") {
+        // "<phase> <tag>[<name>] <text>" as the shipper sends job log lines.
+        std::string_view rest = line;
+        if (starts_with(rest, source)) rest.remove_prefix(source.size() + (rest.size() > source.size() ? 1 : 0));
+        const size_t sp = rest.find(' ');
+        const std::string_view tagfull = rest.substr(0, sp);
+        const std::string_view text = sp == std::string_view::npos ? std::string_view() : rest.substr(sp + 1);
+        const size_t br = tagfull.find('[');
+        const std::string_view tag = tagfull.substr(0, br);
+        const std::string_view name =
+            br == std::string_view::npos ? std::string_view() : tagfull.substr(br + 1, tagfull.size() - br - 2);
+        if (tag == "meta") {
+            const std::string_view k = text.substr(0, text.find('='));
+            const std::string v(text.substr(std::min(text.size(), k.size() + 1)));
+            if (k == "user") facts_.user = v;
+            if (k == "partition") facts_.partition = v;
+            if (k == "nodelist") facts_.nodelist = v;
+            if (k == "cluster") facts_.cluster = v;
+        } else if (tag == "status") {
+            const std::string_view st = kv(text, "status");
+            if (!st.empty() && st != "0" && st != "skipped") {
+                Finding p;
+                p.ts_ns = ts;
+                p.node = node;
+                p.source = source;
+                p.kind = "script-failure";
+                p.severity = events::Severity::kError;
+                p.title = std::string(source) + " script " + std::string(name) +
+                          " failed: " + std::string(kv(text, "result"));
+                p.action =
+                    "read nodes/" + node + "/" + source + ".log; a failing " + source +
+                    (source == "prolog" ? " fails the job and drains the node in Slurm" : " drains the node in Slurm");
+                p.quote = std::string(short_line(line));
+                group(node + "|" + source + "|" + std::string(name), p);
+            }
+        } else if (tag == "end" && source == "epilog") {
+            facts_.exit_by_node[node] = std::string(kv(text, "status"));
+        }
+        return;
+    }
+    if (source == "nccl") {
+        const bool warn = line.find(" NCCL WARN ") != std::string_view::npos;
+        const bool abort = line.find("abort") != std::string_view::npos || line.find("Abort") != std::string_view::npos;
+        if (!warn && !abort) return;
+        Finding p;
+        p.ts_ns = ts;
+        p.node = node;
+        p.source = source;
+        p.kind = abort ? "nccl-abort" : "nccl-warn";
+        p.severity = abort ? events::Severity::kError : events::Severity::kWarning;
+        p.title = abort ? "NCCL abort" : "NCCL WARN";
+        p.action = abort ? "the communicator was aborted: look for the first WARN and any Xid/mlx5 event before it"
+                         : "NCCL warned; often the first sign of a network or peer failure";
+        p.quote = std::string(short_line(line));
+        group(node + "|" + p.kind, p);
+        return;
+    }
+    if (source == "fabric-manager" &&
+        (line.find("ERROR") != std::string_view::npos || line.find("error") != std::string_view::npos)) {
+        Finding p;
+        p.ts_ns = ts;
+        p.node = node;
+        p.source = source;
+        p.kind = "fm-error";
+        p.severity = events::Severity::kError;
+        p.title = "fabric manager error";
+        p.action = "NVSwitch fabric problem: check nvidia-fabricmanager status; GPUs may be unusable until it recovers";
+        p.quote = std::string(short_line(line));
+        group(node + "|fm", p);
+    }
+}
+
+std::vector<Finding> Analyzer::findings() const {
+    std::vector<Finding> out;
+    out.reserve(groups_.size());
+    for (const auto& [k, f] : groups_) out.push_back(f);
+    std::sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
+        return a.ts_ns != b.ts_ns ? a.ts_ns < b.ts_ns : a.node < b.node;
+    });
+    return out;
+}
+
+const Finding* Analyzer::likely_cause(const std::vector<Finding>& sorted) const {
+    for (const auto sev : {events::Severity::kFatal, events::Severity::kError, events::Severity::kWarning})
+        for (const auto& f : sorted)
+            if (f.severity == sev) return &f;
+    return nullptr;
+}
+
+std::string Analyzer::summary_text() const {
+    const auto fs = findings();
+    std::string s;
+    const auto& j = facts_;
+    s += "jobtrail bundle summary for job " + j.job_id + "\n";
+    s += std::string(40, '=') + "\n";
+    if (!j.cluster.empty()) s += "cluster:   " + j.cluster + "\n";
+    if (!j.user.empty()) s += "user:      " + j.user + "\n";
+    if (!j.partition.empty()) s += "partition: " + j.partition + "\n";
+    std::string nodes;
+    for (const auto& n : j.nodes) nodes += (nodes.empty() ? "" : ",") + n;
+    s += "nodes:     " + (nodes.empty() ? std::string("(none found)") : nodes) + "\n";
+    if (j.start_ns) s += "window:    " + format_rfc3339_ns(j.start_ns) + " .. " + format_rfc3339_ns(j.end_ns) + "\n";
+    for (const auto& [n, st] : j.exit_by_node) s += "epilog on " + n + ": status=" + st + "\n";
+
+    s += "\nMOST LIKELY CAUSE\n-----------------\n";
+    if (const Finding* c = likely_cause(fs)) {
+        s += format_rfc3339_ns(c->ts_ns) + " " + c->node + " [" + std::string(events::severity_name(c->severity)) +
+             "] " + c->title + "\n";
+        if (!c->action.empty()) s += "  action: " + c->action + "\n";
+        s += "  first line: " + c->quote + "\n";
+    } else {
+        s += "nothing recognised: no kernel event, script failure or NCCL warning in the job's window\n";
+    }
+    s += "\nBY NODE\n-------\n";
+    std::vector<std::string> all_nodes = j.nodes;
+    for (const auto& f : fs)
+        if (std::find(all_nodes.begin(), all_nodes.end(), f.node) == all_nodes.end()) all_nodes.push_back(f.node);
+    for (const auto& n : all_nodes) {
+        s += n + ":\n";
+        bool any = false;
+        for (const auto& f : fs) {
+            if (f.node != n) continue;
+            any = true;
+            s += "  " + format_rfc3339_ns(f.ts_ns) + " [" + std::string(events::severity_name(f.severity)) + "] " +
+                 f.title + (f.count > 1 ? " (x" + std::to_string(f.count) + ")" : "") + "\n";
+            if (!f.action.empty()) s += "      action: " + f.action + "\n";
+            s += "      first: " + f.quote + "\n";
+        }
+        if (!any) s += "  nothing recognised\n";
+    }
+    return s;
+}
+
+}  // namespace jobtrail::forensics

@@ -1,0 +1,53 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "events/extractor.hpp"
+
+// What a job's records say went wrong: fed every record once, in any order, it keeps only the
+// findings (kernel events grouped, script failures, NCCL warning counts), never the records.
+namespace jobtrail::forensics {
+
+struct Finding {
+    int64_t ts_ns = 0;  // the first occurrence
+    std::string node;
+    std::string source;  // kmsg, prolog, epilog, nccl, slurmd, fabric-manager
+    std::string kind;    // xid, mlx5, oom, ..., script-failure, nccl-warn, nccl-abort, fm-error
+    events::Severity severity = events::Severity::kInfo;
+    int xid = 0;
+    uint64_t count = 0;
+    std::string title;  // one line: "Xid 79 on 0000:3b:00: GPU has fallen off the bus"
+    std::string action;
+    std::string quote;  // the first line as it was
+};
+
+struct JobFacts {
+    std::string job_id, user, partition, nodelist, cluster;
+    int64_t start_ns = 0, end_ns = 0;
+    std::vector<std::string> nodes;
+    std::map<std::string, std::string> exit_by_node;  // epilog end status per node
+};
+
+class Analyzer {
+public:
+    // `line` as Loki holds it (for job logs: "prolog status[10-site.sh] status=1 ...").
+    void add(const std::string& node, const std::string& source, int64_t ts_ns, std::string_view line);
+    std::vector<Finding> findings() const;  // by time
+    // The first fatal finding, else the first error, else the first warning; nullptr if none.
+    const Finding* likely_cause(const std::vector<Finding>& sorted) const;
+    const JobFacts& facts() const { return facts_; }
+    JobFacts& facts() { return facts_; }
+    std::string summary_text() const;
+
+private:
+    Finding& group(const std::string& key, const Finding& proto);
+    events::Extractor extractor_;
+    std::map<std::string, Finding> groups_;
+    JobFacts facts_;
+};
+
+}  // namespace jobtrail::forensics

@@ -1,0 +1,53 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "loki/client.hpp"
+#include "loki/query.hpp"
+
+// `jobtrail bundle`: everything jobtrail knows about one job, from Loki (all its nodes, its
+// window) or from this node's files, in one .tar.zst with a manifest, a timeline, a summary and
+// a report page. Records stream to disk as they arrive: memory does not grow with the job.
+namespace jobtrail::forensics {
+
+// Documented exit codes of `jobtrail bundle` (and the other commands).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitNotFound = 1;  // no record of the job anywhere
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitPartial = 3;  // a bundle was written, but some queries failed
+inline constexpr int kExitError = 4;    // no bundle (cannot write the output, ...)
+
+struct BundleOptions {
+    std::string job_id;
+    std::vector<std::string> nodes;  // given: skip discovery of the nodes
+    int64_t start_ns = 0, end_ns = 0;
+    int64_t margin_ns = 600LL * 1'000'000'000;           // kernel context before and after
+    int64_t lookback_ns = 7LL * 86'400 * 1'000'000'000;  // how far back to look for the job
+    bool local = false;                                  // this node's files, no Loki
+    std::string log_dir = "/var/log/slurm";
+    std::string nccl_dir;  // default <log_dir>/nccl (the plugin's nccl_dir)
+    std::string out_dir = ".";
+    std::string cluster = "default";
+    loki::Endpoint endpoint;
+    int parallel = 4;  // queries in flight at once
+    loki::QueryOptions query;
+    std::string command_line;
+    bool progress = false;                               // lines on stderr as queries finish
+    std::string sacct = "sacct", scontrol = "scontrol";  // window from Slurm's accounting, when found
+};
+
+struct BundleResult {
+    int exit_code = kExitOk;
+    std::string archive;  // path of the .tar.zst
+    std::string summary;  // summary.txt's text
+    std::string error;
+};
+
+BundleResult make_bundle(const BundleOptions& opts);
+
+// SHA-256 of a file as lowercase hex; empty if it cannot be read.
+std::string sha256_file(const std::string& path);
+
+}  // namespace jobtrail::forensics

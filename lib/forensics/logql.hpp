@@ -1,0 +1,33 @@
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+// The LogQL a job's forensics needs, written for the labels the shipper produces (design.md):
+// one place, so the bundle, `jobtrail logql` and the tests agree.
+namespace jobtrail::forensics {
+
+// A LogQL double-quoted string literal: \ and " escaped, newlines as \n.
+std::string logql_string(std::string_view v);
+// node="a" for one node, node=~"a|b" (regex-quoted) for several.
+std::string node_matcher(const std::vector<std::string>& nodes);
+
+struct NamedQuery {
+    std::string name;  // what it is for: "prolog/epilog", "kernel gpu01", ...
+    std::string logql;
+};
+
+std::string prolog_epilog_query(const std::string& job_id);
+std::string nccl_query(const std::string& job_id);
+std::string kernel_query(const std::string& node);
+std::string slurmd_query(const std::string& node, const std::string& job_id);
+std::string fabric_manager_query(const std::string& node);
+// Fleet-wide Xid lines (jobtrail xid).
+std::string xid_query(const std::vector<std::string>& nodes);
+
+// Everything worth pasting into Grafana for one job, node filters included.
+std::vector<NamedQuery> job_queries(const std::string& job_id, const std::vector<std::string>& nodes,
+                                    bool structured_metadata);
+
+}  // namespace jobtrail::forensics

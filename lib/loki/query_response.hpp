@@ -1,0 +1,26 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace jobtrail::loki {
+
+using LabelSet = std::map<std::string, std::string>;
+
+// One log line as query_range returns it. Without the categorize-labels flag Loki folds
+// structured metadata into the labels, so `labels` holds both.
+struct QueryEntry {
+    int64_t ts_ns = 0;
+    std::string line;
+    const LabelSet* labels = nullptr;  // valid during the callback
+};
+
+// Parses one query_range response body (resultType "streams") into entries, in response order.
+// Returns false with `err` saying what was wrong when the body is not a streams result.
+bool parse_streams_response(const std::string& body, std::vector<LabelSet>& streams,
+                            std::vector<std::pair<size_t, QueryEntry>>& entries, std::string& err);
+
+}  // namespace jobtrail::loki
