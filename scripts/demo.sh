@@ -85,3 +85,15 @@ else
     echo "Loki: none configured (set LOKI_URL=http://loki:3100 to ship to yours); the demo shipped to its local"
     echo "      Loki test double at $(cat "$D/loki.url"), and everything is on this node in the files above"
 fi
+
+say "the forensic bundle: jobtrail bundle $id"
+# With LOKI_URL the bundle comes from that Loki (all the job's nodes); without, from the demo's
+# Loki double, as the lab's config says.
+mkdir -p "$D/bundles"
+"$JOBTRAIL_BUILD/cli/jobtrail" --config "$D/etc/jobtrail.yaml" bundle "$id" -o "$D/bundles" || rc=$?
+archive=$(ls -t "$D"/bundles/*-job"$id"-*.tar.zst | head -1)
+echo "contents of $archive:"
+tar --zstd -tf "$archive" | sed 's/^/  /'
+echo "open report.html from it in a browser for the timeline; paste these into Grafana:"
+"$JOBTRAIL_BUILD/cli/jobtrail" --config "$D/etc/jobtrail.yaml" logql "$id" --nodes "$NODE" | sed 's/^/  /'
+exit "${rc:-0}"

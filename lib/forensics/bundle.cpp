@@ -267,14 +267,14 @@ public:
                              if (phase.empty()) phase = starts_with(e.line, "epilog") ? "epilog" : "prolog";
                              record(node, phase, "nodes/" + node + "/" + phase + ".log", e.ts_ns, e.line);
                          }});
-        tasks.push_back({"NCCL", nccl_query(o_.job_id), [this, label](const loki::QueryEntry& e) {
-                             const std::string node = file_safe(label(e, "node"));
-                             std::string file = label(e, "file");
-                             if (file.empty()) file = "nccl.log";
-                             record(node, "nccl", "nccl/" + node + "/" + file_safe(file), e.ts_ns, e.line);
-                         }});
         for (const auto& n : w.nodes) {
             const std::string node = file_safe(n);
+            // One NCCL query per node: bounded queries that run in parallel.
+            tasks.push_back({"NCCL " + n, nccl_query(o_.job_id, n), [this, node, label](const loki::QueryEntry& e) {
+                                 std::string file = label(e, "file");
+                                 if (file.empty()) file = "nccl.log";
+                                 record(node, "nccl", "nccl/" + node + "/" + file_safe(file), e.ts_ns, e.line);
+                             }});
             tasks.push_back({"kernel " + n, kernel_query(n), [this, node](const loki::QueryEntry& e) {
                                  record(node, "kmsg", "nodes/" + node + "/kmsg.log", e.ts_ns, e.line);
                              }});

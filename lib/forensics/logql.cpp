@@ -40,8 +40,8 @@ std::string prolog_epilog_query(const std::string& job_id) {
     return "{job=\"slurm-prolog-epilog\", job_id=" + logql_string(job_id) + "}";
 }
 
-std::string nccl_query(const std::string& job_id) {
-    return "{job=\"nccl\", job_id=" + logql_string(job_id) + "}";
+std::string nccl_query(const std::string& job_id, const std::string& node) {
+    return "{job=\"nccl\", job_id=" + logql_string(job_id) + (node.empty() ? "" : ", node=" + logql_string(node)) + "}";
 }
 
 std::string kernel_query(const std::string& node) {

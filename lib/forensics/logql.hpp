@@ -19,7 +19,7 @@ struct NamedQuery {
 };
 
 std::string prolog_epilog_query(const std::string& job_id);
-std::string nccl_query(const std::string& job_id);
+std::string nccl_query(const std::string& job_id, const std::string& node = "");
 std::string kernel_query(const std::string& node);
 std::string slurmd_query(const std::string& node, const std::string& job_id);
 std::string fabric_manager_query(const std::string& node);

@@ -148,7 +148,8 @@ class Bundle(unittest.TestCase):
             self.assertEqual(sorted(m["job"]["nodes"]), ["gpu01", "gpu02"])
             self.assertEqual(m["job"]["basis"], "prolog/epilog records in Loki")
             by_name = {q["name"]: q for q in m["queries"]}
-            self.assertEqual(by_name["NCCL"]["lines"], 12_002)
+            self.assertEqual(by_name["NCCL gpu01"]["lines"], 6_002)
+            self.assertEqual(by_name["NCCL gpu02"]["lines"], 6_000)
             self.assertTrue(all(not q["failed"] and not q["truncated"] for q in m["queries"]))
             for f in m["files"]:
                 with open(os.path.join(top, f["path"]), "rb") as fh:

@@ -11,7 +11,7 @@ Endpoints: POST /loki/api/v1/push (snappy protobuf, JSON, gzip/deflate), GET /lo
 Test controls: POST /-/fault {"mode": "status"|"slow"|"reset"|"none", "status": 500, "body": "...",
 "count": N, "delay": S, "target": "push"|"query", "query_contains": "..."}; GET /-/store (everything stored, exactly); GET /-/stats; POST /-/reset.
 """
-import argparse, bisect, gzip, json, re, sys, threading, time, zlib
+import argparse, bisect, gzip, heapq, itertools, json, re, sys, threading, time, zlib
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlparse, parse_qs
@@ -177,7 +177,10 @@ def parse_query(q):
     q = q.strip()
     if not q.startswith("{"):
         raise PushError(400, "parse error : syntax error: unexpected IDENTIFIER\n")
-    end = q.index("}")
+    end = q.find("}")
+    if end < 0:
+        raise PushError(400, "parse error at line 1, col %d: syntax error: unexpected $end, expecting } or ,\n"
+                        % (len(q) + 1))
     matchers = []
     for part in filter(None, [p for p in re.split(r',(?=(?:[^"]*"[^"]*")*[^"]*$)', q[1:end])]):
         m = SELECTOR.fullmatch(part)
@@ -344,9 +347,9 @@ class Loki:
             raise PushError(status, "\n".join(ingester_errors + rate_limited) +
                             "\ntotal ignored: %d out of %d\n" % (ignored, total))
 
-    def select(self, tenant, query, start, end, limit=None, forward=True):
-        """Entries of matching streams in [start, end); with a limit, at most that many per stream
-        from the start (forward) or the end (backward): enough for the overall first `limit`."""
+    def select_iter(self, tenant, query, start, end, forward=True):
+        """[(labels, iterator of (ts, line, sm))] for the matching streams, each iterator in time
+        order (or reversed) over [start, end): lazy, so a limited query costs what it returns."""
         matchers, pipeline = parse_query(query)
         out = []
         for (t, _), st in self.streams.items():
@@ -354,32 +357,31 @@ class Loki:
                 continue
             if not all(match_value(op, st["labels"].get(n, ""), v) for n, op, v in matchers):
                 continue
-            entries = []
-            order = st["order"]
-            lo, hi = bisect.bisect_left(order, (start, -1)), bisect.bisect_left(order, (end, -1))
-            span = range(lo, hi) if forward else range(hi - 1, lo - 1, -1)
-            for k in span:
-                if limit is not None and len(entries) >= limit:
-                    break
-                ts, line, sm = st["entries"][order[k][1]]
-                ok = True
-                for stage in pipeline:
-                    if stage[0] == "line":
-                        op, s = stage[1], stage[2]
-                        ok = {"|=": s in line, "!=": s not in line,
-                              "|~": re.search(s, line) is not None, "!~": re.search(s, line) is None}[op]
-                    else:
-                        _, name, op, v = stage
-                        ok = match_value(op, sm.get(name, st["labels"].get(name, "")), v)
-                    if not ok:
-                        break
-                if ok:
-                    entries.append((ts, line, sm))
-            if not forward:
-                entries.reverse()
-            if entries:
-                out.append((st["labels"], entries))
+            out.append((st["labels"], self._entries(st, pipeline, start, end, forward)))
         return out
+
+    @staticmethod
+    def _entries(st, pipeline, start, end, forward):
+        order = st["order"]
+        lo, hi = bisect.bisect_left(order, (start, -1)), bisect.bisect_left(order, (end, -1))
+        for k in (range(lo, hi) if forward else range(hi - 1, lo - 1, -1)):
+            ts, line, sm = st["entries"][order[k][1]]
+            ok = True
+            for stage in pipeline:
+                if stage[0] == "line":
+                    op, s = stage[1], stage[2]
+                    ok = {"|=": s in line, "!=": s not in line,
+                          "|~": re.search(s, line) is not None, "!~": re.search(s, line) is None}[op]
+                else:
+                    _, name, op, v = stage
+                    ok = match_value(op, sm.get(name, st["labels"].get(name, "")), v)
+                if not ok:
+                    break
+            if ok:
+                yield ts, line, sm
+
+    def select(self, tenant, query, start, end):
+        return [(labels, list(it)) for labels, it in self.select_iter(tenant, query, start, end)]
 
 
 def parse_time(v, default):
@@ -536,10 +538,12 @@ def make_handler(loki):
                     forward = one("direction", "backward") == "forward"
                     categorize = "categorize-labels" in (self.headers.get("X-Loki-Response-Encoding-Flags") or "")
                     with loki.lock:
-                        found = loki.select(tenant, one("query", ""), start, end, limit, forward)
-                    flat = [(ts, i, line, sm) for i, (_, es) in enumerate(found) for ts, line, sm in es]
-                    flat.sort(key=lambda x: x[0], reverse=not forward)
-                    flat = flat[:limit]
+                        found = loki.select_iter(tenant, one("query", ""), start, end, forward)
+                        # Loki's order: by time across streams; the first `limit` of the merge.
+                        tagged = lambda i, es: ((ts, i, line, sm) for ts, line, sm in es)  # binds i now
+                        merged = heapq.merge(*[tagged(i, es) for i, (_, es) in enumerate(found)],
+                                             key=lambda x: x[0], reverse=not forward)
+                        flat = list(itertools.islice(merged, limit))
                     result = {}
                     for ts, i, line, sm in flat:
                         labels = dict(found[i][0])

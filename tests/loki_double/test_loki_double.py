@@ -104,6 +104,17 @@ class DoubleTest(unittest.TestCase):
         doc = json.loads(self.d.query('{job="kmsg"}')[1])  # backward by default
         self.assertEqual([v[1] for v in doc["data"]["result"][0]["values"]], ["c", "b", "a"])
 
+    def test_query_limit_takes_the_first_entries_across_streams_each_under_its_own_labels(self):
+        t = self.now - 100 * NS
+        self.d.push_json([({"job": "j", "node": "a"}, [[str(t + 2 * i), "a%d" % i] for i in range(5)]),
+                          ({"job": "j", "node": "b"}, [[str(t + 2 * i + 1), "b%d" % i] for i in range(5)])])
+        doc = json.loads(self.d.query('{job="j"}', direction="forward", limit=4)[1])
+        got = sorted((v[0], r["stream"]["node"], v[1]) for r in doc["data"]["result"] for v in r["values"])
+        self.assertEqual([(n, l) for _, n, l in got], [("a", "a0"), ("b", "b0"), ("a", "a1"), ("b", "b1")])
+        doc = json.loads(self.d.query('{job="j"}', direction="backward", limit=3)[1])
+        got = sorted(((v[0], r["stream"]["node"], v[1]) for r in doc["data"]["result"] for v in r["values"]), reverse=True)
+        self.assertEqual([(n, l) for _, n, l in got], [("b", "b4"), ("a", "a4"), ("b", "b3")])
+
     def test_snappy_protobuf_with_structured_metadata(self):
         st, _ = self.d.push_proto([('{job="kmsg", node="n1"}', [(self.now, "NVRM: Xid 79", {"xid": "79"})])])
         self.assertEqual(st, 204)
