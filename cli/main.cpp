@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "common/text.hpp"
 #include "common/time.hpp"
 #include "config/config.hpp"
 #include "events/extractor.hpp"
@@ -241,15 +242,7 @@ int main(int argc, char** argv) {
     }
     // For the manifest: never with credentials (a URL may carry user:password@).
     std::string cmdline;
-    for (int i = 0; i < argc; ++i) {
-        std::string a = argv[i];
-        if (const size_t scheme = a.find("://"); scheme != std::string::npos) {
-            const size_t at = a.find('@', scheme), slash = a.find('/', scheme + 3);
-            if (at != std::string::npos && (slash == std::string::npos || at < slash))
-                a = a.substr(0, scheme + 3) + "<redacted>@" + a.substr(at + 1);
-        }
-        cmdline += (i ? " " : "") + a;
-    }
+    for (int i = 0; i < argc; ++i) cmdline += (i ? " " : "") + redact_url_credentials(argv[i]);
     try {
         if (*bundle)
             return cmd_bundle(f, job, nodes, start, end, margin, lookback, local, nccl_dir, out_dir, parallel, cmdline);

@@ -47,3 +47,9 @@ TEST_CASE("escaping keeps valid UTF-8 and escapes the rest", "[common]") {
     CHECK(logfmt_value("simple") == "simple");
     CHECK(logfmt_value("has space \"q\"") == "\"has space \\\"q\\\"\"");
 }
+
+TEST_CASE("credentials in URLs are redacted, the rest is kept", "[common]") {
+    CHECK(redact_url_credentials("https://ops:s3cret@loki:3100/loki") == "https://<redacted>@loki:3100/loki");
+    CHECK(redact_url_credentials("http://loki:3100/a@b") == "http://loki:3100/a@b");  // '@' in the path
+    CHECK(redact_url_credentials("--tenant") == "--tenant");
+}

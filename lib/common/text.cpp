@@ -134,4 +134,12 @@ std::string logfmt_value(std::string_view v) {
     out += '"';
     return escape_line(out);
 }
+std::string redact_url_credentials(std::string_view s) {
+    const size_t scheme = s.find("://");
+    if (scheme == std::string_view::npos) return std::string(s);
+    const size_t at = s.find('@', scheme + 3), slash = s.find('/', scheme + 3);
+    if (at == std::string_view::npos || (slash != std::string_view::npos && at > slash)) return std::string(s);
+    return std::string(s.substr(0, scheme + 3)) + "<redacted>@" + std::string(s.substr(at + 1));
+}
+
 }  // namespace jobtrail

@@ -47,7 +47,8 @@ bool Client::load_secrets(std::string& err) {
 }
 
 std::string Client::describe() const {
-    return ep_.url + (ep_.tenant.empty() ? "" : " (tenant " + ep_.tenant + ")");
+    // A URL may carry user:password@: never in logs, metrics or bundles.
+    return redact_url_credentials(ep_.url) + (ep_.tenant.empty() ? "" : " (tenant " + ep_.tenant + ")");
 }
 
 std::string Client::url_encode(std::string_view s) {

@@ -182,7 +182,9 @@ class Bundle(unittest.TestCase):
             http("POST", loki.url + "/-/fault",
                  json.dumps({"mode": "status", "status": 500, "body": "rpc error: code = Unavailable\n",
                              "target": "query", "query_contains": "fabric-manager"}).encode())
-            r = self.run_cli("--loki-url", loki.url, "bundle", "4242", "-o", self.out)
+            # Credentials in the URL are used, and never written into the bundle.
+            url = loki.url.replace("http://", "http://ops:s3cret@")
+            r = self.run_cli("--loki-url", url, "bundle", "4242", "-o", self.out)
             self.assertEqual(r.returncode, 3, r.stderr)  # partial
             self.assertIn("partial", r.stderr)
             (archive,) = glob.glob(self.out + "/*.tar.zst")
@@ -193,6 +195,9 @@ class Bundle(unittest.TestCase):
             self.assertEqual(sorted(q["name"] for q in failed), ["fabric manager gpu01", "fabric manager gpu02"])
             self.assertIn("HTTP 500", failed[0]["error"])
             self.assertIn("Xid 79", open(top + "/summary.txt").read())  # the rest is there
+            for root, _, files in os.walk(top):
+                for fn in files:
+                    self.assertNotIn(b"s3cret", open(os.path.join(root, fn), "rb").read(), fn)
         finally:
             loki.close()
 

@@ -13,6 +13,9 @@ start)
     mkdir -p "$D/etc/prolog.d" "$D/etc/epilog.d" "$D/kmsgfs" "$D/bin"
     # kmsg fixture
     if ! mountpoint -q "$D/kmsgfs"; then
+        # A new ring is a new boot for everything that remembers kernel positions, but the boot
+        # id is the machine's: forget the previous lab's positions and spool.
+        rm -rf "$D/state" "$D/spool"
         "$JOBTRAIL_BUILD/tests/fixtures/kmsgfs/kmsgfs" "$D/kmsgfs" --ring-bytes 1048576 >"$D/kmsgfs.log" 2>&1 &
         echo $! > "$D/kmsgfs.pid"
         for _ in $(seq 100); do [ -e "$D/kmsgfs/kmsg" ] && break; sleep 0.05; done
