@@ -196,7 +196,7 @@ int cmd_logql(const Common& f, const std::string& job, const std::string& nodes)
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
     CLI::App app{
         "jobtrail: a Slurm job's kernel, prolog/epilog and NCCL records from Loki.\n"
         "Exit codes: 0 found, 1 not found, 2 usage error, 3 partial result (some queries failed), 4 error."};
@@ -253,4 +253,8 @@ int main(int argc, char** argv) {
         return forensics::kExitError;
     }
     return forensics::kExitUsage;
+} catch (const std::exception& e) {
+    // Nothing escapes as an abort: an operator at 3 a.m. gets a message and an exit code.
+    std::fprintf(stderr, "jobtrail: error: %s\n", e.what());
+    return forensics::kExitError;
 }

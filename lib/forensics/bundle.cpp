@@ -90,8 +90,7 @@ struct QueryRecord {
 
 std::string source_of(const std::string& rel) {
     if (rel.rfind("nccl/", 0) == 0) return "nccl";
-    const std::string base = fs::path(rel).stem().string();
-    return base;
+    return fs::path(rel).stem().string();
 }
 
 std::string node_of(const std::string& rel) {

@@ -14,8 +14,9 @@ start)
     # kmsg fixture
     if ! mountpoint -q "$D/kmsgfs"; then
         # A new ring is a new boot for everything that remembers kernel positions, but the boot
-        # id is the machine's: forget the previous lab's positions and spool.
-        rm -rf "$D/state" "$D/spool"
+        # id is the machine's: forget the previous lab's positions, spool and job logs (Slurm
+        # may hand out the same job ids again).
+        rm -rf "$D/state" "$D/log/prolog" "$D/log/epilog" "$D/nccl"
         "$JOBTRAIL_BUILD/tests/fixtures/kmsgfs/kmsgfs" "$D/kmsgfs" --ring-bytes 1048576 >"$D/kmsgfs.log" 2>&1 &
         echo $! > "$D/kmsgfs.pid"
         for _ in $(seq 100); do [ -e "$D/kmsgfs/kmsg" ] && break; sleep 0.05; done
