@@ -71,6 +71,14 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush) {
         events.clear();
         more |= src->poll(events, pass_bytes_);
         if (final_flush) src->flush_partial(events);
+        metrics_.read += events.size();
+        {
+            std::lock_guard<std::mutex> lk(metrics_.mu);
+            if (const int64_t b = src->backlog_bytes(); b >= 0) metrics_.source_backlog_bytes[src->name()] = b;
+            for (const auto& e : events)
+                metrics_.source_last_read_ns[src->name()] =
+                    std::max(metrics_.source_last_read_ns[src->name()], e.ts_ns);
+        }
         stages_->apply(events);
         for (auto& e : events) {
             if (e.dropped) continue;
@@ -235,7 +243,8 @@ std::string Pipeline::render_metrics() const {
         s += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" + name + " " +
              std::to_string(v) + "\n";
     };
-    counter("jobtrail_shipper_records_read_total", "Lines read from files.", metrics_.read);
+    counter("jobtrail_shipper_records_read_total", "Records read from all sources (before the stages drop any).",
+            metrics_.read);
     counter("jobtrail_shipper_records_spooled_total", "Records made durable in the spool.", metrics_.spooled);
     counter("jobtrail_shipper_records_sent_total", "Records Loki acknowledged.", metrics_.sent);
     counter("jobtrail_shipper_bytes_sent_total", "Line bytes Loki acknowledged.", metrics_.sent_bytes);
@@ -250,7 +259,22 @@ std::string Pipeline::render_metrics() const {
     s += "# HELP jobtrail_shipper_last_success_timestamp_seconds Last acknowledged push.\n# TYPE "
          "jobtrail_shipper_last_success_timestamp_seconds gauge\njobtrail_shipper_last_success_timestamp_seconds " +
          std::to_string(metrics_.last_success_ns / 1'000'000'000) + "\n";
+    const int64_t oldest = metrics_.oldest_pending_ns;
+    s += "# HELP jobtrail_shipper_spool_oldest_age_seconds Age of the oldest record Loki has not acknowledged (0: "
+         "none).\n# TYPE jobtrail_shipper_spool_oldest_age_seconds gauge\njobtrail_shipper_spool_oldest_age_seconds " +
+         std::to_string(oldest && spool_.pending_bytes() ? std::max<int64_t>(0, realtime_ns() - oldest) / 1'000'000'000
+                                                         : 0) +
+         "\n";
     std::lock_guard<std::mutex> lk(metrics_.mu);
+    s += "# HELP jobtrail_shipper_source_backlog_bytes Bytes written to a source and not read yet.\n# TYPE "
+         "jobtrail_shipper_source_backlog_bytes gauge\n";
+    for (const auto& [src, b] : metrics_.source_backlog_bytes)
+        s += "jobtrail_shipper_source_backlog_bytes{source=\"" + src + "\"} " + std::to_string(b) + "\n";
+    s += "# HELP jobtrail_shipper_source_last_read_timestamp_seconds Timestamp of the newest record read, per "
+         "source.\n# TYPE jobtrail_shipper_source_last_read_timestamp_seconds gauge\n";
+    for (const auto& [src, ts] : metrics_.source_last_read_ns)
+        s += "jobtrail_shipper_source_last_read_timestamp_seconds{source=\"" + src + "\"} " +
+             std::to_string(ts / 1'000'000'000) + "\n";
     s += "# HELP jobtrail_shipper_dropped_total Records dropped, by reason.\n# TYPE jobtrail_shipper_dropped_total "
          "counter\n";
     for (const auto& [r, n] : metrics_.dropped)

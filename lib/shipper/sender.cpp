@@ -117,8 +117,13 @@ bool Sender::deliver(const std::vector<const spool::Record*>& recs, size_t from,
 
 bool Sender::send_batch(const std::atomic<bool>& stop) {
     spool::Position end;
-    if (spool_.read(batch_, 100'000, cfg_.batch_max_bytes, end) == 0) return false;
+    if (spool_.read(batch_, 100'000, cfg_.batch_max_bytes, end) == 0) {
+        m_.oldest_pending_ns = 0;
+        return false;
+    }
     busy_ = true;
+    // Batches start at the acknowledged position: the first record is the oldest waiting.
+    m_.oldest_pending_ns = batch_.front().ts_ns;
     // Entries Loki would reject as too old forever are dropped, counted, instead of retried.
     const int64_t oldest = realtime_ns() - cfg_.max_age_ms * 1'000'000;
     std::vector<const spool::Record*> keep;

@@ -24,7 +24,7 @@ def http(method, url, body=None):
 
 
 class Env:
-    def __init__(self, loki_args=(), shipper_yaml="", scheme="http", loki_extra=""):
+    def __init__(self, loki_args=(), shipper_yaml="", scheme="http", loki_extra="", metrics="127.0.0.1:0"):
         self.dir = tempfile.mkdtemp(prefix="jobtrail-e2e-")
         os.makedirs(self.dir + "/logs")
         os.makedirs(self.dir + "/mnt")
@@ -52,13 +52,13 @@ shipper:
   loki: {url: "%(url)s", timeout: 2s%(loki_extra)s}
   batch: {max_bytes: 256KiB, max_wait: 200ms}
   retry: {min_backoff: 50ms, max_backoff: 500ms}
-  metrics: "127.0.0.1:0"
+  metrics: "%(metrics)s"
   sources:
     files:
       - {name: app, paths: ["%(d)s/logs/*.log"], job: app}
     journald: {units: [slurmd.service], directory: "%(d)s/journal"}
 %(extra)s
-""" % {"d": self.dir, "url": self.url, "extra": shipper_yaml, "loki_extra": loki_extra})
+""" % {"d": self.dir, "url": self.url, "extra": shipper_yaml, "loki_extra": loki_extra, "metrics": metrics})
         self.proc = None
 
     def kmsg(self, lines):
@@ -241,6 +241,56 @@ class LokiAnswers(unittest.TestCase):
                 env.close()
         finally:
             shutil.rmtree(certs, ignore_errors=True)
+
+    def test_metrics_tell_an_operator_what_the_shipper_is_doing(self):
+        import socket
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        env = Env(metrics="127.0.0.1:%d" % port)
+
+        def scrape():
+            for _ in range(100):
+                try:
+                    st, body = http("GET", "http://127.0.0.1:%d/metrics" % port)
+                    return {l.rsplit(" ", 1)[0]: float(l.rsplit(" ", 1)[1]) for l in body.splitlines()
+                            if l and not l.startswith("#")}
+                except OSError:
+                    time.sleep(0.1)
+            self.fail("no /metrics")
+
+        def wait_for(pred):
+            for _ in range(150):
+                m = scrape()
+                if pred(m):
+                    return m
+                time.sleep(0.1)
+            self.fail("metrics never got there: %s" % m)
+
+        try:
+            with open(env.dir + "/logs/app.log", "w") as f:
+                f.write("".join("line %d\n" % i for i in range(500)) + "\n\n")
+            env.kmsg(["hello kernel"])
+            env.start()
+            m = wait_for(lambda m: m.get("jobtrail_shipper_records_sent_total", 0) >= 501)
+            self.assertEqual(m["jobtrail_shipper_records_read_total"], 503)  # 500 + 2 blank + 1 kernel
+            self.assertEqual(m['jobtrail_shipper_dropped_total{reason="blank"}'], 2)
+            self.assertEqual(m['jobtrail_shipper_source_backlog_bytes{source="app"}'], 0)
+            self.assertGreater(m["jobtrail_shipper_last_success_timestamp_seconds"], time.time() - 60)
+            # Loki refuses: the spool fills, the oldest record ages, retries count up.
+            env.fault(mode="status", status=503, body="at least 1 live replicas required\n")
+            with open(env.dir + "/logs/app.log", "a") as f:
+                f.write("".join("later %d\n" % i for i in range(100)))
+            m = wait_for(lambda m: m["jobtrail_shipper_spool_oldest_age_seconds"] >= 2)
+            self.assertGreater(m["jobtrail_shipper_spool_bytes"], 0)
+            self.assertGreater(m["jobtrail_shipper_retries_total"], 0)
+            env.fault(mode="none")
+            m = wait_for(lambda m: m["jobtrail_shipper_spool_bytes"] == 0)
+            self.assertEqual(m["jobtrail_shipper_spool_oldest_age_seconds"], 0)
+            self.assertEqual(m["jobtrail_shipper_records_sent_total"], 601)
+        finally:
+            env.close()
 
     def test_spool_full_pauses_sources_and_loses_nothing(self):
         env = Env(shipper_yaml="  spool: {max_size: 9MiB}")

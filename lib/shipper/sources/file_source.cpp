@@ -300,7 +300,6 @@ void FileSource::read_file(Tracked& t, std::vector<Event>& out, size_t& budget) 
                 t.emitted_off += t.partial.size() + 1;
                 t.partial.clear();
             }
-            m_.read++;
             data.remove_prefix(nl + 1);
         }
     }
@@ -315,12 +314,14 @@ void FileSource::read_file(Tracked& t, std::vector<Event>& out, size_t& budget) 
 bool FileSource::poll(std::vector<Event>& out, size_t max_bytes) {
     scan();
     size_t budget = max_bytes;
+    backlog_ = 0;
     for (auto it = files_.begin(); it != files_.end();) {
         Tracked& t = it->second;
         read_file(t, out, budget);
         // Gone from the globs (renamed away or deleted) and read to its end: done with it.
         struct stat st {};
         const bool at_end = ::fstat(t.fd.get(), &st) == 0 && t.read_off >= static_cast<uint64_t>(st.st_size);
+        if (!at_end && st.st_size > 0) backlog_ += static_cast<int64_t>(static_cast<uint64_t>(st.st_size) - t.read_off);
         if (!t.seen && at_end && t.partial.empty()) {
             it = files_.erase(it);
         } else {

@@ -26,6 +26,7 @@ public:
     nlohmann::json checkpoint() const override;
     void restore(const nlohmann::json& state) override;
     void flush_partial(std::vector<Event>& out) override;
+    int64_t backlog_bytes() const override { return backlog_; }
 
     // Text of a file's line turned into a Loki line (exposed for tests).
     static std::string sanitize(std::string_view bytes);
@@ -65,6 +66,7 @@ private:
     std::map<std::string, std::pair<std::string, uint64_t>> saved_;  // dev:ino -> (fingerprint, offset)
     std::map<std::string, std::string> saved_paths_;                 // dev:ino -> path when saved
     bool first_scan_ = true;
+    int64_t backlog_ = 0;
 };
 
 }  // namespace jobtrail::shipper

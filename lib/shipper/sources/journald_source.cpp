@@ -125,7 +125,6 @@ bool JournaldSource::poll(std::vector<Event>& out, size_t max_bytes) {
         e.line = escape_line(utf8_prefix(msg, max_line_));
         if (const auto pid = field(j_, "_PID", 4); !pid.empty()) e.metadata.emplace_back("pid", std::string(pid));
         bytes += e.line.size() + 64;
-        m_.read++;
         out.push_back(std::move(e));
     }
     if (read_any && j_) {

@@ -23,6 +23,8 @@ public:
     virtual void restore(const nlohmann::json& state) = 0;
     // Emits lines held back (a last line without newline) as they are: for --once and shutdown.
     virtual void flush_partial(std::vector<Event>&) {}
+    // Bytes written to the source but not read yet, as of the last poll; -1 if unknowable.
+    virtual int64_t backlog_bytes() const { return -1; }
 };
 
 }  // namespace jobtrail::shipper
