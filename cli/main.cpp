@@ -12,6 +12,7 @@
 #include "common/time.hpp"
 #include "config/config.hpp"
 #include "events/extractor.hpp"
+#include "events/xid_catalogue.hpp"
 #include "forensics/bundle.hpp"
 #include "forensics/logql.hpp"
 #include "jobtrail/version.hpp"
@@ -118,6 +119,28 @@ int cmd_bundle(const Common& f, const std::string& job, const std::string& nodes
     }
     if (!r.error.empty()) std::fprintf(stderr, "jobtrail: %s\n", r.error.c_str());
     return r.exit_code;
+}
+
+// NVIDIA's Xid catalogue as jobtrail knows it: what the alert rules and the summaries use.
+int cmd_xid_catalogue(const Common& f) {
+    if (f.json) {
+        nlohmann::json out = nlohmann::json::array();
+        for (const auto& x : events::xid_catalogue())
+            out.push_back({{"xid", x.code},
+                           {"mnemonic", x.mnemonic},
+                           {"meaning", x.meaning},
+                           {"severity", events::severity_name(x.severity)},
+                           {"nvidia_action", x.immediate},
+                           {"action", x.action}});
+        std::printf("%s\n", out.dump(2).c_str());
+        return forensics::kExitOk;
+    }
+    std::printf("%5s  %-8s %-18s %s\n", "XID", "SEVERITY", "NVIDIA ACTION", "MEANING -> ACTION");
+    for (const auto& x : events::xid_catalogue())
+        std::printf("%5d  %-8s %-18s %s\n%35s-> %s\n", x.code, std::string(events::severity_name(x.severity)).c_str(),
+                    std::string(x.immediate).c_str(), std::string(x.meaning).c_str(), "",
+                    std::string(x.action).c_str());
+    return forensics::kExitOk;
 }
 
 int cmd_xid(const Common& f, const std::string& since, const std::string& nodes) {
@@ -228,6 +251,8 @@ int main(int argc, char** argv) try {
     auto* xid = app.add_subcommand("xid", "Xid events across the fleet, node by node, with meaning and action");
     xid->add_option("--since", since, "how far back")->capture_default_str();
     xid->add_option("--nodes", xnodes, "comma-separated nodes (default: all)");
+    bool catalogue = false;
+    xid->add_flag("--catalogue", catalogue, "print the Xid catalogue (meaning, severity, action) instead; no Loki");
 
     std::string qjob, qnodes;
     auto* logql = app.add_subcommand("logql", "print a job's LogQL queries, ready for Grafana");
@@ -246,7 +271,7 @@ int main(int argc, char** argv) try {
     try {
         if (*bundle)
             return cmd_bundle(f, job, nodes, start, end, margin, lookback, local, nccl_dir, out_dir, parallel, cmdline);
-        if (*xid) return cmd_xid(f, since, xnodes);
+        if (*xid) return catalogue ? cmd_xid_catalogue(f) : cmd_xid(f, since, xnodes);
         if (*logql) return cmd_logql(f, qjob, qnodes);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "jobtrail: error: %s\n", e.what());

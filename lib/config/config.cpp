@@ -119,7 +119,8 @@ void parse_collector(Parser& p, const YAML::Node& n, CollectorConfig& c) {
 void parse_shipper(Parser& p, const YAML::Node& n, ShipperConfig& c) {
     const std::string w = "shipper";
     if (!p.check_map(n, w,
-                     {"loki", "spool", "batch", "retry", "max_age", "max_line_bytes", "metrics", "sources", "stages"}))
+                     {"loki", "spool", "batch", "retry", "max_age", "max_line_bytes", "metrics", "heartbeat", "sources",
+                      "stages"}))
         return;
     if (const YAML::Node l = n["loki"]) {
         const std::string lw = w + ".loki";
@@ -157,6 +158,7 @@ void parse_shipper(Parser& p, const YAML::Node& n, ShipperConfig& c) {
     p.duration(n, w, "max_age", c.max_age_ms);
     p.size(n, w, "max_line_bytes", c.max_line_bytes);
     p.string(n, w, "metrics", c.metrics_listen);
+    p.duration(n, w, "heartbeat", c.heartbeat_ms);
     if (const YAML::Node src = n["sources"]; src && p.check_map(src, w + ".sources", {"kmsg", "files", "journald"})) {
         p.boolean(src, w + ".sources", "kmsg", c.kmsg);
         const std::string jw = w + ".sources.journald";

@@ -49,6 +49,7 @@ struct ShipperConfig {
     int64_t max_age_ms = 7LL * 86'400'000;   // Loki's reject_old_samples_max_age
     uint64_t max_line_bytes = 256ULL << 10;  // Loki's max_line_size
     std::string metrics_listen = "127.0.0.1:9480";
+    int64_t heartbeat_ms = 300'000;  // {job="jobtrail-shipper"} heartbeat; 0: none
     // Sources
     bool kmsg = true;
     std::vector<FileSourceConfig> files;

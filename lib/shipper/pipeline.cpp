@@ -15,6 +15,7 @@
 #include "shipper/sources/file_source.hpp"
 #include "shipper/sources/journald_source.hpp"
 #include "shipper/sources/kmsg_source.hpp"
+#include "shipper/sources/self_source.hpp"
 
 namespace jobtrail::shipper {
 namespace {
@@ -39,6 +40,8 @@ Pipeline::~Pipeline() = default;
 
 void Pipeline::log(const std::string& msg) const {
     std::fprintf(stderr, "jobtrail-shipper: %s\n", msg.c_str());
+    // Warnings and errors also go to Loki, beside the logs they concern.
+    if (self_ && (msg.rfind("warning", 0) == 0 || msg.rfind("error", 0) == 0)) self_->note(msg);
 }
 
 bool Pipeline::can_defer_commit() const {
@@ -136,6 +139,9 @@ int Pipeline::run(const RunOptions& opts, const std::atomic<bool>& stop) {
     if (sc.kmsg) sources_.push_back(std::make_unique<KmsgSource>(cfg_.collector.kmsg_path, clock_, node_, metrics_));
     for (const auto& f : sc.files)
         sources_.push_back(std::make_unique<FileSource>(f, node_, sc.max_line_bytes, metrics_));
+    auto self = std::make_unique<SelfSource>(node_, metrics_, sc.heartbeat_ms);
+    self_ = self.get();
+    sources_.push_back(std::move(self));
     if (sc.journald.enabled) {
         if (JournaldSource::available())
             sources_.push_back(std::make_unique<JournaldSource>(sc.journald, node_, sc.max_line_bytes, metrics_));

@@ -15,6 +15,8 @@
 
 namespace jobtrail::shipper {
 
+class SelfSource;
+
 struct RunOptions {
     bool once = false;  // ship what is readable now, wait for Loki's acknowledgement, exit
     int64_t once_timeout_ms = 120'000;
@@ -42,6 +44,7 @@ private:
     mutable Metrics metrics_;
     kmsg::BootClock clock_;
     std::vector<std::unique_ptr<Source>> sources_;
+    SelfSource* self_ = nullptr;  // one of sources_: the shipper's own stream
     std::unique_ptr<Stages> stages_;
     spool::Spool spool_;
     bool spool_full_logged_ = false;

@@ -1,0 +1,63 @@
+#include "shipper/sources/self_source.hpp"
+
+#include "common/time.hpp"
+#include "jobtrail/version.hpp"
+
+namespace jobtrail::shipper {
+
+SelfSource::SelfSource(NodeInfo node, const Metrics& m, int64_t interval_ms)
+    : origin_(make_origin({{"cluster", node.cluster},
+                           {"node", node.node},
+                           {"job", "jobtrail-shipper"},
+                           {"service_name", "jobtrail-shipper"}})),
+      m_(m),
+      interval_ns_(interval_ms * 1'000'000) {}
+
+void SelfSource::note(const std::string& line) {
+    // Loki refusing one of these lines must not produce another one about it, forever.
+    if (line.find("job=\"jobtrail-shipper\"") != std::string::npos) return;
+    const int64_t now = realtime_ns();
+    std::lock_guard<std::mutex> lk(mu_);
+    // At most 10 a minute: an outage is worth a few lines, not one per retry.
+    if (now - window_start_ns_ > 60'000'000'000) {
+        window_start_ns_ = now;
+        in_window_ = 0;
+    }
+    if (notes_.size() >= 100 || ++in_window_ > 10) {
+        ++notes_dropped_;
+        return;
+    }
+    notes_.emplace_back(now, line);
+}
+
+bool SelfSource::poll(std::vector<Event>& out, size_t) {
+    const int64_t now = realtime_ns();
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        for (auto& [ts, line] : notes_) out.push_back({ts, origin_, std::move(line), {}, false});
+        notes_.clear();
+        if (notes_dropped_) {
+            out.push_back(
+                {now,
+                 origin_,
+                 "warning: " + std::to_string(notes_dropped_) + " notices not shipped (more than 10 a minute)",
+                 {},
+                 false});
+            notes_dropped_ = 0;
+        }
+    }
+    if (interval_ns_ > 0 && now >= next_ns_) {
+        next_ns_ = now + interval_ns_;
+        out.push_back({now,
+                       origin_,
+                       "heartbeat version=" + std::string(kVersion) + " read=" + std::to_string(m_.read.load()) +
+                           " sent=" + std::to_string(m_.sent.load()) + " retries=" + std::to_string(m_.retries.load()) +
+                           " spool_full=" + std::to_string(m_.spool_full.load()) +
+                           " kmsg_lost=" + std::to_string(m_.kmsg_lost.load()),
+                       {},
+                       false});
+    }
+    return false;
+}
+
+}  // namespace jobtrail::shipper
