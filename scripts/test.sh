@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README.md, .ci/run): installs dependencies, builds everything under
 # AddressSanitizer + UndefinedBehaviorSanitizer, runs the fuzzers for a bounded time, then
-# the whole CTest suite (unit tests and the real-Slurm integration tests).
+# the whole CTest suite (unit tests and the real-Slurm integration tests), then builds the Debian
+# packages, installs them and runs the integration tests again against what they installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
@@ -28,3 +29,16 @@ cmake --build build-asan -j"$JOBS"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 ctest --test-dir build-asan --output-on-failure -j"$JOBS"
+
+# The Debian packages, as operators install them: built without sanitizers, installed with dpkg,
+# then the real-Slurm integration tests again against the installed paths (not the build tree)
+# and the deliverables test with the packages' file lists.
+cmake -S . -B build-pkg -DCMAKE_BUILD_TYPE=RelWithDebInfo -DJOBTRAIL_TESTS=OFF >/dev/null
+cmake --build build-pkg -j"$JOBS"
+rm -f build-pkg/*.deb
+(cd build-pkg && cpack -G DEB >/dev/null)
+for d in build-pkg/*.deb; do echo "package: $d"; dpkg-deb -f "$d" Package Version Depends; done
+DEBIAN_FRONTEND=noninteractive dpkg -i build-pkg/jobtrail-node_*.deb build-pkg/jobtrail-cli_*.deb
+JT_INSTALLED=1 JOBTRAIL_DEBS=$PWD/build-pkg \
+  ctest --test-dir build-asan --output-on-failure -L integration
+JOBTRAIL_DEBS=$PWD/build-pkg ctest --test-dir build-asan --output-on-failure -R deliverables

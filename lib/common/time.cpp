@@ -77,7 +77,7 @@ std::optional<int64_t> parse_rfc3339_ns(std::string_view s) {
             return std::nullopt;
         }
         if (oh > 23 || om > 59) return std::nullopt;
-        offset_s = (s[sign] == '+' ? 1 : -1) * (oh * 3600 + om * 60);
+        offset_s = (s[sign] == '+' ? 1 : -1) * (int64_t{oh} * 3600 + int64_t{om} * 60);
         s = s.substr(0, sign);
     }
     int y = 0, mo = 0, d = 0, h = 0, mi = 0, se = 0;
@@ -101,7 +101,8 @@ std::optional<int64_t> parse_rfc3339_ns(std::string_view s) {
     const unsigned doy = (153 * static_cast<unsigned>(mo + (mo > 2 ? -3 : 9)) + 2) / 5 + static_cast<unsigned>(d) - 1;
     const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     const int64_t days = static_cast<int64_t>(era) * 146097 + static_cast<int64_t>(doe) - 719468;
-    const int64_t secs = days * 86400 + h * 3600 + mi * 60 + se - offset_s;  // local minus offset is UTC
+    const int64_t secs =
+        days * 86400 + int64_t{h} * 3600 + int64_t{mi} * 60 + se - offset_s;  // local minus offset is UTC
     return secs * 1'000'000'000 + frac;
 }
 

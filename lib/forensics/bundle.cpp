@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -179,9 +180,9 @@ struct Window {
 };
 
 bool window_from_slurm(const BundleOptions& o, Window& w) {
-    const std::string sacct = o.sacct.find('/') == std::string::npos
-                                  ? process::find_in_path(o.sacct, getenv("PATH") ? getenv("PATH") : "")
-                                  : o.sacct;
+    const char* env_path = std::getenv("PATH");
+    const std::string path = env_path ? env_path : "/usr/bin:/bin";
+    const std::string sacct = o.sacct.find('/') == std::string::npos ? process::find_in_path(o.sacct, path) : o.sacct;
     if (sacct.empty()) return false;
     process::RunOptions ro;
     ro.timeout_ms = 15'000;
@@ -199,7 +200,7 @@ bool window_from_slurm(const BundleOptions& o, Window& w) {
     const std::string nodelist = out.substr(b + 1);
     if (start <= 0 || nodelist.empty() || nodelist == "None assigned") return false;
     if (end <= 0) end = realtime_ns() / 1'000'000'000;  // still running
-    const std::string scontrol = process::find_in_path(o.scontrol, getenv("PATH") ? getenv("PATH") : "");
+    const std::string scontrol = process::find_in_path(o.scontrol, path);
     std::vector<std::string> nodes;
     if (!scontrol.empty()) {
         process::run({scontrol, "show", "hostnames", nodelist}, ro,

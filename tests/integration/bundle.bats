@@ -31,7 +31,7 @@ wait_in_loki() {
     wait_in_loki "{job=\"nccl\", job_id=\"$id\"} |= \"NCCL WARN\"" 2
     out=$D/bundles-$id
     mkdir -p "$out"
-    run "$JOBTRAIL_BUILD/cli/jobtrail" --config "$D/etc/jobtrail.yaml" bundle "$id" -o "$out"
+    run "$JT_CLI" --config "$D/etc/jobtrail.yaml" bundle "$id" -o "$out"
     echo "$output"
     [ "$status" -eq 0 ]
     archive=$(ls "$out"/lab-job"$id"-*.tar.zst)
@@ -48,7 +48,7 @@ wait_in_loki() {
     /usr/bin/python3 -c "import json,sys; m=json.load(open('$top/manifest.json')); assert m['complete'] and m['job']['nodes']==['$NODE'], m"
     # The same job from this node's files alone, as when Loki is down.
     mkdir -p "$out/local"
-    run "$JOBTRAIL_BUILD/cli/jobtrail" --config "$D/etc/jobtrail.yaml" bundle "$id" --local --nccl-dir "$D/nccl" -o "$out/local"
+    run "$JT_CLI" --config "$D/etc/jobtrail.yaml" bundle "$id" --local --nccl-dir "$D/nccl" -o "$out/local"
     [ "$status" -eq 0 ]
     [[ "$output" == *"Xid 79"* ]]
     [[ "$output" == *"NCCL WARN"* ]]

@@ -4,6 +4,22 @@ export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 [ -s "$D/env.sh" ] && source "$D/env.sh"
 NODE=$(hostname -s)
 
+# What runs in the lab: the build tree, or with JT_INSTALLED=1 the paths the Debian packages
+# install (CI installs them and runs the same tests). The kmsg fixture is always the build's.
+if [ -n "${JT_INSTALLED:-}" ]; then
+    JT_PROLOG=/usr/sbin/jobtrail-prolog
+    JT_EPILOG=/usr/sbin/jobtrail-epilog
+    JT_SHIPPER=/usr/sbin/jobtrail-shipper
+    JT_CLI=/usr/bin/jobtrail
+    JT_PLUGIN=/usr/lib/$(gcc -print-multiarch)/slurm-wlm/spank_jobtrail.so
+else
+    JT_PROLOG=$JOBTRAIL_BUILD/prolog/jobtrail-prolog
+    JT_EPILOG=$JOBTRAIL_BUILD/epilog/jobtrail-epilog
+    JT_SHIPPER=$JOBTRAIL_BUILD/shipper/jobtrail-shipper
+    JT_CLI=$JOBTRAIL_BUILD/cli/jobtrail
+    JT_PLUGIN=$JOBTRAIL_BUILD/spank/spank_jobtrail.so
+fi
+
 # The collectors' config for the tests; arguments override pieces (see the variables).
 jt_write_config() {
     local log_dir=${JT_LOG_DIR:-$D/log}
@@ -53,7 +69,7 @@ loki_query() {
 # The SPANK plugin's plugstack line (srun/sbatch/slurmstepd re-read it at every launch).
 jt_write_plugstack() {
     mkdir -p "$D/etc/plugstack.conf.d"
-    echo "optional $JOBTRAIL_BUILD/spank/spank_jobtrail.so nccl_dir=$D/nccl run_dir=$D/run-jobtrail ${JT_PLUGSTACK_EXTRA:-}" \
+    echo "optional $JT_PLUGIN nccl_dir=$D/nccl run_dir=$D/run-jobtrail ${JT_PLUGSTACK_EXTRA:-}" \
         > "$D/etc/plugstack.conf.d/jobtrail.conf"
 }
 

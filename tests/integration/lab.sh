@@ -32,11 +32,9 @@ start)
     mkdir -p "$D/jobs" && chmod 1777 "$D/jobs"
     jt_write_plugstack
     # The collectors as slurmd runs them: no arguments, so a two-line wrapper names the config.
-    for phase in prolog epilog; do
-        printf '#!/bin/sh\nexec %s/%s/jobtrail-%s --config %s/etc/jobtrail.yaml\n' \
-            "$JOBTRAIL_BUILD" "$phase" "$phase" "$D" > "$D/etc/jobtrail-$phase.sh"
-        chmod +x "$D/etc/jobtrail-$phase.sh"
-    done
+    printf '#!/bin/sh\nexec %s --config %s/etc/jobtrail.yaml\n' "$JT_PROLOG" "$D" > "$D/etc/jobtrail-prolog.sh"
+    printf '#!/bin/sh\nexec %s --config %s/etc/jobtrail.yaml\n' "$JT_EPILOG" "$D" > "$D/etc/jobtrail-epilog.sh"
+    chmod +x "$D/etc/jobtrail-prolog.sh" "$D/etc/jobtrail-epilog.sh"
     SLURM_LAB_PROLOG="$D/etc/jobtrail-prolog.sh" SLURM_LAB_EPILOG="$D/etc/jobtrail-epilog.sh" \
         SLURM_LAB_REWRITE=1 "$JOBTRAIL_SOURCE/scripts/slurm-lab.sh" start "$D"
     # Loki: the one in LOKI_URL, else the test double; and the node's shipper, as a daemon.
@@ -52,7 +50,7 @@ start)
     fi
     jt_write_config
     if ! { [ -s "$D/shipper.pid" ] && kill -0 "$(cat "$D/shipper.pid")" 2>/dev/null; }; then
-        setsid "$JOBTRAIL_BUILD/shipper/jobtrail-shipper" --config "$D/etc/jobtrail.yaml" \
+        setsid "$JT_SHIPPER" --config "$D/etc/jobtrail.yaml" \
             >"$D/log/shipper.log" 2>&1 < /dev/null &
         echo $! > "$D/shipper.pid"
     fi

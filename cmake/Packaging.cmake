@@ -1,0 +1,48 @@
+# Debian packages (cpack -G DEB): jobtrail-node for compute and login nodes, jobtrail-cli for
+# operators' machines, with the Loki and Grafana provisioning files under /usr/share/jobtrail.
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+install(FILES etc/jobtrail.yaml DESTINATION /etc/jobtrail COMPONENT node)
+install(FILES etc/slurm/plugstack.conf.d/jobtrail.conf DESTINATION /etc/slurm/plugstack.conf.d COMPONENT node)
+install(FILES etc/logrotate.d/jobtrail DESTINATION /etc/logrotate.d COMPONENT node)
+install(FILES etc/tmpfiles.d/jobtrail.conf DESTINATION lib/tmpfiles.d COMPONENT node)
+install(FILES etc/systemd/jobtrail-shipper.service DESTINATION lib/systemd/system COMPONENT node)
+install(FILES etc/slurm/slurm.conf.jobtrail docs/job-log-format.md README.md DESTINATION share/doc/jobtrail-node
+        COMPONENT node)
+install(DIRECTORY etc/loki etc/grafana DESTINATION share/jobtrail COMPONENT cli)
+install(FILES README.md DESTINATION share/doc/jobtrail-cli COMPONENT cli)
+
+# The plugin must match the Slurm it was built against: depend on exactly that libslurm.
+execute_process(COMMAND dpkg-query -W -f=\${Version} libslurm-dev OUTPUT_VARIABLE SLURM_DEB_VERSION
+                RESULT_VARIABLE SLURM_DEB_RC ERROR_QUIET)
+execute_process(COMMAND sh -c "dpkg-query -W -f='\${Package}\\n' 'libslurm[0-9]*' | grep -v dev | head -1"
+                OUTPUT_VARIABLE SLURM_LIB_PACKAGE OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME jobtrail)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_CONTACT "jobtrail maintainers <jobtrail@localhost>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "Slurm job forensics for GPU clusters: kernel, prolog/epilog and NCCL logs in Loki")
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+set(CPACK_COMPONENTS_ALL node cli)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SECTION admin)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS OFF)
+
+set(CPACK_DEBIAN_NODE_PACKAGE_NAME jobtrail-node)
+set(CPACK_COMPONENT_NODE_DESCRIPTION
+    "jobtrail for Slurm nodes: SPANK plugin (NCCL debug policy, --trace-capture), prolog/epilog collectors, log shipper to Loki")
+if(SLURM_DEB_RC EQUAL 0 AND SLURM_LIB_PACKAGE)
+  set(CPACK_DEBIAN_NODE_PACKAGE_DEPENDS "${SLURM_LIB_PACKAGE} (= ${SLURM_DEB_VERSION})")
+  message(STATUS "jobtrail-node will depend on ${SLURM_LIB_PACKAGE} (= ${SLURM_DEB_VERSION})")
+endif()
+set(CPACK_DEBIAN_NODE_PACKAGE_RECOMMENDS "logrotate")
+set(CPACK_DEBIAN_NODE_PACKAGE_CONTROL_EXTRA
+    ${PROJECT_SOURCE_DIR}/packaging/debian/node/conffiles ${PROJECT_SOURCE_DIR}/packaging/debian/node/postinst
+    ${PROJECT_SOURCE_DIR}/packaging/debian/node/prerm ${PROJECT_SOURCE_DIR}/packaging/debian/node/postrm)
+set(CPACK_DEBIAN_NODE_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+
+set(CPACK_DEBIAN_CLI_PACKAGE_NAME jobtrail-cli)
+set(CPACK_COMPONENT_CLI_DESCRIPTION
+    "jobtrail admin CLI: a Slurm job's forensic bundle from Loki; Loki rules and Grafana dashboard")
+include(CPack)
