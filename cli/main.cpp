@@ -27,18 +27,8 @@ struct Common {
 };
 
 loki::Endpoint endpoint(const config::Config& c, const Common& f) {
-    loki::Endpoint e;
-    const auto& s = c.shipper;
-    if (!s.loki_url.empty()) e.url = s.loki_url;
-    e.tenant = s.tenant;
-    e.basic_user = s.basic_user;
-    e.basic_password_file = s.basic_password_file;
-    e.bearer_token_file = s.bearer_token_file;
-    e.ca_file = s.ca_file;
-    e.cert_file = s.cert_file;
-    e.key_file = s.key_file;
-    e.tls_verify = s.tls_verify;
-    e.timeout_ms = std::max<int64_t>(s.timeout_ms, 30'000);
+    loki::Endpoint e = loki::endpoint_from_config(c.shipper);
+    e.timeout_ms = std::max<int64_t>(e.timeout_ms, 30'000);  // queries take longer than pushes
     if (!f.loki_url.empty()) e.url = f.loki_url;
     if (!f.tenant.empty()) e.tenant = f.tenant;
     return e;
@@ -78,8 +68,10 @@ int cmd_bundle(const Common& f, const std::string& job, const std::string& nodes
     forensics::BundleOptions o;
     o.job_id = job;
     o.nodes = split_nodes(nodes);
+    // Flags left out take the site's defaults from the config's cli section.
     const auto s = parse_when(start), e = parse_when(end);
-    const auto m = parse_duration_ms(margin), lb = parse_duration_ms(lookback);
+    const auto m = margin.empty() ? c.cli.margin_ms : parse_duration_ms(margin);
+    const auto lb = lookback.empty() ? c.cli.lookback_ms : parse_duration_ms(lookback);
     if (!s || !e || !m || !lb) {
         std::fprintf(stderr,
                      "jobtrail: --start/--end take RFC 3339 times or durations ago (2h); --margin and "
@@ -100,10 +92,10 @@ int cmd_bundle(const Common& f, const std::string& job, const std::string& nodes
     o.local = local;
     o.log_dir = c.collector.log_dir;
     o.nccl_dir = nccl_dir;
-    o.out_dir = out_dir;
+    o.out_dir = out_dir.empty() ? c.cli.output_dir : out_dir;
     o.cluster = c.cluster.empty() ? "default" : c.cluster;
     o.endpoint = endpoint(c, f);
-    o.parallel = parallel;
+    o.parallel = parallel > 0 ? parallel : c.cli.parallel;
     o.command_line = cmdline;
     o.progress = ::isatty(2);
     const auto r = forensics::make_bundle(o);
@@ -232,20 +224,20 @@ int main(int argc, char** argv) try {
     app.add_option("--tenant", f.tenant, "X-Scope-OrgID (default shipper.loki.tenant)");
     app.add_flag("--json", f.json, "machine-readable output");
 
-    std::string job, nodes, start, end, margin = "10m", lookback = "7d", out_dir = ".", nccl_dir;
+    std::string job, nodes, start, end, margin, lookback, out_dir, nccl_dir;
     bool local = false;
-    int parallel = 4;
+    int parallel = 0;
     auto* bundle = app.add_subcommand("bundle", "gather everything about a job into <cluster>-job<id>-<time>.tar.zst");
     bundle->add_option("jobid", job, "Slurm job id")->required();
     bundle->add_option("--nodes", nodes, "comma-separated nodes (default: from the job's prolog/epilog records)");
     bundle->add_option("--start", start, "window start, RFC 3339 or a duration ago (default: from the records)");
     bundle->add_option("--end", end, "window end (default: from the records)");
-    bundle->add_option("--margin", margin, "kernel context before and after the job")->capture_default_str();
-    bundle->add_option("--lookback", lookback, "how far back to look for the job")->capture_default_str();
+    bundle->add_option("--margin", margin, "kernel context before and after the job (default cli.margin, 10m)");
+    bundle->add_option("--lookback", lookback, "how far back to look for the job (default cli.lookback, 7d)");
     bundle->add_flag("--local", local, "from this node's files, without Loki");
     bundle->add_option("--nccl-dir", nccl_dir, "with --local: the plugin's nccl_dir (default <log_dir>/nccl)");
-    bundle->add_option("-o,--output-dir", out_dir, "where the bundle goes")->capture_default_str();
-    bundle->add_option("--parallel", parallel, "queries in flight")->capture_default_str()->check(CLI::Range(1, 32));
+    bundle->add_option("-o,--output-dir", out_dir, "where the bundle goes (default cli.output_dir, .)");
+    bundle->add_option("--parallel", parallel, "queries in flight (default cli.parallel, 4)")->check(CLI::Range(1, 32));
 
     std::string since = "24h", xnodes;
     auto* xid = app.add_subcommand("xid", "Xid events across the fleet, node by node, with meaning and action");

@@ -142,4 +142,19 @@ std::string redact_url_credentials(std::string_view s) {
     return std::string(s.substr(0, scheme + 3)) + "<redacted>@" + std::string(s.substr(at + 1));
 }
 
+void append_quoted(std::string& out, std::string_view v) {
+    out += '"';
+    for (const char c : v) {
+        if (c == '\\' || c == '"') {
+            out += '\\';
+            out += c;
+        } else if (c == '\n') {
+            out += "\\n";
+        } else {
+            out += c;
+        }
+    }
+    out += '"';
+}
+
 }  // namespace jobtrail

@@ -20,6 +20,9 @@ std::string unescape_hex(std::string_view text);
 std::string_view utf8_prefix(std::string_view s, size_t max);
 
 bool starts_with(std::string_view s, std::string_view prefix);
+// Appends v as a double-quoted string with \\, \" and \n escaped: a Prometheus label value, as
+// in Loki's stream selectors, and a LogQL string literal alike.
+void append_quoted(std::string& out, std::string_view v);
 // "https://user:secret@loki:3100/x" -> "https://<redacted>@loki:3100/x"; other text unchanged.
 std::string redact_url_credentials(std::string_view s);
 std::string_view trim(std::string_view s);

@@ -253,15 +253,19 @@ LoadResult parse_config(const std::string& text, const std::string& file) {
         return r;
     }
     if (!root || root.IsNull()) return r;  // an empty file means all defaults
-    // Sections of parts that read this file too (shipper, cli) are accepted here and checked by
-    // their own parsers.
     if (!p.check_map(root, "", {"cluster", "node", "collector", "shipper", "cli"})) return r;
-    // The CLI's section is read by the CLI.
     try {
         p.string(root, "", "cluster", r.config.cluster);
         p.string(root, "", "node", r.config.node);
         if (root["collector"]) parse_collector(p, root["collector"], r.config.collector);
         if (root["shipper"]) parse_shipper(p, root["shipper"], r.config.shipper);
+        if (const YAML::Node c = root["cli"];
+            c && p.check_map(c, "cli", {"output_dir", "margin", "lookback", "parallel"})) {
+            p.string(c, "cli", "output_dir", r.config.cli.output_dir);
+            p.duration(c, "cli", "margin", r.config.cli.margin_ms);
+            p.duration(c, "cli", "lookback", r.config.cli.lookback_ms);
+            p.integer(c, "cli", "parallel", r.config.cli.parallel, 1, 32);
+        }
     } catch (const YAML::Exception& e) {
         r.errors.push_back({file, e.mark.line + 1, e.mark.column + 1, "", e.msg});
     }

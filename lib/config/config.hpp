@@ -8,12 +8,21 @@
 
 namespace jobtrail::config {
 
+// The admin CLI's site defaults (its flags override them). Loki comes from shipper.loki.
+struct CliConfig {
+    std::string output_dir = ".";
+    int64_t margin_ms = 600'000;             // kernel context before and after a job
+    int64_t lookback_ms = 7LL * 86'400'000;  // how far back `bundle` looks for a job
+    int parallel = 4;                        // queries in flight
+};
+
 // /etc/jobtrail/jobtrail.yaml: one file, one section per part.
 struct Config {
     std::string cluster;  // empty: SLURM_CLUSTER_NAME
     std::string node;     // empty: SLURMD_NODENAME, then the host name
     CollectorConfig collector = default_collector_config();
     ShipperConfig shipper = default_shipper_config();
+    CliConfig cli;
 };
 
 // "file:line:col: key 'collector.prolog.script_timeout': expected a duration such as 30s"

@@ -114,6 +114,28 @@ TEST_CASE("the shipped etc/jobtrail.yaml parses cleanly and states the real defa
         CHECK(sh.files[i].job == ds.files[i].job);
         CHECK(sh.files[i].format == ds.files[i].format);
     }
+    CHECK(sh.journald.enabled == ds.journald.enabled);
+    CHECK(sh.journald.units == ds.journald.units);
+    CHECK(sh.journald.since_ms == ds.journald.since_ms);
+    CHECK(sh.heartbeat_ms == ds.heartbeat_ms);
+    CHECK(sh.spool_fsync == ds.spool_fsync);
+    const CliConfig dc;
+    CHECK(r.config.cli.output_dir == dc.output_dir);
+    CHECK(r.config.cli.margin_ms == dc.margin_ms);
+    CHECK(r.config.cli.lookback_ms == dc.lookback_ms);
+    CHECK(r.config.cli.parallel == dc.parallel);
+}
+
+TEST_CASE("cli section: read strictly, like every other section", "[config]") {
+    auto r = parse_config("cli:\n  margin: 30m\n  parallel: 8\n  output_dir: /srv/bundles\n", "f.yaml");
+    CHECK(r.errors.empty());
+    CHECK(r.config.cli.margin_ms == 1'800'000);
+    CHECK(r.config.cli.parallel == 8);
+    CHECK(r.config.cli.output_dir == "/srv/bundles");
+    r = parse_config("cli:\n  margn: 30m\n  parallel: 99\n", "f.yaml");
+    REQUIRE(r.errors.size() == 2);
+    CHECK(r.errors[0].text().find("margn") != std::string::npos);
+    CHECK(r.errors[1].text().find("cli.parallel") != std::string::npos);
 }
 
 TEST_CASE("shipper section: errors name the key", "[config]") {

@@ -29,6 +29,20 @@ std::string_view short_line(std::string_view s) {
     return utf8_prefix(s, 300);
 }
 
+Finding finding(int64_t ts, const std::string& node, const std::string& source, std::string kind,
+                events::Severity severity, std::string title, std::string action, std::string_view line) {
+    Finding f;
+    f.ts_ns = ts;
+    f.node = node;
+    f.source = source;
+    f.kind = std::move(kind);
+    f.severity = severity;
+    f.title = std::move(title);
+    f.action = std::move(action);
+    f.quote = std::string(short_line(line));
+    return f;
+}
+
 }  // namespace
 
 Finding& Analyzer::group(const std::string& key, const Finding& proto) {
@@ -46,17 +60,12 @@ void Analyzer::add(const std::string& node, const std::string& source, int64_t t
     if (source == "kmsg") {
         const auto ev = extractor_.extract(line);
         if (!ev) return;
-        Finding p;
-        p.ts_ns = ts;
-        p.node = node;
-        p.source = source;
-        p.kind = ev->kind;
-        p.severity = ev->severity;
+        Finding p = finding(ts, node, source, ev->kind, ev->severity,
+                            (ev->xid ? (ev->kind == "sxid" ? "SXid " : "Xid ") + std::to_string(ev->xid) : ev->kind) +
+                                (ev->pci_bdf.empty() ? "" : " on " + ev->pci_bdf) +
+                                (ev->meaning.empty() ? "" : ": " + ev->meaning),
+                            ev->action, line);
         p.xid = ev->xid;
-        p.title = (ev->xid ? (ev->kind == "sxid" ? "SXid " : "Xid ") + std::to_string(ev->xid) : ev->kind) +
-                  (ev->pci_bdf.empty() ? "" : " on " + ev->pci_bdf) + (ev->meaning.empty() ? "" : ": " + ev->meaning);
-        p.action = ev->action;
-        p.quote = std::string(short_line(line));
         group(node + "|" + ev->kind + "|" + std::to_string(ev->xid) + "|" + ev->pci_bdf, p);
         return;
     }
@@ -81,18 +90,13 @@ void Analyzer::add(const std::string& node, const std::string& source, int64_t t
         } else if (tag == "status") {
             const std::string_view st = kv(text, "status");
             if (!st.empty() && st != "0" && st != "skipped") {
-                Finding p;
-                p.ts_ns = ts;
-                p.node = node;
-                p.source = source;
-                p.kind = "script-failure";
-                p.severity = events::Severity::kError;
-                p.title = std::string(source) + " script " + std::string(name) +
-                          " failed: " + std::string(kv(text, "result"));
-                p.action =
-                    "read nodes/" + node + "/" + source + ".log; a failing " + source +
-                    (source == "prolog" ? " fails the job and drains the node in Slurm" : " drains the node in Slurm");
-                p.quote = std::string(short_line(line));
+                const Finding p =
+                    finding(ts, node, source, "script-failure", events::Severity::kError,
+                            source + " script " + std::string(name) + " failed: " + std::string(kv(text, "result")),
+                            "read nodes/" + node + "/" + source + ".log; a failing " + source +
+                                (source == "prolog" ? " fails the job and drains the node in Slurm"
+                                                    : " drains the node in Slurm"),
+                            line);
                 group(node + "|" + source + "|" + std::string(name), p);
             }
         } else if (tag == "end" && source == "epilog") {
@@ -104,30 +108,20 @@ void Analyzer::add(const std::string& node, const std::string& source, int64_t t
         const bool warn = line.find(" NCCL WARN ") != std::string_view::npos;
         const bool abort = line.find("abort") != std::string_view::npos || line.find("Abort") != std::string_view::npos;
         if (!warn && !abort) return;
-        Finding p;
-        p.ts_ns = ts;
-        p.node = node;
-        p.source = source;
-        p.kind = abort ? "nccl-abort" : "nccl-warn";
-        p.severity = abort ? events::Severity::kError : events::Severity::kWarning;
-        p.title = abort ? "NCCL abort" : "NCCL WARN";
-        p.action = abort ? "the communicator was aborted: look for the first WARN and any Xid/mlx5 event before it"
-                         : "NCCL warned; often the first sign of a network or peer failure";
-        p.quote = std::string(short_line(line));
+        const Finding p =
+            finding(ts, node, source, abort ? "nccl-abort" : "nccl-warn",
+                    abort ? events::Severity::kError : events::Severity::kWarning, abort ? "NCCL abort" : "NCCL WARN",
+                    abort ? "the communicator was aborted: look for the first WARN and any Xid/mlx5 event before it"
+                          : "NCCL warned; often the first sign of a network or peer failure",
+                    line);
         group(node + "|" + p.kind, p);
         return;
     }
     if (source == "fabric-manager" &&
         (line.find("ERROR") != std::string_view::npos || line.find("error") != std::string_view::npos)) {
-        Finding p;
-        p.ts_ns = ts;
-        p.node = node;
-        p.source = source;
-        p.kind = "fm-error";
-        p.severity = events::Severity::kError;
-        p.title = "fabric manager error";
-        p.action = "NVSwitch fabric problem: check nvidia-fabricmanager status; GPUs may be unusable until it recovers";
-        p.quote = std::string(short_line(line));
+        const Finding p = finding(
+            ts, node, source, "fm-error", events::Severity::kError, "fabric manager error",
+            "NVSwitch fabric problem: check nvidia-fabricmanager status; GPUs may be unusable until it recovers", line);
         group(node + "|fm", p);
     }
 }

@@ -1,5 +1,7 @@
 #include "forensics/logql.hpp"
 
+#include "common/text.hpp"
+
 namespace jobtrail::forensics {
 namespace {
 
@@ -15,18 +17,9 @@ std::string regex_quote(std::string_view v) {
 }  // namespace
 
 std::string logql_string(std::string_view v) {
-    std::string out = "\"";
-    for (const char c : v) {
-        if (c == '\\' || c == '"') {
-            out += '\\';
-            out += c;
-        } else if (c == '\n') {
-            out += "\\n";
-        } else {
-            out += c;
-        }
-    }
-    return out + "\"";
+    std::string out;
+    append_quoted(out, v);
+    return out;
 }
 
 std::string node_matcher(const std::vector<std::string>& nodes) {

@@ -5,6 +5,8 @@
 #include <string>
 #include <string_view>
 
+#include "config/shipper_config.hpp"
+
 namespace jobtrail::loki {
 
 // Where and how to reach Loki. Secrets are read from files and never printed.
@@ -21,6 +23,9 @@ struct Endpoint {
     int64_t timeout_ms = 10'000;
     int64_t connect_timeout_ms = 5'000;
 };
+
+// shipper.loki in /etc/jobtrail/jobtrail.yaml, for the shipper and the CLI alike.
+Endpoint endpoint_from_config(const config::ShipperConfig& c);
 
 struct HttpResult {
     long status = 0;  // 0 when no answer came

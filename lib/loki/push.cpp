@@ -3,6 +3,7 @@
 #include <google/protobuf/arena.h>
 #include <snappy.h>
 
+#include "common/text.hpp"
 #include "push.pb.h"
 
 namespace jobtrail::loki {
@@ -14,18 +15,8 @@ std::string format_labels(const LabelSet& labels) {
         if (!first) s += ", ";
         first = false;
         s += k;
-        s += "=\"";
-        for (char c : v) {
-            if (c == '\\' || c == '"') {
-                s += '\\';
-                s += c;
-            } else if (c == '\n') {
-                s += "\\n";
-            } else {
-                s += c;
-            }
-        }
-        s += '"';
+        s += '=';
+        append_quoted(s, v);
     }
     s += '}';
     return s;

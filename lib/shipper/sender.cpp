@@ -10,27 +10,9 @@
 #include "loki/response.hpp"
 
 namespace jobtrail::shipper {
-namespace {
-
-loki::Endpoint endpoint_of(const config::ShipperConfig& c) {
-    loki::Endpoint e;
-    e.url = c.loki_url;
-    e.tenant = c.tenant;
-    e.basic_user = c.basic_user;
-    e.basic_password_file = c.basic_password_file;
-    e.bearer_token_file = c.bearer_token_file;
-    e.ca_file = c.ca_file;
-    e.cert_file = c.cert_file;
-    e.key_file = c.key_file;
-    e.tls_verify = c.tls_verify;
-    e.timeout_ms = c.timeout_ms;
-    return e;
-}
-
-}  // namespace
 
 Sender::Sender(const config::ShipperConfig& cfg, spool::Spool& spool, Metrics& m, Log log)
-    : cfg_(cfg), spool_(spool), m_(m), log_(std::move(log)), client_(endpoint_of(cfg)) {
+    : cfg_(cfg), spool_(spool), m_(m), log_(std::move(log)), client_(loki::endpoint_from_config(cfg)) {
     std::string err;
     if (!client_.load_secrets(err)) log_("error: " + err + " (pushing without those credentials)");
 }
