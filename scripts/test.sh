@@ -39,6 +39,6 @@ rm -f build-pkg/*.deb
 (cd build-pkg && cpack -G DEB >/dev/null)
 for d in build-pkg/*.deb; do echo "package: $d"; dpkg-deb -f "$d" Package Version Depends; done
 DEBIAN_FRONTEND=noninteractive dpkg -i build-pkg/jobtrail-node_*.deb build-pkg/jobtrail-cli_*.deb
-JT_INSTALLED=1 JOBTRAIL_DEBS=$PWD/build-pkg \
-  ctest --test-dir build-asan --output-on-failure -L integration
+# (No JOBTRAIL_* variable here: jobs inherit the environment, and the tests check their JOBTRAIL_*.)
+JT_INSTALLED=1 ctest --test-dir build-asan --output-on-failure -L integration
 JOBTRAIL_DEBS=$PWD/build-pkg ctest --test-dir build-asan --output-on-failure -R deliverables
