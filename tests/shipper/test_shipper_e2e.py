@@ -167,8 +167,37 @@ class ExactlyOnce(unittest.TestCase):
             self.assertEqual(len(k), 2000)
             j = env.store_lines("systemd-journal")
             self.assertEqual(sorted(j), sorted(expected_journal))  # each once, none missing
+            self.check_labels_metadata_and_order(env)
         finally:
             env.close()
+
+    def check_labels_metadata_and_order(self, env):
+        """Every stream has the design's labels (no filename), kernel records carry their seq as
+        structured metadata, and in time order each file's lines and the kernel's records come in
+        the order they were written, through all the kills and the rotation."""
+        doc = json.loads(http("GET", env.url + "/-/store")[1])
+        want = {"app": {"cluster", "node", "job", "service_name"},
+                "kmsg": {"cluster", "node", "job", "service_name", "priority"},
+                "systemd-journal": {"cluster", "node", "job", "service_name", "priority", "unit"},
+                "jobtrail-shipper": {"cluster", "node", "job", "service_name"}}
+        by_file, kernel = {}, []
+        for s in doc:
+            job = s["labels"]["job"]
+            self.assertEqual(set(s["labels"]), want[job], s["labels"])
+            self.assertEqual((s["labels"]["cluster"], s["labels"]["node"]), ("e2e", "n1"))
+            for ts, line, sm in s["entries"]:
+                if job == "app":
+                    f, n = line.split()[1], int(line.split()[3])
+                    by_file.setdefault(f, []).append((int(ts), n))
+                elif job == "kmsg":
+                    kernel.append((int(ts), int(sm["seq"]), line))
+        for f, entries in by_file.items():
+            nums = [n for _, n in sorted(entries)]
+            self.assertEqual(nums, sorted(nums), "file %s out of order" % f)
+        kernel.sort()
+        seqs = [q for _, q, _ in kernel]
+        self.assertEqual(seqs, sorted(seqs))
+        self.assertEqual(len(set(seqs)), len(seqs))
 
     def test_copytruncate_during_ingest(self):
         env = Env()
