@@ -3,6 +3,15 @@
 #include <nlohmann/json.hpp>
 
 namespace jobtrail::loki {
+namespace {
+
+// A string member, or "" when it is missing or of another type (json::value() would throw).
+std::string str(const nlohmann::json& obj, const char* key) {
+    const auto it = obj.find(key);
+    return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+}  // namespace
 
 bool parse_streams_response(const std::string& body, std::vector<LabelSet>& streams,
                             std::vector<std::pair<size_t, QueryEntry>>& entries, std::string& err) {
@@ -11,12 +20,12 @@ bool parse_streams_response(const std::string& body, std::vector<LabelSet>& stre
         err = "response is not JSON";
         return false;
     }
-    if (doc.value("status", "") != "success") {
+    if (str(doc, "status") != "success") {
         err = "status is not success";
         return false;
     }
     const auto data = doc.find("data");
-    if (data == doc.end() || !data->is_object() || data->value("resultType", "") != "streams") {
+    if (data == doc.end() || !data->is_object() || str(*data, "resultType") != "streams") {
         err = "data.resultType is not streams (a metric query?)";
         return false;
     }

@@ -66,3 +66,13 @@ TEST_CASE("query_range reports Loki's refusal and parse errors instead of an emp
         streams, entries, err));
     CHECK(err.find("nanoseconds") != std::string::npos);
 }
+
+TEST_CASE("a response with fields of the wrong type is refused, not thrown", "[loki]") {
+    // Found by the fuzzer: json::value() throws on a non-string "status".
+    std::vector<LabelSet> streams;
+    std::vector<std::pair<size_t, QueryEntry>> entries;
+    std::string err;
+    CHECK_FALSE(parse_streams_response(R"({"status":4214680680132})", streams, entries, err));
+    CHECK_FALSE(parse_streams_response(R"({"status":"success","data":{"resultType":7}})", streams, entries, err));
+    CHECK_FALSE(err.empty());
+}

@@ -187,10 +187,13 @@ int Pipeline::run(const RunOptions& opts, const std::atomic<bool>& stop) {
     if (!rec.note.empty()) log("spool recovery: " + rec.note);
     // Records after the last checkpoint were spooled but their sources' positions were not
     // saved: the sources will read them again, so they go (they were never sent).
-    if (cp.is_object() && cp.contains("spool") && cp["spool"].is_object()) {
+    // (A damaged checkpoint counts as none: a field of the wrong type must not stop the shipper.)
+    auto number = [](const nlohmann::json& o, const char* k) {
+        return o.contains(k) && o[k].is_number_unsigned() ? o[k].get<uint64_t>() : uint64_t{0};
+    };
+    if (cp.is_object() && cp.contains("spool") && cp["spool"].is_object() && number(cp["spool"], "segment") > 0) {
         const auto& sp = cp["spool"];
-        if (sp.value("segment", uint64_t{0}) > 0 &&
-            !spool_.discard_after({sp.value("segment", uint64_t{0}), sp.value("offset", uint64_t{0})}, err)) {
+        if (!spool_.discard_after({number(sp, "segment"), number(sp, "offset")}, err)) {
             log("error: spool: " + err);
             return 1;
         }
