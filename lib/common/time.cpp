@@ -19,6 +19,20 @@ bool parse_uint(std::string_view s, T& out) {
     return ec == std::errc() && p == s.data() + s.size();
 }
 
+// n decimal digits at s[pos]: a fixed-width field of a timestamp (the caller checked the length).
+// Hand-rolled because the shipper parses a timestamp per NCCL line.
+template <typename T>
+bool fixed_digits(std::string_view s, size_t pos, size_t n, T& out) {
+    T v = 0;
+    for (size_t i = 0; i < n; ++i) {
+        const unsigned d = static_cast<unsigned>(static_cast<unsigned char>(s[pos + i])) - '0';
+        if (d > 9) return false;
+        v = static_cast<T>(v * 10 + static_cast<T>(d));
+    }
+    out = v;
+    return true;
+}
+
 // Splits "123unit" into the number and the unit.
 bool split_number(std::string_view s, uint64_t& n, std::string_view& unit) {
     size_t i = 0;
@@ -70,9 +84,9 @@ std::optional<int64_t> parse_rfc3339_ns(std::string_view s) {
         std::string_view z = s.substr(sign + 1);
         int oh = 0, om = 0;
         if (z.size() == 5 && z[2] == ':') {
-            if (!parse_uint(z.substr(0, 2), oh) || !parse_uint(z.substr(3, 2), om)) return std::nullopt;
+            if (!fixed_digits(z, 0, 2, oh) || !fixed_digits(z, 3, 2, om)) return std::nullopt;
         } else if (z.size() == 4) {
-            if (!parse_uint(z.substr(0, 2), oh) || !parse_uint(z.substr(2, 2), om)) return std::nullopt;
+            if (!fixed_digits(z, 0, 2, oh) || !fixed_digits(z, 2, 2, om)) return std::nullopt;
         } else {
             return std::nullopt;
         }
@@ -81,8 +95,8 @@ std::optional<int64_t> parse_rfc3339_ns(std::string_view s) {
         s = s.substr(0, sign);
     }
     int y = 0, mo = 0, d = 0, h = 0, mi = 0, se = 0;
-    if (!parse_uint(s.substr(0, 4), y) || !parse_uint(s.substr(5, 2), mo) || !parse_uint(s.substr(8, 2), d) ||
-        !parse_uint(s.substr(11, 2), h) || !parse_uint(s.substr(14, 2), mi) || !parse_uint(s.substr(17, 2), se))
+    if (s.size() < 19 || !fixed_digits(s, 0, 4, y) || !fixed_digits(s, 5, 2, mo) || !fixed_digits(s, 8, 2, d) ||
+        !fixed_digits(s, 11, 2, h) || !fixed_digits(s, 14, 2, mi) || !fixed_digits(s, 17, 2, se))
         return std::nullopt;
     if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 60) return std::nullopt;
     int64_t frac = 0;
@@ -90,7 +104,7 @@ std::optional<int64_t> parse_rfc3339_ns(std::string_view s) {
     if (!rest.empty()) {
         if (rest[0] != '.' || rest.size() < 2 || rest.size() > 10) return std::nullopt;
         std::string_view digits = rest.substr(1);
-        if (!parse_uint(digits, frac)) return std::nullopt;
+        if (!fixed_digits(digits, 0, digits.size(), frac)) return std::nullopt;
         for (size_t k = digits.size(); k < 9; ++k) frac *= 10;
     }
     // Days from 1970-01-01 (proleptic Gregorian; H. Hinnant's days_from_civil): no timegm(),

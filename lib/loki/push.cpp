@@ -2,6 +2,9 @@
 
 #include <snappy.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "common/text.hpp"
 
 namespace jobtrail::loki {
@@ -24,22 +27,27 @@ size_t string_field_size(size_t len) {
     return len ? field_size(len) : 0;
 }
 
-void put_varint(std::string& out, uint64_t v) {
-    while (v >= 0x80) {
-        out += static_cast<char>((v & 0x7f) | 0x80);
-        v >>= 7;
+// Writes into a buffer sized exactly beforehand (the sizes pass below).
+struct Writer {
+    char* p;
+    void varint(uint64_t v) {
+        while (v >= 0x80) {
+            *p++ = static_cast<char>((v & 0x7f) | 0x80);
+            v >>= 7;
+        }
+        *p++ = static_cast<char>(v);
     }
-    out += static_cast<char>(v);
-}
-void put_tag_len(std::string& out, int field, size_t len) {
-    out += static_cast<char>((field << 3) | 2);
-    put_varint(out, len);
-}
-void put_string(std::string& out, int field, std::string_view s) {
-    if (s.empty()) return;
-    put_tag_len(out, field, s.size());
-    out.append(s);
-}
+    void tag_len(int field, size_t len) {
+        *p++ = static_cast<char>((field << 3) | 2);
+        varint(len);
+    }
+    void string(int field, std::string_view s) {
+        if (s.empty()) return;
+        tag_len(field, s.size());
+        std::memcpy(p, s.data(), s.size());
+        p += s.size();
+    }
+};
 
 }  // namespace
 
@@ -70,52 +78,59 @@ bool valid_label_name(std::string_view n) {
 std::string encode_push(const std::vector<StreamRef>& streams, bool with_metadata) {
     // The wire format written directly: libprotobuf's message building (a heap string per line
     // and per metadata value, UTF-8 checks, size passes) was a sixth of the shipper's CPU.
-    // tests/loki (push_test.cpp) checks these bytes against libprotobuf's own serialization.
-    auto entry_size = [&](const EntryRef& e) {
-        const uint64_t sec = static_cast<uint64_t>(e.ts_ns / 1'000'000'000);
-        const uint64_t nanos = static_cast<uint64_t>(e.ts_ns % 1'000'000'000);
-        const size_t ts = (sec ? 1 + varint_size(sec) : 0) + (nanos ? 1 + varint_size(nanos) : 0);
-        size_t n = field_size(ts) + string_field_size(e.line.size());
-        if (with_metadata && e.metadata)
-            for (const auto& [k, v] : *e.metadata)
-                n += field_size(string_field_size(k.size()) + string_field_size(v.size()));
-        return n;
+    // lib/loki/push_test.cpp checks these bytes against libprotobuf's own serialization.
+    auto ts_size = [](uint64_t sec, uint64_t nanos) {
+        return (sec ? 1 + varint_size(sec) : 0) + (nanos ? 1 + varint_size(nanos) : 0);
     };
+    // Sizes first (protobuf prefixes every message with its length), then one writing pass.
+    std::vector<size_t> entry_sizes;
     std::vector<size_t> stream_sizes(streams.size());
     size_t total = 0;
     for (size_t i = 0; i < streams.size(); ++i) {
         size_t n = string_field_size(streams[i].labels.size());
-        for (const auto& e : streams[i].entries) n += field_size(entry_size(e));
+        for (const auto& e : streams[i].entries) {
+            size_t en = field_size(ts_size(static_cast<uint64_t>(e.ts_ns / 1'000'000'000),
+                                           static_cast<uint64_t>(e.ts_ns % 1'000'000'000))) +
+                        string_field_size(e.line.size());
+            if (with_metadata && e.metadata)
+                for (const auto& [k, v] : *e.metadata)
+                    en += field_size(string_field_size(k.size()) + string_field_size(v.size()));
+            entry_sizes.push_back(en);
+            n += field_size(en);
+        }
         stream_sizes[i] = n;
         total += field_size(n);
     }
-    std::string raw;
-    raw.reserve(total);
+    std::string raw(total, '\0');
+    Writer w{raw.data()};
+    size_t k = 0;
     for (size_t i = 0; i < streams.size(); ++i) {
-        put_tag_len(raw, 1, stream_sizes[i]);   // PushRequest.streams
-        put_string(raw, 1, streams[i].labels);  // StreamAdapter.labels
+        w.tag_len(1, stream_sizes[i]);   // PushRequest.streams
+        w.string(1, streams[i].labels);  // StreamAdapter.labels
         for (const auto& e : streams[i].entries) {
-            put_tag_len(raw, 2, entry_size(e));  // StreamAdapter.entries
-            const uint64_t sec = static_cast<uint64_t>(e.ts_ns / 1'000'000'000);
-            const uint64_t nanos = static_cast<uint64_t>(e.ts_ns % 1'000'000'000);
-            put_tag_len(raw, 1, (sec ? 1 + varint_size(sec) : 0) + (nanos ? 1 + varint_size(nanos) : 0));
+            w.tag_len(2, entry_sizes[k++]);  // StreamAdapter.entries
+            const auto sec = static_cast<uint64_t>(e.ts_ns / 1'000'000'000);
+            const auto nanos = static_cast<uint64_t>(e.ts_ns % 1'000'000'000);
+            w.tag_len(1, ts_size(sec, nanos));  // EntryAdapter.timestamp
             if (sec) {
-                raw += '\x08';  // Timestamp.seconds
-                put_varint(raw, sec);
+                *w.p++ = '\x08';  // Timestamp.seconds
+                w.varint(sec);
             }
             if (nanos) {
-                raw += '\x10';  // Timestamp.nanos
-                put_varint(raw, nanos);
+                *w.p++ = '\x10';  // Timestamp.nanos
+                w.varint(nanos);
             }
-            put_string(raw, 2, e.line);  // EntryAdapter.line
+            w.string(2, e.line);  // EntryAdapter.line
             if (!with_metadata || !e.metadata) continue;
-            for (const auto& [k, v] : *e.metadata) {
-                put_tag_len(raw, 3, string_field_size(k.size()) + string_field_size(v.size()));  // structuredMetadata
-                put_string(raw, 1, k);
-                put_string(raw, 2, v);
+            for (const auto& [mk, mv] : *e.metadata) {
+                w.tag_len(3, string_field_size(mk.size()) + string_field_size(mv.size()));  // structuredMetadata
+                w.string(1, mk);
+                w.string(2, mv);
             }
         }
     }
+    // The two passes must agree; a mismatch is a bug to stop at, not to send.
+    if (w.p != raw.data() + raw.size()) std::abort();
     std::string out;
     snappy::Compress(raw.data(), raw.size(), &out);
     return out;
