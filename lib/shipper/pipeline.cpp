@@ -76,11 +76,15 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush) {
         if (final_flush) src->flush_partial(events);
         metrics_.read += events.size();
         {
+            // One lock and one map write per source and pass, not per line.
+            int64_t newest = 0;
+            for (const auto& e : events) newest = std::max(newest, e.ts_ns);
             std::lock_guard<std::mutex> lk(metrics_.mu);
             if (const int64_t b = src->backlog_bytes(); b >= 0) metrics_.source_backlog_bytes[src->name()] = b;
-            for (const auto& e : events)
-                metrics_.source_last_read_ns[src->name()] =
-                    std::max(metrics_.source_last_read_ns[src->name()], e.ts_ns);
+            if (newest) {
+                int64_t& last = metrics_.source_last_read_ns[src->name()];
+                last = std::max(last, newest);
+            }
         }
         stages_->apply(events);
         for (auto& e : events) {
