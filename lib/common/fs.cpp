@@ -156,6 +156,68 @@ FsStatus create_file_exclusive(const std::string& path, std::string_view content
     return FsStatus::failure("cannot create " + path + ": " + errno_text(err));
 }
 
+const char* refusal_name(Refusal r) {
+    switch (r) {
+        case Refusal::kNone:
+            return "none";
+        case Refusal::kMissing:
+            return "missing";
+        case Refusal::kSymlink:
+            return "symlink";
+        case Refusal::kNotRegular:
+            return "not_regular";
+        case Refusal::kHardLinked:
+            return "hard_link";
+        case Refusal::kForeignOwner:
+            return "owner";
+        case Refusal::kUnreadable:
+            return "unreadable";
+    }
+    return "unknown";
+}
+
+SafeFile open_read_safe(const std::string& path) {
+    SafeFile out;
+    auto refuse = [&](Refusal r, std::string why) {
+        out.fd.reset();
+        out.refused = r;
+        out.error = path + ": " + why;
+        return std::move(out);
+    };
+    const size_t slash = path.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+    if (name.empty() || name == "." || name == "..") return refuse(Refusal::kNotRegular, "not a file name");
+    // The directory's own last component is not followed either: a job's user may own its parent.
+    Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!dfd.valid()) {
+        const int err = errno;
+        if (err == ENOENT) return refuse(Refusal::kMissing, "directory is gone");
+        return refuse(err == ELOOP || err == ENOTDIR ? Refusal::kSymlink : Refusal::kUnreadable,
+                      "cannot open its directory: " + errno_text(err));
+    }
+    struct stat dst {};
+    if (::fstat(dfd.get(), &dst) != 0)
+        return refuse(Refusal::kUnreadable, "cannot stat its directory: " + errno_text(errno));
+    out.fd.reset(::openat(dfd.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+    if (!out.fd.valid()) {
+        const int err = errno;
+        if (err == ENOENT) return refuse(Refusal::kMissing, "gone");
+        if (err == ELOOP) return refuse(Refusal::kSymlink, "is a symbolic link");
+        return refuse(Refusal::kUnreadable, "cannot open: " + errno_text(err));
+    }
+    if (::fstat(out.fd.get(), &out.st) != 0) return refuse(Refusal::kUnreadable, "cannot stat: " + errno_text(errno));
+    if (!S_ISREG(out.st.st_mode)) return refuse(Refusal::kNotRegular, "is not a regular file");
+    if (out.st.st_nlink != 1) return refuse(Refusal::kHardLinked, "has other hard links");
+    // Root's own files (slurmd's log in a slurm-owned /var/log/slurm) are fine; in a user's
+    // directory only that user's files are, and a user cannot give a file to root.
+    if (out.st.st_uid != dst.st_uid && out.st.st_uid != 0)
+        return refuse(Refusal::kForeignOwner, "is owned by uid " + std::to_string(out.st.st_uid) +
+                                                  ", not by its directory's owner (uid " + std::to_string(dst.st_uid) +
+                                                  ")");
+    return out;
+}
+
 std::optional<std::string> read_small_file(const std::string& path, size_t max_bytes) {
     Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
     if (!fd.valid()) return std::nullopt;

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <optional>
@@ -50,6 +51,24 @@ FsStatus write_file_atomic(const std::string& path, std::string_view content, mo
 // Like write_file_atomic but never replaces an existing file: the first writer wins.
 // Returns ok with *created=false if the file was already there.
 FsStatus create_file_exclusive(const std::string& path, std::string_view content, mode_t mode, bool* created);
+
+// Why open_read_safe refused a path: a metric label and a word in the log.
+enum class Refusal { kNone, kMissing, kSymlink, kNotRegular, kHardLinked, kForeignOwner, kUnreadable };
+const char* refusal_name(Refusal r);
+
+struct SafeFile {
+    Fd fd;
+    struct stat st {};
+    Refusal refused = Refusal::kNone;
+    std::string error;  // what was refused and why, naming the path
+};
+
+// Opens a file for reading that someone other than root may control (a job's NCCL directory):
+// relative to its directory, opened without following a symlink in either, without blocking
+// (a FIFO or device planted there cannot hang us), and kept only if it is a regular file with
+// one link, owned by the directory's owner or by root. Anything else is refused, so root never
+// reads a file through a name the file's owner did not give it.
+SafeFile open_read_safe(const std::string& path);
 
 std::optional<std::string> read_small_file(const std::string& path, size_t max_bytes = 1 << 20);
 

@@ -61,6 +61,7 @@ struct Metrics {
     std::mutex mu;
     std::map<std::string, uint64_t> dropped;              // by reason (stage rule, too_old, ...)
     std::map<std::string, uint64_t> rejected;             // by Loki's reason (400s)
+    std::map<std::string, uint64_t> files_refused;        // by reason (symlink, not_regular, ...)
     std::map<std::string, int64_t> source_backlog_bytes;  // bytes written but not yet read, per source
     std::map<std::string, int64_t> source_last_read_ns;   // newest record read, per source
     void drop(const std::string& reason, uint64_t n = 1) {

@@ -142,7 +142,8 @@ int Pipeline::run(const RunOptions& opts, const std::atomic<bool>& stop) {
     if (!clock_.load(state, err)) log("warning: boot clock: " + err);
     if (sc.kmsg) sources_.push_back(std::make_unique<KmsgSource>(cfg_.collector.kmsg_path, clock_, node_, metrics_));
     for (const auto& f : sc.files)
-        sources_.push_back(std::make_unique<FileSource>(f, node_, sc.max_line_bytes, metrics_));
+        sources_.push_back(std::make_unique<FileSource>(f, node_, sc.max_line_bytes, metrics_, 2000,
+                                                        [this](const std::string& m) { log(m); }));
     auto self = std::make_unique<SelfSource>(node_, metrics_, sc.heartbeat_ms);
     self_ = self.get();
     sources_.push_back(std::move(self));
@@ -297,6 +298,11 @@ std::string Pipeline::render_metrics() const {
          "counter\n";
     for (const auto& [r, n] : metrics_.rejected)
         s += "jobtrail_shipper_rejected_total{reason=\"" + r + "\"} " + std::to_string(n) + "\n";
+    s += "# HELP jobtrail_shipper_files_refused_total Files matching a source's paths that were not read (a "
+         "symlink, FIFO, device, hard link or another owner's file), by reason.\n# TYPE "
+         "jobtrail_shipper_files_refused_total counter\n";
+    for (const auto& [r, n] : metrics_.files_refused)
+        s += "jobtrail_shipper_files_refused_total{reason=\"" + r + "\"} " + std::to_string(n) + "\n";
     return s;
 }
 

@@ -92,8 +92,14 @@ std::string FileSource::sanitize(std::string_view s) {
     return out;
 }
 
-FileSource::FileSource(config::FileSourceConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m, int64_t idle_ms)
-    : cfg_(std::move(cfg)), node_(std::move(node)), max_line_(max_line), m_(m), idle_ns_(idle_ms * 1'000'000) {
+FileSource::FileSource(config::FileSourceConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m, int64_t idle_ms,
+                       Log log)
+    : cfg_(std::move(cfg)),
+      node_(std::move(node)),
+      max_line_(max_line),
+      m_(m),
+      idle_ns_(idle_ms * 1'000'000),
+      log_(std::move(log)) {
     format_ = cfg_.format == "joblog" ? Format::kJoblog
               : cfg_.format == "nccl" ? Format::kNccl
               : cfg_.format == "cri"  ? Format::kCri
@@ -111,10 +117,25 @@ void FileSource::restore(const nlohmann::json& j) {
     }
 }
 
+void FileSource::refuse(const std::string& path, const SafeFile& f) {
+    if (f.refused == Refusal::kMissing) return;
+    refused_now_.emplace(path, f.refused);
+    if (refused_.count({path, f.refused})) return;
+    {
+        std::lock_guard<std::mutex> lk(m_.mu);
+        ++m_.files_refused[refusal_name(f.refused)];
+    }
+    if (log_) log_("warning: source " + cfg_.name + ": not reading " + f.error);
+}
+
 void FileSource::adopt(const std::string& path, const struct stat& st, bool seen) {
     Tracked t;
-    t.fd.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-    if (!t.fd.valid()) return;
+    // The name may be a job user's: open it so that no link or FIFO they put there is followed,
+    // and only if it is still the file the scan saw.
+    SafeFile f = open_read_safe(path);
+    if (f.refused == Refusal::kNone && (f.st.st_dev != st.st_dev || f.st.st_ino != st.st_ino)) return;
+    if (f.refused != Refusal::kNone) return refuse(path, f);
+    t.fd = std::move(f.fd);
     t.path = path;
     t.dev = st.st_dev;
     t.ino = st.st_ino;
@@ -164,7 +185,7 @@ void FileSource::find_renamed() {
         std::error_code ec;
         for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
             struct stat st {};
-            if (::stat(e.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode) || key_of(st.st_dev, st.st_ino) != key)
+            if (::lstat(e.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode) || key_of(st.st_dev, st.st_ino) != key)
                 continue;
             if (static_cast<uint64_t>(st.st_size) > saved.second) adopt(e.path().string(), st, false);
             break;
@@ -180,7 +201,12 @@ void FileSource::scan() {
             for (size_t i = 0; i < g.gl_pathc; ++i) {
                 const std::string path = g.gl_pathv[i];
                 struct stat st {};
-                if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+                // lstat: a symlink is refused (and counted) when adopted, never followed.
+                if (::lstat(path.c_str(), &st) != 0) continue;
+                if (!S_ISREG(st.st_mode)) {
+                    if (!S_ISDIR(st.st_mode)) refuse(path, open_read_safe(path));
+                    continue;
+                }
                 const std::string key = key_of(st.st_dev, st.st_ino);
                 auto it = files_.find(key);
                 if (it != files_.end()) {
@@ -197,6 +223,8 @@ void FileSource::scan() {
         first_scan_ = false;
         find_renamed();
     }
+    refused_.swap(refused_now_);
+    refused_now_.clear();
 }
 
 void FileSource::emit_line(Tracked& t, std::string_view raw, std::vector<Event>& out) {

@@ -3,8 +3,10 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "common/fs.hpp"
@@ -20,7 +22,9 @@ namespace jobtrail::shipper {
 // max_line are cut with a marker; invalid UTF-8 becomes U+FFFD and NUL bytes show as \x00.
 class FileSource : public Source {
 public:
-    FileSource(config::FileSourceConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m, int64_t idle_ms = 2000);
+    using Log = std::function<void(const std::string&)>;
+    FileSource(config::FileSourceConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m, int64_t idle_ms = 2000,
+               Log log = {});
     const std::string& name() const override { return cfg_.name; }
     bool poll(std::vector<Event>& out, size_t max_bytes) override;
     nlohmann::json checkpoint() const override;
@@ -50,6 +54,7 @@ private:
 
     void scan();
     void adopt(const std::string& path, const struct stat& st, bool seen);
+    void refuse(const std::string& path, const SafeFile& f);
     void find_renamed();
     void read_file(Tracked& t, std::vector<Event>& out, size_t& budget);
     void emit_line(Tracked& t, std::string_view line, std::vector<Event>& out);
@@ -65,6 +70,9 @@ private:
     std::map<std::string, Tracked> files_;                           // by dev:ino
     std::map<std::string, std::pair<std::string, uint64_t>> saved_;  // dev:ino -> (fingerprint, offset)
     std::map<std::string, std::string> saved_paths_;                 // dev:ino -> path when saved
+    // Refused paths are counted once while they keep matching: last scan's, and this scan's.
+    std::set<std::pair<std::string, Refusal>> refused_, refused_now_;
+    Log log_;
     bool first_scan_ = true;
     int64_t backlog_ = 0;
 };

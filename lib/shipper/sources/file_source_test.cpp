@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <fstream>
 
@@ -17,6 +18,8 @@ struct Fixture {
     Metrics m;
     jobtrail::config::FileSourceConfig cfg;
     Fixture(std::string format = "plain", std::string sub = "logs") {
+        for (size_t at = sub.find('/'); at != std::string::npos; at = sub.find('/', at + 1))
+            ::mkdir((dir.path() + "/" + sub.substr(0, at)).c_str(), 0755);
         ::mkdir((dir.path() + "/" + sub).c_str(), 0755);
         cfg = {"t", {dir.path() + "/" + sub + "/*.log"}, "test", std::move(format), {}};
     }
@@ -179,4 +182,56 @@ TEST_CASE("CRI container logs: P pieces join their F line, timestamp and stream 
     CHECK(ev[1].ts_ns == 1795989143000000000 - 3600'000'000'000);
     CHECK(ev[1].metadata[0].second == "stderr");
     CHECK(ev[2].line == "not a cri line");  // kept as it is rather than dropped
+}
+
+TEST_CASE("a job user's links, FIFOs and other owners' files are refused, counted, never read", "[shipper]") {
+    // The job's NCCL directory belongs to its user (uid 65534 here); the tests run as root.
+    Fixture f("nccl", "nccl/42");
+    const std::string jobdir = f.dir.path() + "/nccl/42";
+    f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
+    REQUIRE(::chown(jobdir.c_str(), 65534, 65534) == 0);
+    const std::string secret = f.dir.path() + "/secret";
+    std::ofstream(secret) << "root:$6$secret-hash:19000:0:99999:7:::\n";
+    REQUIRE(::chmod(secret.c_str(), 0600) == 0);
+    auto own = [&](const std::string& name, const std::string& text) {
+        const std::string p = jobdir + "/" + name;
+        std::ofstream(p) << text;
+        REQUIRE(::chown(p.c_str(), 65534, 65534) == 0);
+    };
+    own("0.n1.100.log", "mine\n");
+    REQUIRE(::symlink(secret.c_str(), (jobdir + "/1.n1.101.log").c_str()) == 0);
+    REQUIRE(::symlink("/dev/zero", (jobdir + "/2.n1.102.log").c_str()) == 0);
+    REQUIRE(::mkfifo((jobdir + "/3.n1.103.log").c_str(), 0644) == 0);
+    REQUIRE(::link(secret.c_str(), (jobdir + "/4.n1.104.log").c_str()) == 0);
+    std::ofstream(jobdir + "/5.n1.105.log") << "root's file, not the user's\n";  // owned by root: fine
+    own("6.n1.106.log", "");
+    REQUIRE(::chown((jobdir + "/6.n1.106.log").c_str(), 1234, 1234) == 0);  // another user's
+    std::vector<std::string> logged;
+    FileSource s(f.cfg, NodeInfo{"c", "n"}, 1024, f.m, 100000, [&](const std::string& l) { logged.push_back(l); });
+    std::vector<std::string> lines;
+    for (int pass = 0; pass < 3; ++pass) {  // refusals are counted once, not once per pass
+        std::vector<Event> ev;
+        s.poll(ev, 1 << 20);
+        for (auto& e : ev) lines.push_back(e.line);
+    }
+    std::sort(lines.begin(), lines.end());
+    CHECK(lines == std::vector<std::string>{"mine", "root's file, not the user's"});
+    CHECK(f.m.files_refused ==
+          std::map<std::string, uint64_t>{{"symlink", 2}, {"not_regular", 1}, {"hard_link", 1}, {"owner", 1}});
+    REQUIRE(logged.size() == 5);
+    CHECK(logged[0].rfind("warning: source t: not reading " + jobdir + "/", 0) == 0);
+    const auto checkpoint = s.checkpoint().dump();
+    CHECK(checkpoint.find("1.n1.101") == std::string::npos);
+}
+
+TEST_CASE("a symlinked job directory is not followed", "[shipper]") {
+    Fixture f("nccl", "nccl/7");
+    f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
+    ::mkdir((f.dir.path() + "/elsewhere").c_str(), 0755);
+    std::ofstream(f.dir.path() + "/elsewhere/0.n.1.log") << "not this job's\n";
+    REQUIRE(::symlink((f.dir.path() + "/elsewhere").c_str(), (f.dir.path() + "/nccl/8").c_str()) == 0);
+    std::ofstream(f.dir.path() + "/nccl/7/0.n.2.log") << "this job's\n";
+    auto s = f.source();
+    CHECK(f.lines(*s) == std::vector<std::string>{"this job's"});
+    CHECK(f.m.files_refused["symlink"] == 1);
 }
