@@ -91,7 +91,8 @@ int cmd_bundle(const Common& f, const std::string& job, const std::string& nodes
     }
     o.local = local;
     o.log_dir = c.collector.log_dir;
-    o.nccl_dir = nccl_dir;
+    o.schema = config::stream_schema(c.shipper);
+    o.nccl_dir = nccl_dir.empty() ? c.collector.layout().nccl_dir : nccl_dir;
     o.out_dir = out_dir.empty() ? c.cli.output_dir : out_dir;
     o.cluster = c.cluster.empty() ? "default" : c.cluster;
     o.endpoint = endpoint(c, f);
@@ -154,7 +155,7 @@ int cmd_xid(const Common& f, const std::string& since, const std::string& nodes)
     };
     std::map<std::pair<std::string, int>, Row> rows;
     const int64_t now = realtime_ns();
-    const std::string q = forensics::xid_query(split_nodes(nodes));
+    const std::string q = forensics::xid_query(config::stream_schema(c.shipper), split_nodes(nodes));
     const auto r = loki::query_range(client, q, now - *d * 1'000'000, now, {}, [&](const loki::QueryEntry& e) {
         const auto ev = ex.extract(e.line);
         if (!ev || !ev->xid) return;
@@ -198,7 +199,8 @@ int cmd_xid(const Common& f, const std::string& since, const std::string& nodes)
 int cmd_logql(const Common& f, const std::string& job, const std::string& nodes) {
     config::Config c;
     if (!load(f, c)) return forensics::kExitUsage;
-    const auto qs = forensics::job_queries(job, split_nodes(nodes), c.shipper.structured_metadata);
+    const auto qs = forensics::job_queries(config::stream_schema(c.shipper), job, split_nodes(nodes),
+                                           c.shipper.structured_metadata);
     if (f.json) {
         nlohmann::json out = nlohmann::json::array();
         for (const auto& q : qs) out.push_back({{"name", q.name}, {"logql", q.logql}});

@@ -10,8 +10,8 @@
 #include "collector/kernel_snapshot.hpp"
 #include "collector/scripts.hpp"
 #include "collector/session.hpp"
-#include "collector/state.hpp"
 #include "events/extractor.hpp"
+#include "node/job_state.hpp"
 
 namespace jc = jobtrail::collector;
 
@@ -46,7 +46,7 @@ int run(const std::string& config_path) {
                      "failing the epilog so Slurm drains the node: " + why + " [policy collector.epilog.fail_on_xid]");
             summary += " drain_reason=\"" + why + "\"";
         }
-        jc::remove_job_state(s.config().collector.run_dir, s.facts().job_id);
+        jobtrail::node::remove_job_state(s.config().collector.layout(), s.facts().job_id);
     }
     s.footer(status, summary);
     return status;

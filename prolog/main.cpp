@@ -7,8 +7,7 @@
 #include "collector/kernel_snapshot.hpp"
 #include "collector/scripts.hpp"
 #include "collector/session.hpp"
-#include "collector/state.hpp"
-#include "common/fs.hpp"
+#include "node/job_state.hpp"
 
 namespace jc = jobtrail::collector;
 
@@ -16,13 +15,9 @@ namespace {
 
 void write_job_marker(jc::Session& s) {
     const auto& cc = s.config().collector;
-    jc::JobMarker m{s.facts().job_id, s.facts().user, s.facts().uid, s.facts().node, s.facts().trace, s.start_ns()};
-    if (auto st = jobtrail::make_dirs(cc.run_dir + "/jobs", 0755); !st.ok) {
-        s.notice("error", "cannot write job marker: " + st.error);
-        return;
-    }
-    if (auto st = jobtrail::write_file_atomic(jc::job_marker_path(cc.run_dir, m.job_id), jc::marker_to_json(m), 0644);
-        !st.ok)
+    const jobtrail::node::JobMarker m{s.facts().job_id, s.facts().user,  s.facts().uid,
+                                      s.facts().node,   s.facts().trace, s.start_ns()};
+    if (auto st = jobtrail::node::write_job_marker(cc.layout(), m); !st.ok)
         s.notice("error", "cannot write job marker: " + st.error);
 }
 

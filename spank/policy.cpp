@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <cstring>
 
+#include "node/env.hpp"
+#include "node/nccl_file.hpp"
+
 namespace jobtrail::spank {
 namespace {
 
@@ -70,8 +73,8 @@ PluginConfig default_config() {
     c.trace_level = Level::kInfo;
     c.max_level = Level::kInfo;
     copy(c.trace_subsys, sizeof c.trace_subsys, "INIT,NET,COLL");
-    copy(c.nccl_dir, sizeof c.nccl_dir, "/var/log/slurm/nccl");
-    copy(c.run_dir, sizeof c.run_dir, "/run/jobtrail");
+    copy(c.nccl_dir, sizeof c.nccl_dir, std::string(node::kDefaultNcclDir).c_str());
+    copy(c.run_dir, sizeof c.run_dir, std::string(node::kDefaultRunDir).c_str());
     c.user_env = UserEnv::kCap;
     c.timestamps = true;
     return c;
@@ -222,15 +225,18 @@ std::string step_name(unsigned long id) {
     }
 }
 
-std::string job_nccl_dir(const PluginConfig& cfg, const std::string& job_id) {
-    return std::string(cfg.nccl_dir) + "/" + job_id;
+node::Layout layout_of(const PluginConfig& cfg) {
+    node::Layout l;
+    l.nccl_dir = cfg.nccl_dir;
+    l.run_dir = cfg.run_dir;
+    return l;
 }
 
 std::vector<std::pair<std::string, std::string>> step_env(const StepEnvInput& in) {
     const PluginConfig& cfg = *in.cfg;
     std::vector<std::pair<std::string, std::string>> env;
-    env.emplace_back("JOBTRAIL_JOB_ID", in.job_id);
-    env.emplace_back("JOBTRAIL_STEP_ID", in.step);
+    env.emplace_back(node::env::kStepJobId, in.job_id);
+    env.emplace_back(node::env::kStepStepId, in.step);
 
     Level level = cfg.nccl_debug;
     bool set_level = level != Level::kOff;
@@ -238,7 +244,7 @@ std::vector<std::pair<std::string, std::string>> step_env(const StepEnvInput& in
     if (in.trace->requested) {
         level = in.trace->level;
         set_level = true;
-        env.emplace_back("JOBTRAIL_TRACE", trace_to_string(*in.trace));
+        env.emplace_back(node::env::kStepTrace, trace_to_string(*in.trace));
     } else if (in.user_nccl_debug && *in.user_nccl_debug) {
         Level user;
         const bool known = parse_level(in.user_nccl_debug, user);
@@ -269,7 +275,7 @@ std::vector<std::pair<std::string, std::string>> step_env(const StepEnvInput& in
     if (in.trace->requested)
         env.emplace_back("NCCL_DEBUG_SUBSYS", in.trace->subsys[0] ? in.trace->subsys : cfg.trace_subsys);
     if (!user_file && in.nccl_dir_ok)
-        env.emplace_back("NCCL_DEBUG_FILE", job_nccl_dir(cfg, in.job_id) + "/" + in.step + ".%h.%p.log");
+        env.emplace_back("NCCL_DEBUG_FILE", node::nccl_debug_file(layout_of(cfg), in.job_id, in.step));
     if (cfg.timestamps) {
         // NCCL prints local time; %z records the offset, so the line is unambiguous without
         // touching the job's TZ. Microseconds: enough to order lines of one process.

@@ -1,5 +1,7 @@
 #pragma once
 
+#include "node/layout.hpp"
+
 // The plugin's decisions, free of Slurm calls so they can be unit-tested: plugstack arguments,
 // --trace-capture values, and the NCCL environment of a job step. Everything here is POD or
 // built on the stack: the plugin has no static objects with constructors.
@@ -70,7 +72,7 @@ struct StepEnvInput {
 // The variables to set in the step's environment (nothing else is touched; TZ never).
 std::vector<std::pair<std::string, std::string>> step_env(const StepEnvInput& in);
 
-// <nccl_dir>/<jobid>
-std::string job_nccl_dir(const PluginConfig& cfg, const std::string& job_id);
+// The node contract's paths under the plugstack arguments' directories.
+node::Layout layout_of(const PluginConfig& cfg);
 
 }  // namespace jobtrail::spank

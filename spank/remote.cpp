@@ -12,6 +12,10 @@
 #include <ctime>
 #include <string>
 
+#include "common/fs.hpp"
+#include "common/time.hpp"
+#include "node/job_state.hpp"
+#include "node/nccl_file.hpp"
 #include "plugin.hpp"
 
 namespace jobtrail::spank {
@@ -25,17 +29,6 @@ struct StepState {
     unsigned long step_id;
 };
 StepState g_step;
-
-bool write_all(int fd, const std::string& s) {
-    size_t off = 0;
-    while (off < s.size()) {
-        const ssize_t n = ::write(fd, s.data() + off, s.size() - off);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return false;
-        off += static_cast<size_t>(n);
-    }
-    return true;
-}
 
 bool mkdirs_root(const std::string& path, std::string& err) {
     for (size_t pos = 1; pos <= path.size(); ++pos) {
@@ -62,28 +55,14 @@ bool mkdirs_root(const std::string& path, std::string& err) {
 // "<jobid> <start_ns>": what makes a job unique on this node even when job ids repeat (a
 // reset controller starts again at 1). start_ns comes from the prolog's job marker.
 std::string job_identity(const PluginConfig& cfg, const std::string& job_id) {
-    std::string id = job_id + " ";
-    const std::string marker = std::string(cfg.run_dir) + "/jobs/" + job_id;
-    const int fd = ::open(marker.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) return id + "unknown";
-    char buf[1024];
-    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
-    ::close(fd);
-    if (n <= 0) return id + "unknown";
-    buf[n] = '\0';
-    const char* p = std::strstr(buf, "\"start_ns\":");
-    if (!p) return id + "unknown";
-    return id + std::to_string(std::strtoll(p + 11, nullptr, 10));
+    const auto m = node::read_job_marker(layout_of(cfg), job_id);
+    return job_id + " " + (m ? std::to_string(m->start_ns) : std::string("unknown"));
 }
 
+// The stamp sits in a directory the job's user owns: never follow a link or block on a FIFO
+// they put there (slurmstepd would hang the step launch).
 std::string read_stamp(const std::string& dir) {
-    const std::string path = dir + "/.jobtrail-job";
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) return "";
-    char buf[256];
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    ::close(fd);
-    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+    return read_small_file(dir + "/" + std::string(node::kNcclDirStamp), 256).value_or("");
 }
 
 // An existing <nccl_dir>/<jobid> is this job's only if it is a real directory owned by the job
@@ -99,7 +78,7 @@ bool is_ours(const std::string& dir, uid_t uid, const std::string& identity) {
 // built under a temporary name and renamed into place.
 bool ensure_job_dir(const PluginConfig& cfg, const std::string& job_id, uid_t uid, gid_t gid, std::string& err) {
     if (!mkdirs_root(cfg.nccl_dir, err)) return false;
-    const std::string dir = job_nccl_dir(cfg, job_id);
+    const std::string dir = layout_of(cfg).nccl_job_dir(job_id);
     const std::string identity = job_identity(cfg, job_id);
     for (int attempt = 0; attempt < 3; ++attempt) {
         struct stat st {};
@@ -119,7 +98,7 @@ bool ensure_job_dir(const PluginConfig& cfg, const std::string& job_id, uid_t ui
             err = "cannot create " + tmp + ": " + std::strerror(errno);
             return false;
         }
-        const std::string stamp = tmp + "/.jobtrail-job";
+        const std::string stamp = tmp + "/" + std::string(node::kNcclDirStamp);
         const int fd = ::open(stamp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
         const bool stamped = fd >= 0 && write_all(fd, identity);
         if (fd >= 0) ::close(fd);
@@ -139,31 +118,19 @@ bool ensure_job_dir(const PluginConfig& cfg, const std::string& job_id, uid_t ui
     return false;
 }
 
-// <run_dir>/steps/<jobid>.<step>: what the shipper needs to label this step's NCCL files.
+// The step's record for the shipper (its trace request: a step may ask when its job did not).
 void write_step_record(const PluginConfig& cfg, const std::string& job_id, const std::string& step,
                        const TraceRequest& trace, bool nccl_dir_ok) {
+    const node::Layout layout = layout_of(cfg);
     std::string err;
-    const std::string dir = std::string(cfg.run_dir) + "/steps";
-    if (!mkdirs_root(dir, err)) {
+    if (!mkdirs_root(layout.steps_dir(), err)) {
         JT_ERROR("job %s step %s: no step record: %s", job_id.c_str(), step.c_str(), err.c_str());
         return;
     }
-    timespec ts{};
-    clock_gettime(CLOCK_REALTIME, &ts);
-    const long long now_ns = static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
-    const std::string trace_s = trace_to_string(trace);
-    std::string body = "{\"job_id\":\"" + job_id + "\",\"step\":\"" + step +
-                       "\",\"start_ns\":" + std::to_string(now_ns) + ",\"trace\":\"" + trace_s + "\"";
-    if (nccl_dir_ok) body += ",\"nccl_file\":\"" + job_nccl_dir(cfg, job_id) + "/" + step + ".%h.%p.log\"";
-    body += "}\n";
-    const std::string path = dir + "/" + job_id + "." + step;
-    const std::string tmp = path + ".tmp." + std::to_string(static_cast<long>(::getpid()));
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0 || !write_all(fd, body) || ::close(fd) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
-        JT_ERROR("job %s step %s: cannot write %s: %s", job_id.c_str(), step.c_str(), path.c_str(),
-                 std::strerror(errno));
-        ::unlink(tmp.c_str());
-    }
+    const node::StepRecord r{job_id, step, trace_to_string(trace), realtime_ns(),
+                             nccl_dir_ok ? node::nccl_debug_file(layout, job_id, step) : std::string()};
+    if (auto st = node::write_step_record(layout, r); !st.ok)
+        JT_ERROR("job %s step %s: no step record: %s", job_id.c_str(), step.c_str(), st.error.c_str());
 }
 
 }  // namespace

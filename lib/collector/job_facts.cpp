@@ -6,7 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "common/spank_env.hpp"
+#include "node/env.hpp"
+#include "node/layout.hpp"
 
 extern char** environ;
 
@@ -27,8 +28,7 @@ std::string first_env(std::initializer_list<const char*> names) {
 }  // namespace
 
 bool JobFacts::valid_job_id() const {
-    return !job_id.empty() && job_id.size() <= 20 &&
-           std::all_of(job_id.begin(), job_id.end(), [](char c) { return c >= '0' && c <= '9'; });
+    return node::valid_job_id(job_id);
 }
 
 JobFacts job_facts_from_env(const std::string& cluster_override, const std::string& node_override) {
@@ -49,10 +49,10 @@ JobFacts job_facts_from_env(const std::string& cluster_override, const std::stri
     f.restart_count = env("SLURM_JOB_RESTART_COUNT");
     f.gpus = env("SLURM_JOB_GPUS");
     f.exit_code = env("SLURM_JOB_EXIT_CODE2");
-    f.trace = first_env({spank_env::kTracePrologVar, spank_env::kTraceOptionVar});
-    const size_t plen = std::strlen(spank_env::kSpankPrefix);
+    f.trace = first_env({node::env::kTraceProlog, node::env::kTraceOption});
+    const size_t plen = std::strlen(node::env::kSpankPrefix);
     for (char** e = environ; e && *e; ++e) {
-        if (std::strncmp(*e, spank_env::kSpankPrefix, plen) != 0) continue;
+        if (std::strncmp(*e, node::env::kSpankPrefix, plen) != 0) continue;
         const char* eq = std::strchr(*e, '=');
         if (!eq) continue;
         f.spank.emplace_back(std::string(*e, static_cast<size_t>(eq - *e)), std::string(eq + 1));

@@ -6,7 +6,6 @@
 #include <string_view>
 #include <vector>
 
-#include "collector/state.hpp"
 #include "events/extractor.hpp"
 #include "kmsg/boot_clock.hpp"
 #include "kmsg/record.hpp"

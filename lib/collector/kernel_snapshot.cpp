@@ -4,11 +4,11 @@
 
 #include <deque>
 
-#include "collector/state.hpp"
 #include "common/fs.hpp"
 #include "common/time.hpp"
 #include "joblog/format.hpp"
 #include "kmsg/merge.hpp"
+#include "node/job_state.hpp"
 
 namespace jobtrail::collector {
 namespace {
@@ -42,7 +42,7 @@ void record_kernel_mark(Session& s) {
         s.notice("warning",
                  "kernel log: stopped reading after kmsg_budget=" + std::to_string(cc.kmsg_budget_ms) + "ms");
 
-    KmsgMark mark;
+    node::KmsgMark mark;
     mark.boot_id = clock.boot_id();
     mark.next_seq = scan.any ? scan.last_seq + 1 : 0;
     mark.start_ns = s.start_ns();
@@ -64,12 +64,12 @@ void record_kernel_mark(Session& s) {
                      std::to_string(scan.records) + " kmsg_context_records=" + std::to_string(merged.size()));
     s.log().flush();
 
-    const std::string dir = cc.state_dir + "/kmsg-marks";
-    if (auto st = make_dirs(dir, 0755); !st.ok) {
+    const node::Layout layout = cc.layout();
+    if (auto st = make_dirs(layout.kmsg_marks_dir(), 0755); !st.ok) {
         s.notice("error", "cannot save kmsg mark: " + st.error);
         return;
     }
-    if (auto st = write_file_atomic(kmsg_mark_path(cc.state_dir, s.facts().job_id), mark_to_json(mark), 0644); !st.ok)
+    if (auto st = write_file_atomic(layout.kmsg_mark(s.facts().job_id), node::to_json(mark), 0644); !st.ok)
         s.notice("error", "cannot save kmsg mark: " + st.error);
 }
 
@@ -77,11 +77,12 @@ std::vector<EventHit> record_kernel_delta(Session& s, const events::Extractor& e
     const auto& cc = s.config().collector;
     const auto& clock = s.clock();
     auto& log = s.log();
-    const std::string mark_path = kmsg_mark_path(cc.state_dir, s.facts().job_id);
+    const node::Layout layout = cc.layout();
+    const std::string mark_path = layout.kmsg_mark(s.facts().job_id);
 
     // Where the job starts in the ring: the prolog's mark, else the job's start time.
-    std::optional<KmsgMark> mark;
-    if (auto text = read_small_file(mark_path, 4096)) mark = mark_from_json(*text);
+    std::optional<node::KmsgMark> mark;
+    if (auto text = read_small_file(mark_path, 4096)) mark = node::parse_kmsg_mark(*text);
     int64_t since_ns = 0;
     std::string basis;
     if (mark && mark->boot_id == clock.boot_id()) {
@@ -92,8 +93,7 @@ std::vector<EventHit> record_kernel_delta(Session& s, const events::Extractor& e
             basis = "whole ring (rebooted)";
         } else {
             // No mark: the prolog could not read kmsg or did not run. Use the job marker's start.
-            if (auto t = read_small_file(job_marker_path(cc.run_dir, s.facts().job_id), 4096))
-                if (auto m = marker_from_json(*t)) since_ns = m->start_ns;
+            if (auto m = node::read_job_marker(layout, s.facts().job_id)) since_ns = m->start_ns;
             basis = since_ns ? "job start time " + format_rfc3339_ns(since_ns) : "whole ring (no mark, no start time)";
             s.notice("warning", "no kmsg mark for this job; using " + basis);
         }

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "node/layout.hpp"
+
 namespace jobtrail::config {
 
 // A command a collector runs and records, e.g. nvidia-smi. "{job_id}" in an argument is
@@ -27,9 +29,10 @@ struct PhaseConfig {
 };
 
 struct CollectorConfig {
-    std::string log_dir = "/var/log/slurm";  // prolog/<jobid>.log and epilog/<jobid>.log go below
-    std::string state_dir = "/var/lib/jobtrail";
-    std::string run_dir = "/run/jobtrail";
+    std::string log_dir{node::kDefaultLogDir};  // prolog/<jobid>.log and epilog/<jobid>.log go below
+    std::string state_dir{node::kDefaultStateDir};
+    std::string run_dir{node::kDefaultRunDir};
+    std::string nccl_dir;  // the plugin's nccl_dir; empty: <log_dir>/nccl
     std::string kmsg_path = "/dev/kmsg";
     // PATH for site scripts and probes: slurmd gives Prolog/Epilog none.
     std::string path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -42,6 +45,8 @@ struct CollectorConfig {
     int64_t kmsg_budget_ms = 2'000;  // upper bound on time spent reading the kernel ring
     PhaseConfig prolog;
     PhaseConfig epilog;
+    // The node contract's paths, from the directories above.
+    node::Layout layout() const;
 };
 
 CollectorConfig default_collector_config();

@@ -94,13 +94,14 @@ void parse_phase(Parser& p, const YAML::Node& n, const std::string& where, Phase
 void parse_collector(Parser& p, const YAML::Node& n, CollectorConfig& c) {
     const std::string w = "collector";
     if (!p.check_map(n, w,
-                     {"log_dir", "state_dir", "run_dir", "kmsg", "path", "kernel_context", "max_log_bytes",
+                     {"log_dir", "state_dir", "run_dir", "nccl_dir", "kmsg", "path", "kernel_context", "max_log_bytes",
                       "max_line_bytes", "kill_grace", "kmsg_budget", "prolog", "epilog"}))
         return;
     p.path(n, w, "log_dir", c.log_dir);
     p.path(n, w, "state_dir", c.state_dir);
     p.path(n, w, "run_dir", c.run_dir);
     p.path(n, w, "kmsg", c.kmsg_path);
+    p.path(n, w, "nccl_dir", c.nccl_dir);
     p.string(n, w, "path", c.path);
     if (const YAML::Node k = n["kernel_context"]) {
         if (p.check_map(k, w + ".kernel_context", {"records", "max_age"})) {
@@ -176,7 +177,7 @@ void parse_shipper(Parser& p, const YAML::Node& n, ShipperConfig& c) {
                 size_t i = 0;
                 for (const auto& item : f) {
                     const std::string fw = w + ".sources.files[" + std::to_string(i++) + "]";
-                    if (!p.check_map(item, fw, {"name", "paths", "job", "format", "labels"})) continue;
+                    if (!p.check_map(item, fw, {"name", "paths", "job", "format", "stream", "labels"})) continue;
                     FileSourceConfig fs;
                     p.string(item, fw, "name", fs.name);
                     p.string(item, fw, "job", fs.job);
@@ -186,6 +187,19 @@ void parse_shipper(Parser& p, const YAML::Node& n, ShipperConfig& c) {
                     if (fs.job.empty()) p.error(item, fw + ".job", "missing: the Loki job label for these files");
                     if (fs.format != "plain" && fs.format != "joblog" && fs.format != "nccl" && fs.format != "cri")
                         p.error(item["format"], fw + ".format", "expected plain, joblog, nccl or cri");
+                    fs.stream = fs.format == "joblog" ? node::Stream::kJobLog
+                                : fs.format == "nccl" ? node::Stream::kNccl
+                                                      : node::Stream::kOther;
+                    if (item["stream"]) {
+                        std::string kind;
+                        p.string(item, fw, "stream", kind);
+                        const auto k = node::parse_stream_kind(kind);
+                        if (!k || *k == node::Stream::kKernel || *k == node::Stream::kJournal ||
+                            *k == node::Stream::kShipper)
+                            p.error(item["stream"], fw + ".stream", "expected job-log, nccl, fabric-manager or other");
+                        else
+                            fs.stream = *k;
+                    }
                     if (const YAML::Node lb = item["labels"]) {
                         if (!lb.IsMap()) {
                             p.error(lb, fw + ".labels", "expected a mapping of label names to values");
@@ -227,11 +241,35 @@ void parse_shipper(Parser& p, const YAML::Node& n, ShipperConfig& c) {
 
 }  // namespace
 
+node::Schema stream_schema(const ShipperConfig& c) {
+    node::Schema s;
+    for (const auto& f : c.files)
+        if (f.stream != node::Stream::kOther) s.set_job(f.stream, f.job);
+    return s;
+}
+
+node::Layout CollectorConfig::layout() const {
+    node::Layout l;
+    l.log_dir = log_dir;
+    l.nccl_dir = nccl_dir.empty() ? log_dir + "/nccl" : nccl_dir;
+    l.run_dir = run_dir;
+    l.state_dir = state_dir;
+    return l;
+}
+
 ShipperConfig default_shipper_config() {
     ShipperConfig c;
-    c.files = {{"prolog-epilog", {"/var/log/slurm/{prolog,epilog}/*.log"}, "slurm-prolog-epilog", "joblog", {}},
-               {"nccl", {"/var/log/slurm/nccl/*/*.log"}, "nccl", "nccl", {}},
-               {"fabric-manager", {"/var/log/fabricmanager.log"}, "fabric-manager", "plain", {}}};
+    const node::Layout layout;
+    const node::Schema schema;
+    using node::Stream;
+    c.files = {{"prolog-epilog", {layout.job_logs_glob()}, schema.job(Stream::kJobLog), "joblog", {}, Stream::kJobLog},
+               {"nccl", {layout.nccl_files_glob()}, schema.job(Stream::kNccl), "nccl", {}, Stream::kNccl},
+               {"fabric-manager",
+                {"/var/log/fabricmanager.log"},
+                schema.job(Stream::kFabricManager),
+                "plain",
+                {},
+                Stream::kFabricManager}};
     c.journald.enabled = true;
     c.journald.units = {"slurmd.service",
                         "slurmctld.service",

@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "node/schema.hpp"
+
 namespace jobtrail::config {
 
 // A set of files shipped as one kind of stream (the Loki `job` label).
@@ -14,6 +16,9 @@ struct FileSourceConfig {
     std::string job;                 // Loki `job` label: slurm-prolog-epilog, nccl, fabric-manager, ...
     std::string format = "plain";    // plain | joblog (jobtrail's job logs) | nccl | cri
     std::vector<std::pair<std::string, std::string>> labels;  // extra static labels
+    // What kind of stream these files are (`stream:`; default from the format): stages and the
+    // CLI find "the NCCL stream" by kind, whatever `job` the site calls it.
+    node::Stream stream = node::Stream::kOther;
 };
 
 // The systemd journal (slurmd, fabric manager, ...): one stream per unit and priority.
@@ -61,5 +66,7 @@ struct ShipperConfig {
 };
 
 ShipperConfig default_shipper_config();
+// The `job` value of each kind of stream, the file sources' overrides applied.
+node::Schema stream_schema(const ShipperConfig& c);
 
 }  // namespace jobtrail::config

@@ -261,30 +261,33 @@ public:
             auto it = e.labels->find(k);
             return it == e.labels->end() ? std::string() : it->second;
         };
-        tasks.push_back({"prolog and epilog", prolog_epilog_query(o_.job_id), [this, label](const loki::QueryEntry& e) {
-                             const std::string node = file_safe(label(e, "node"));
-                             std::string phase = label(e, "phase");
-                             if (phase.empty()) phase = starts_with(e.line, "epilog") ? "epilog" : "prolog";
-                             record(node, phase, "nodes/" + node + "/" + phase + ".log", e.ts_ns, e.line);
-                         }});
+        tasks.push_back(
+            {"prolog and epilog", prolog_epilog_query(o_.schema, o_.job_id), [this, label](const loki::QueryEntry& e) {
+                 const std::string node = file_safe(label(e, "node"));
+                 std::string phase = label(e, "phase");
+                 if (phase.empty()) phase = starts_with(e.line, "epilog") ? "epilog" : "prolog";
+                 record(node, phase, "nodes/" + node + "/" + phase + ".log", e.ts_ns, e.line);
+             }});
         for (const auto& n : w.nodes) {
             const std::string node = file_safe(n);
             // One NCCL query per node: bounded queries that run in parallel.
-            tasks.push_back({"NCCL " + n, nccl_query(o_.job_id, n), [this, node, label](const loki::QueryEntry& e) {
-                                 std::string file = label(e, "file");
-                                 if (file.empty()) file = "nccl.log";
-                                 record(node, "nccl", "nccl/" + node + "/" + file_safe(file), e.ts_ns, e.line);
-                             }});
-            tasks.push_back({"kernel " + n, kernel_query(n), [this, node](const loki::QueryEntry& e) {
+            tasks.push_back(
+                {"NCCL " + n, nccl_query(o_.schema, o_.job_id, n), [this, node, label](const loki::QueryEntry& e) {
+                     std::string file = label(e, "file");
+                     if (file.empty()) file = "nccl.log";
+                     record(node, "nccl", "nccl/" + node + "/" + file_safe(file), e.ts_ns, e.line);
+                 }});
+            tasks.push_back({"kernel " + n, kernel_query(o_.schema, n), [this, node](const loki::QueryEntry& e) {
                                  record(node, "kmsg", "nodes/" + node + "/kmsg.log", e.ts_ns, e.line);
                              }});
-            tasks.push_back({"slurmd " + n, slurmd_query(n, o_.job_id), [this, node](const loki::QueryEntry& e) {
-                                 record(node, "slurmd", "nodes/" + node + "/slurmd.log", e.ts_ns, e.line);
-                             }});
-            tasks.push_back({"fabric manager " + n, fabric_manager_query(n), [this, node](const loki::QueryEntry& e) {
-                                 record(node, "fabric-manager", "nodes/" + node + "/fabric-manager.log", e.ts_ns,
-                                        e.line);
-                             }});
+            tasks.push_back(
+                {"slurmd " + n, slurmd_query(o_.schema, n, o_.job_id), [this, node](const loki::QueryEntry& e) {
+                     record(node, "slurmd", "nodes/" + node + "/slurmd.log", e.ts_ns, e.line);
+                 }});
+            tasks.push_back(
+                {"fabric manager " + n, fabric_manager_query(o_.schema, n), [this, node](const loki::QueryEntry& e) {
+                     record(node, "fabric-manager", "nodes/" + node + "/fabric-manager.log", e.ts_ns, e.line);
+                 }});
         }
         std::vector<QueryRecord> done(tasks.size());
         std::atomic<size_t> next{0}, finished{0};
@@ -447,7 +450,7 @@ BundleResult make_bundle(const BundleOptions& o) {
             std::string err;
             client.load_secrets(err);
             const int64_t now = realtime_ns();
-            QueryRecord q{"find the job", prolog_epilog_query(o.job_id)};
+            QueryRecord q{"find the job", prolog_epilog_query(o.schema, o.job_id)};
             const auto r = loki::query_range(client, q.logql, now - o.lookback_ns, now + 60'000'000'000, o.query,
                                              [&](const loki::QueryEntry& e) {
                                                  if (auto it = e.labels->find("node"); it != e.labels->end())

@@ -6,6 +6,7 @@
 
 #include "loki/client.hpp"
 #include "loki/query.hpp"
+#include "node/schema.hpp"
 
 // `jobtrail bundle`: everything jobtrail knows about one job, from Loki (all its nodes, its
 // window) or from this node's files, in one .tar.zst with a manifest, a timeline, a summary and
@@ -30,6 +31,7 @@ struct BundleOptions {
     std::string nccl_dir;  // default <log_dir>/nccl (the plugin's nccl_dir)
     std::string out_dir = ".";
     std::string cluster = "default";
+    node::Schema schema;  // the site's `job` values (config::stream_schema)
     loki::Endpoint endpoint;
     int parallel = 4;  // queries in flight at once
     loki::QueryOptions query;

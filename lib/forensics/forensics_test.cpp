@@ -7,15 +7,18 @@
 using namespace jobtrail::forensics;
 
 TEST_CASE("LogQL for a job uses the shipper's labels and quotes what it embeds", "[forensics]") {
-    CHECK(prolog_epilog_query("4242") == R"({job="slurm-prolog-epilog", job_id="4242"})");
-    CHECK(kernel_query("gpu\"01") == R"({job="kmsg", node="gpu\"01"})");
+    const jobtrail::node::Schema schema;
+    CHECK(prolog_epilog_query(schema, "4242") == R"({job="slurm-prolog-epilog", job_id="4242"})");
+    CHECK(kernel_query(schema, "gpu\"01") == R"({job="kmsg", node="gpu\"01"})");
     CHECK(node_matcher({"a.b", "c"}) == R"(node=~"a\\.b|c")");
-    CHECK(slurmd_query("n1", "77") == R"({job="systemd-journal", unit="slurmd.service", node="n1"} |~ "\\b77\\b")");
-    const auto qs = job_queries("77", {"n1"}, true);
+    CHECK(slurmd_query(schema, "n1", "77") ==
+          R"({job="systemd-journal", unit="slurmd.service", node="n1"} |~ "\\b77\\b")");
+    const auto qs = job_queries(schema, "77", {"n1"}, true);
     bool sm = false;
     for (const auto& q : qs) sm |= q.logql.find(R"(| slurm_job_id=~"(.*,)?77(,.*)?")") != std::string::npos;
     CHECK(sm);
-    for (const auto& q : job_queries("77", {"n1"}, false)) CHECK(q.logql.find("slurm_job_id") == std::string::npos);
+    for (const auto& q : job_queries(schema, "77", {"n1"}, false))
+        CHECK(q.logql.find("slurm_job_id") == std::string::npos);
 }
 
 TEST_CASE("the most likely cause is the first fatal event, whatever came before it", "[forensics]") {

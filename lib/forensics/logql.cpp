@@ -14,6 +14,26 @@ std::string regex_quote(std::string_view v) {
     return out;
 }
 
+// {job="<the schema's job for this kind>"<, more matchers>}
+std::string selector(const node::Schema& s, node::Stream kind, const std::string& more = "") {
+    return "{" + std::string(node::label::kJob) + "=" + logql_string(s.job(kind)) + (more.empty() ? "" : ", " + more) +
+           "}";
+}
+
+std::string slurmd_matchers(const std::string& nodes) {
+    return std::string(node::label::kUnit) + "=\"slurmd.service\", " + nodes;
+}
+
+// slurmd names a job as "JobId=4242", "job 4242", "StepId=4242.0", "job_id 4242": the id as a
+// whole word catches them all (RE2, so \b works).
+std::string job_word(const std::string& job_id) {
+    return " |~ " + logql_string("\\b" + job_id + "\\b");
+}
+
+std::string job_id_matcher(const std::string& job_id) {
+    return std::string(node::label::kJobId) + "=" + logql_string(job_id);
+}
+
 }  // namespace
 
 std::string logql_string(std::string_view v) {
@@ -29,52 +49,49 @@ std::string node_matcher(const std::vector<std::string>& nodes) {
     return "node=~" + logql_string(alt);
 }
 
-std::string prolog_epilog_query(const std::string& job_id) {
-    return "{job=\"slurm-prolog-epilog\", job_id=" + logql_string(job_id) + "}";
+std::string prolog_epilog_query(const node::Schema& s, const std::string& job_id) {
+    return selector(s, node::Stream::kJobLog, job_id_matcher(job_id));
 }
 
-std::string nccl_query(const std::string& job_id, const std::string& node) {
-    return "{job=\"nccl\", job_id=" + logql_string(job_id) + (node.empty() ? "" : ", node=" + logql_string(node)) + "}";
+std::string nccl_query(const node::Schema& s, const std::string& job_id, const std::string& node) {
+    return selector(s, node::Stream::kNccl, job_id_matcher(job_id) + (node.empty() ? "" : ", " + node_matcher({node})));
 }
 
-std::string kernel_query(const std::string& node) {
-    return "{job=\"kmsg\", node=" + logql_string(node) + "}";
+std::string kernel_query(const node::Schema& s, const std::string& node) {
+    return selector(s, node::Stream::kKernel, node_matcher({node}));
 }
 
-std::string slurmd_query(const std::string& node, const std::string& job_id) {
-    // slurmd names a job as "JobId=4242", "job 4242", "StepId=4242.0", "job_id 4242": the id
-    // as a whole word catches them all (RE2, so \b works).
-    return "{job=\"systemd-journal\", unit=\"slurmd.service\", node=" + logql_string(node) + "} |~ " +
-           logql_string("\\b" + job_id + "\\b");
+std::string slurmd_query(const node::Schema& s, const std::string& node, const std::string& job_id) {
+    return selector(s, node::Stream::kJournal, slurmd_matchers(node_matcher({node}))) + job_word(job_id);
 }
 
-std::string fabric_manager_query(const std::string& node) {
-    return "{job=\"fabric-manager\", node=" + logql_string(node) + "}";
+std::string fabric_manager_query(const node::Schema& s, const std::string& node) {
+    return selector(s, node::Stream::kFabricManager, node_matcher({node}));
 }
 
-std::string xid_query(const std::vector<std::string>& nodes) {
-    return "{job=\"kmsg\"" + (nodes.empty() ? std::string() : ", " + node_matcher(nodes)) + "} |~ \"Xid|SXid\"";
+std::string xid_query(const node::Schema& s, const std::vector<std::string>& nodes) {
+    return selector(s, node::Stream::kKernel, nodes.empty() ? std::string() : node_matcher(nodes)) + " |~ \"Xid|SXid\"";
 }
 
-std::vector<NamedQuery> job_queries(const std::string& job_id, const std::vector<std::string>& nodes,
-                                    bool structured_metadata) {
+std::vector<NamedQuery> job_queries(const node::Schema& s, const std::string& job_id,
+                                    const std::vector<std::string>& nodes, bool structured_metadata) {
+    using node::Stream;
     std::vector<NamedQuery> q;
-    q.push_back({"prolog and epilog", prolog_epilog_query(job_id)});
-    q.push_back({"NCCL warnings", nccl_query(job_id) + " |= \"NCCL WARN\""});
-    q.push_back({"NCCL, all lines", nccl_query(job_id)});
+    q.push_back({"prolog and epilog", prolog_epilog_query(s, job_id)});
+    q.push_back({"NCCL warnings", nccl_query(s, job_id) + " |= \"NCCL WARN\""});
+    q.push_back({"NCCL, all lines", nccl_query(s, job_id)});
     if (!nodes.empty()) {
         const std::string nm = node_matcher(nodes);
-        q.push_back({"kernel log of the job's nodes", "{job=\"kmsg\", " + nm + "}"});
-        q.push_back({"Xid and SXid on the job's nodes", "{job=\"kmsg\", " + nm + "} |~ \"Xid|SXid\""});
-        q.push_back({"slurmd about this job", "{job=\"systemd-journal\", unit=\"slurmd.service\", " + nm + "} |~ " +
-                                                  logql_string("\\b" + job_id + "\\b")});
-        q.push_back({"fabric manager on the job's nodes", "{job=\"fabric-manager\", " + nm + "}"});
-        q.push_back(
-            {"Xid count by node", "sum by (node) (count_over_time({job=\"kmsg\", " + nm + "} |~ \"Xid\" [5m]))"});
+        q.push_back({"kernel log of the job's nodes", selector(s, Stream::kKernel, nm)});
+        q.push_back({"Xid and SXid on the job's nodes", selector(s, Stream::kKernel, nm) + " |~ \"Xid|SXid\""});
+        q.push_back({"slurmd about this job", selector(s, Stream::kJournal, slurmd_matchers(nm)) + job_word(job_id)});
+        q.push_back({"fabric manager on the job's nodes", selector(s, Stream::kFabricManager, nm)});
+        q.push_back({"Xid count by node",
+                     "sum by (node) (count_over_time(" + selector(s, Stream::kKernel, nm) + " |~ \"Xid\" [5m]))"});
     }
     if (structured_metadata)
         q.push_back({"kernel records while the job ran (structured metadata)",
-                     "{job=\"kmsg\"} | slurm_job_id=~" + logql_string("(.*,)?" + job_id + "(,.*)?")});
+                     selector(s, Stream::kKernel) + " | slurm_job_id=~" + logql_string("(.*,)?" + job_id + "(,.*)?")});
     return q;
 }
 

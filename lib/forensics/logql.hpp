@@ -4,6 +4,8 @@
 #include <string_view>
 #include <vector>
 
+#include "node/schema.hpp"
+
 // The LogQL a job's forensics needs, written for the labels the shipper produces (design.md):
 // one place, so the bundle, `jobtrail logql` and the tests agree.
 namespace jobtrail::forensics {
@@ -18,16 +20,17 @@ struct NamedQuery {
     std::string logql;
 };
 
-std::string prolog_epilog_query(const std::string& job_id);
-std::string nccl_query(const std::string& job_id, const std::string& node = "");
-std::string kernel_query(const std::string& node);
-std::string slurmd_query(const std::string& node, const std::string& job_id);
-std::string fabric_manager_query(const std::string& node);
+// Each takes the stream schema: the `job` values are the site's (config), not spelled here.
+std::string prolog_epilog_query(const node::Schema& s, const std::string& job_id);
+std::string nccl_query(const node::Schema& s, const std::string& job_id, const std::string& node = "");
+std::string kernel_query(const node::Schema& s, const std::string& node);
+std::string slurmd_query(const node::Schema& s, const std::string& node, const std::string& job_id);
+std::string fabric_manager_query(const node::Schema& s, const std::string& node);
 // Fleet-wide Xid lines (jobtrail xid).
-std::string xid_query(const std::vector<std::string>& nodes);
+std::string xid_query(const node::Schema& s, const std::vector<std::string>& nodes);
 
 // Everything worth pasting into Grafana for one job, node filters included.
-std::vector<NamedQuery> job_queries(const std::string& job_id, const std::vector<std::string>& nodes,
-                                    bool structured_metadata);
+std::vector<NamedQuery> job_queries(const node::Schema& s, const std::string& job_id,
+                                    const std::vector<std::string>& nodes, bool structured_metadata);
 
 }  // namespace jobtrail::forensics

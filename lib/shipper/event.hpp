@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "loki/push.hpp"
+#include "node/schema.hpp"
 
 namespace jobtrail::shipper {
 
@@ -23,17 +24,24 @@ struct Origin {
     loki::LabelSet labels;
     std::string stream;  // {cluster="c1", job="nccl", ...}
     Metadata metadata;
+    node::Stream kind = node::Stream::kOther;  // what stages key on, whatever `job` is called
+    std::string job_id, step;                  // the Slurm job (and step) the lines belong to, if one
     std::string_view label(const std::string& name) const {
         const auto it = labels.find(name);
         return it == labels.end() ? std::string_view() : std::string_view(it->second);
     }
 };
 
-inline std::shared_ptr<const Origin> make_origin(loki::LabelSet labels, Metadata metadata = {}) {
+inline std::shared_ptr<const Origin> make_origin(loki::LabelSet labels, Metadata metadata = {},
+                                                 node::Stream kind = node::Stream::kOther, std::string job_id = {},
+                                                 std::string step = {}) {
     auto o = std::make_shared<Origin>();
     o->stream = loki::format_labels(labels);
     o->labels = std::move(labels);
     o->metadata = std::move(metadata);
+    o->kind = kind;
+    o->job_id = std::move(job_id);
+    o->step = std::move(step);
     return o;
 }
 

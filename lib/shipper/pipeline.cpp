@@ -160,7 +160,7 @@ int Pipeline::run(const RunOptions& opts, const std::atomic<bool>& stop) {
     if (cp.is_object() && cp.contains("sources") && cp["sources"].is_object())
         for (auto& src : sources_)
             if (cp["sources"].contains(src->name())) src->restore(cp["sources"][src->name()]);
-    stages_ = std::make_unique<Stages>(sc, cfg_.collector.run_dir, metrics_);
+    stages_ = std::make_unique<Stages>(sc, cfg_.collector.layout(), metrics_);
 
     if (opts.dry_run) {
         // Read what is there, print it, remember nothing.

@@ -142,7 +142,8 @@ NCCL_DEBUG_TIMESTAMP_LEVELS=ALL" ]
 @test "step records exist while the job runs and are removed by the epilog" {
     id=$(submit --trace-capture=INFO --wrap "cat $D/run-jobtrail/steps/\$SLURM_JOB_ID.batch > $D/jobs/step-\$SLURM_JOB_ID")
     [ "$(wait_job_done "$id")" = COMPLETED ]
-    grep -q "\"job_id\":\"$id\",\"step\":\"batch\",\"start_ns\":[0-9]*,\"trace\":\"INFO\"" "$D/jobs/step-$id"
+    run /usr/bin/python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["job_id"], r["step"], r["trace"], r["start_ns"] > 0, r["nccl_file"])' "$D/jobs/step-$id"
+    [ "$output" = "$id batch INFO True $D/nccl/$id/batch.%h.%p.log" ]
     wait_log_end "$D/log/epilog/$id.log" >/dev/null
     [ ! -e "$D/run-jobtrail/steps/$id.batch" ]
 }

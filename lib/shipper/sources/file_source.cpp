@@ -8,11 +8,12 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <regex>
 
 #include "common/text.hpp"
 #include "common/time.hpp"
 #include "joblog/format.hpp"
+#include "node/layout.hpp"
+#include "node/nccl_file.hpp"
 #include "spool/record.hpp"
 
 namespace jobtrail::shipper {
@@ -146,32 +147,33 @@ void FileSource::adopt(const std::string& path, const struct stat& st, bool seen
         t.read_off = t.emitted_off = s->second.second;
         t.fingerprint = s->second.first;
     }
-    // Labels from the path: /var/log/slurm/{prolog,epilog}/<jobid>.log, .../nccl/<jobid>/<step>.<host>.<pid>.log
-    static const std::regex joblog_re(R"(/(prolog|epilog)/([0-9]+)\.log$)");
-    static const std::regex nccl_re(R"(/nccl/([0-9]+)/([^/.]+)\.[^/]*?\.?([0-9]+)\.log$)");
-    std::smatch m;
+    // Labels from the path, as the node contract names job logs and NCCL files.
     std::string job_id;
     Metadata md;
-    if (std::regex_search(path, m, joblog_re)) {
-        t.phase = m[1];
-        job_id = m[2];
+    std::optional<node::NcclFile> nccl;
+    if (const auto jl = node::parse_job_log(path)) {
+        t.phase = std::string(node::phase_name(jl->phase));
+        job_id = jl->job_id;
         md.emplace_back("phase", t.phase);
-    } else if (std::regex_search(path, m, nccl_re)) {
-        job_id = m[1];
+    } else if ((nccl = node::parse_nccl_file(path))) {
+        job_id = nccl->job_id;
+        t.step = nccl->step;
     }
     if (format_ == Format::kNccl) {
         // One stream per job and node: which file, step and rank a line came from is metadata.
         md.emplace_back("file", path.substr(path.rfind('/') + 1));
-        if (m.size() == 4 && m[2].matched) {
-            md.emplace_back("step", m[2]);
-            md.emplace_back("pid", m[3]);
+        if (nccl) {
+            md.emplace_back("step", nccl->step);
+            md.emplace_back("pid", nccl->pid);
         }
     }
-    loki::LabelSet labels = {
-        {"cluster", node_.cluster}, {"node", node_.node}, {"job", cfg_.job}, {"service_name", cfg_.job}};
+    loki::LabelSet labels = {{node::label::kCluster, node_.cluster},
+                             {node::label::kNode, node_.node},
+                             {node::label::kJob, cfg_.job},
+                             {node::label::kServiceName, cfg_.job}};
     for (const auto& [k, v] : cfg_.labels) labels[k] = v;
-    if (!job_id.empty()) labels["job_id"] = job_id;
-    t.origin = make_origin(std::move(labels), std::move(md));
+    if (!job_id.empty()) labels[node::label::kJobId] = job_id;
+    t.origin = make_origin(std::move(labels), std::move(md), cfg_.stream, job_id, t.step);
     files_.emplace(key, std::move(t));
 }
 

@@ -49,6 +49,7 @@ private:
         int64_t last_growth_ns = 0;
         bool seen = true;   // matched the globs in the last scan
         std::string phase;  // prolog or epilog, for job log lines
+        std::string step;   // of an NCCL file
         std::shared_ptr<const Origin> origin;
     };
 

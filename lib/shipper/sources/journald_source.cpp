@@ -27,18 +27,19 @@ nlohmann::json JournaldSource::checkpoint() const {
 const std::shared_ptr<const Origin>& JournaldSource::origin(const std::string& unit, int priority) {
     auto& o = origins_[{unit, priority}];
     if (!o) {
-        loki::LabelSet labels = {{"cluster", node_.cluster},
-                                 {"node", node_.node},
-                                 {"job", "systemd-journal"},
-                                 {"priority", kmsg::level_name(static_cast<uint8_t>(priority & 7))}};
+        const std::string& job = node::Schema::defaults().job(node::Stream::kJournal);
+        loki::LabelSet labels = {{node::label::kCluster, node_.cluster},
+                                 {node::label::kNode, node_.node},
+                                 {node::label::kJob, job},
+                                 {node::label::kPriority, kmsg::level_name(static_cast<uint8_t>(priority & 7))}};
         if (!unit.empty()) {
-            labels["unit"] = unit;
+            labels[node::label::kUnit] = unit;
             const size_t dot = unit.rfind('.');
-            labels["service_name"] = unit.substr(0, dot == std::string::npos ? unit.size() : dot);
+            labels[node::label::kServiceName] = unit.substr(0, dot == std::string::npos ? unit.size() : dot);
         } else {
-            labels["service_name"] = "systemd-journal";
+            labels[node::label::kServiceName] = job;
         }
-        o = make_origin(std::move(labels));
+        o = make_origin(std::move(labels), {}, node::Stream::kJournal);
     }
     return o;
 }

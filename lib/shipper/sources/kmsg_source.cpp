@@ -26,11 +26,12 @@ nlohmann::json KmsgSource::checkpoint() const {
 const std::shared_ptr<const Origin>& KmsgSource::origin(int level) {
     auto& o = origins_[static_cast<size_t>(level & 7)];
     if (!o)
-        o = make_origin({{"cluster", node_.cluster},
-                         {"node", node_.node},
-                         {"job", "kmsg"},
-                         {"priority", kmsg::level_name(static_cast<uint8_t>(level & 7))},
-                         {"service_name", "kmsg"}});
+        o = make_origin({{node::label::kCluster, node_.cluster},
+                         {node::label::kNode, node_.node},
+                         {node::label::kJob, node::Schema::defaults().job(node::Stream::kKernel)},
+                         {node::label::kPriority, kmsg::level_name(static_cast<uint8_t>(level & 7))},
+                         {node::label::kServiceName, node::Schema::defaults().job(node::Stream::kKernel)}},
+                        {}, node::Stream::kKernel);
     return o;
 }
 

@@ -1,25 +1,28 @@
 #include "shipper/stages/stages.hpp"
 
-#include <filesystem>
-
-#include "collector/state.hpp"
-#include "common/fs.hpp"
+#include "node/job_state.hpp"
 
 namespace jobtrail::shipper {
 
+namespace {
+
+bool is_trace(const std::string& t) {
+    return !t.empty() && t != "none";
+}
+
+}  // namespace
+
 void JobTable::refresh() {
     for (auto& [id, j] : jobs_) j.running = false;
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(run_dir_ + "/jobs", ec)) {
-        const std::string id = e.path().filename().string();
-        auto text = read_small_file(e.path().string(), 4096);
-        if (!text) continue;
-        auto m = collector::marker_from_json(*text);
-        if (!m) continue;
-        Job& j = jobs_[id];
-        j.start_ns = m->start_ns;
-        j.traced = !m->trace.empty() && m->trace != "none";
+    for (const auto& m : node::read_job_markers(layout_)) {
+        Job& j = jobs_[m.job_id];
+        j.start_ns = m.start_ns;
+        j.traced = is_trace(m.trace);
         j.running = true;
+    }
+    for (const auto& r : node::read_step_records(layout_)) {
+        auto it = jobs_.find(r.job_id);
+        if (it != jobs_.end()) it->second.steps[r.step] = is_trace(r.trace);
     }
     // Forget finished jobs eventually; keep enough to judge their late NCCL lines.
     if (jobs_.size() > 10'000) {
@@ -35,13 +38,15 @@ std::string JobTable::running_at(int64_t ts) const {
     return out;
 }
 
-int JobTable::traced(const std::string& id) const {
+int JobTable::traced(const std::string& id, const std::string& step) const {
     auto it = jobs_.find(id);
-    return it == jobs_.end() ? -1 : (it->second.traced ? 1 : 0);
+    if (it == jobs_.end()) return -1;
+    if (auto s = it->second.steps.find(step); s != it->second.steps.end()) return s->second || it->second.traced;
+    return it->second.traced ? 1 : 0;
 }
 
-Stages::Stages(const config::ShipperConfig& cfg, std::string run_dir, Metrics& m)
-    : drop_blank_(cfg.drop_blank), nccl_noise_(cfg.nccl_noise), jobs_(std::move(run_dir)), m_(m) {
+Stages::Stages(const config::ShipperConfig& cfg, node::Layout layout, Metrics& m)
+    : drop_blank_(cfg.drop_blank), nccl_noise_(cfg.nccl_noise), jobs_(std::move(layout)), m_(m) {
     for (const auto& r : cfg.drop) {
         RE2::Options o;
         o.set_log_errors(false);
@@ -65,16 +70,14 @@ void Stages::apply(std::vector<Event>& events) {
             }
         }
         if (e.dropped) continue;
-        static const std::string kJob = "job", kJobId = "job_id";
-        const std::string_view job = e.origin->label(kJob);
-        if (job == "nccl" && nccl_noise_) {
-            const std::string_view id = e.origin->label(kJobId);
+        const Origin& o = *e.origin;
+        if (o.kind == node::Stream::kNccl && nccl_noise_) {
             // Unknown jobs keep their lines: dropping is only for jobs known not to trace.
-            if (!id.empty() && jobs_.traced(std::string(id)) == 0 && RE2::PartialMatch(e.line, noise_)) {
+            if (!o.job_id.empty() && jobs_.traced(o.job_id, o.step) == 0 && RE2::PartialMatch(e.line, noise_)) {
                 e.dropped = true;
                 m_.drop("nccl_noise");
             }
-        } else if (job == "kmsg") {
+        } else if (o.kind == node::Stream::kKernel) {
             if (auto ids = jobs_.running_at(e.ts_ns); !ids.empty()) e.metadata.emplace_back("slurm_job_id", ids);
         }
     }

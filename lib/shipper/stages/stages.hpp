@@ -8,28 +8,32 @@
 #include <vector>
 
 #include "config/shipper_config.hpp"
+#include "node/layout.hpp"
 #include "shipper/event.hpp"
 
 namespace jobtrail::shipper {
 
-// The jobs running on this node, from the prolog's markers (<run_dir>/jobs/<jobid>), refreshed
-// on every pass. Remembers which jobs asked for trace capture after their marker is gone.
+// The jobs running on this node, from the prolog's markers and the plugin's step records (the
+// node contract), refreshed on every pass. Remembers which jobs and steps asked for trace
+// capture after their records are gone.
 class JobTable {
 public:
-    explicit JobTable(std::string run_dir) : run_dir_(std::move(run_dir)) {}
+    explicit JobTable(node::Layout layout) : layout_(std::move(layout)) {}
     void refresh();
     // Comma-separated ids of the jobs running at ts (started before it, marker present).
     std::string running_at(int64_t ts_ns) const;
-    // true/false if known, nullopt-like -1 if this job was never seen.
-    int traced(const std::string& job_id) const;
+    // 1 if the step (or, without a record of the step, its job) asked for trace capture, 0 if
+    // not, -1 if the job was never seen.
+    int traced(const std::string& job_id, const std::string& step = {}) const;
 
 private:
     struct Job {
         int64_t start_ns = 0;
         bool traced = false;
         bool running = false;
+        std::map<std::string, bool> steps;  // step -> traced
     };
-    std::string run_dir_;
+    node::Layout layout_;
     std::map<std::string, Job> jobs_;
 };
 
@@ -37,7 +41,7 @@ private:
 // INFO noise of jobs without trace capture, tag kernel records with the running jobs.
 class Stages {
 public:
-    Stages(const config::ShipperConfig& cfg, std::string run_dir, Metrics& m);
+    Stages(const config::ShipperConfig& cfg, node::Layout layout, Metrics& m);
     void apply(std::vector<Event>& events);
 
 private:

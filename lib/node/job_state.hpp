@@ -1,0 +1,55 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/fs.hpp"
+#include "node/layout.hpp"
+
+// The records one jobtrail process leaves for another on a node: one struct each, one writer
+// and one reader. Readers never throw on a damaged or foreign file: it reads as absent.
+namespace jobtrail::node {
+
+// <run_dir>/jobs/<jobid>: written by the prolog, removed by the epilog. The shipper reads it to
+// know which jobs run on the node (kmsg tagging) and which asked for trace capture; the plugin
+// reads start_ns to tell a job from an older one with the same id.
+struct JobMarker {
+    std::string job_id, user, uid, node, trace;
+    int64_t start_ns = 0;
+};
+std::string to_json(const JobMarker& m);
+std::optional<JobMarker> parse_job_marker(std::string_view text);
+FsStatus write_job_marker(const Layout& l, const JobMarker& m);
+std::optional<JobMarker> read_job_marker(const Layout& l, const std::string& job_id);
+// Every marker present now (the jobs running on the node).
+std::vector<JobMarker> read_job_markers(const Layout& l);
+
+// <run_dir>/steps/<jobid>.<step>: written by the plugin in slurmstepd when a step starts. The
+// shipper reads its trace request: a step may ask for trace capture when its job did not.
+struct StepRecord {
+    std::string job_id, step, trace;
+    int64_t start_ns = 0;
+    std::string nccl_file;  // NCCL_DEBUG_FILE as set; empty when the step got none
+};
+std::string to_json(const StepRecord& r);
+std::optional<StepRecord> parse_step_record(std::string_view text);
+FsStatus write_step_record(const Layout& l, const StepRecord& r);
+std::vector<StepRecord> read_step_records(const Layout& l);
+
+// Removes the job marker and the job's step records (the epilog's last act).
+void remove_job_state(const Layout& l, const std::string& job_id);
+
+// <state_dir>/kmsg-marks/<jobid>: where the kernel ring stood when the job started (prolog),
+// read by the epilog.
+struct KmsgMark {
+    std::string boot_id;
+    uint64_t next_seq = 0;  // first sequence number that belongs to the job
+    int64_t start_ns = 0;   // wall clock when the mark was taken
+};
+std::string to_json(const KmsgMark& m);
+std::optional<KmsgMark> parse_kmsg_mark(std::string_view text);
+
+}  // namespace jobtrail::node

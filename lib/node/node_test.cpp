@@ -1,0 +1,109 @@
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <tuple>
+#include <vector>
+
+#include "config/config.hpp"
+#include "kmsgfs_mount.hpp"
+#include "node/job_state.hpp"
+#include "node/layout.hpp"
+#include "node/nccl_file.hpp"
+#include "node/schema.hpp"
+
+using namespace jobtrail::node;
+
+TEST_CASE("NCCL file names: what the plugin sets is what the shipper parses back", "[node]") {
+    Layout l;
+    l.nccl_dir = "/x/nccl";
+    CHECK(nccl_debug_file(l, "4242", "batch") == "/x/nccl/4242/batch.%h.%p.log");
+    // NCCL expands %h and %p; the result parses back into the same parts.
+    for (const auto& [step, host, pid] : std::vector<std::tuple<std::string, std::string, std::string>>{
+             {"batch", "gpu01", "1234"}, {"0", "gpu-a.rack3", "7"}, {"4294967294", "h", "99999"}}) {
+        const std::string path = l.nccl_job_dir("4242") + "/" + nccl_file_name(step, host, pid);
+        const auto f = parse_nccl_file(path);
+        REQUIRE(f);
+        CHECK(f->job_id == "4242");
+        CHECK(f->step == step);
+        CHECK(f->host == host);
+        CHECK(f->pid == pid);
+    }
+    for (const char* bad : {"/x/nccl/4242/batch.gpu01.12a.log", "/x/nccl/4242/batch.1234.log", "/x/nccl/42x/0.h.1.log",
+                            "/x/nccl/4242/.h.1.log", "/x/nccl/4242/0.h.1.txt", "/x/nccl/4242/0..1.log"})
+        CHECK_FALSE(parse_nccl_file(bad));
+}
+
+TEST_CASE("job log paths and phases", "[node]") {
+    Layout l;
+    l.log_dir = "/l";
+    CHECK(l.job_log(Phase::kEpilog, "7") == "/l/epilog/7.log");
+    const auto n = parse_job_log(l.job_log(Phase::kEpilog, "7"));
+    REQUIRE(n);
+    CHECK(n->phase == Phase::kEpilog);
+    CHECK(n->job_id == "7");
+    CHECK_FALSE(parse_job_log("/l/other/7.log"));
+    CHECK_FALSE(parse_job_log("/l/prolog/../7.log"));
+    CHECK_FALSE(parse_job_log("/l/prolog/7x.log"));
+    Phase p;
+    CHECK_FALSE(parse_phase("../../x", p));
+    CHECK(valid_job_id("123"));
+    CHECK_FALSE(valid_job_id(""));
+    CHECK_FALSE(valid_job_id("1/2"));
+    CHECK_FALSE(valid_job_id("123456789012345678901"));
+}
+
+TEST_CASE("job marker and step record: one writer, one reader, damaged files read as absent", "[node]") {
+    jobtrail::test::TempDir run;
+    Layout l;
+    l.run_dir = run.path();
+    const JobMarker m{"42", "alice", "1000", "gpu01", "INFO:NET", 123456789};
+    REQUIRE(write_job_marker(l, m).ok);
+    const auto back = read_job_marker(l, "42");
+    REQUIRE(back);
+    CHECK(back->user == "alice");
+    CHECK(back->trace == "INFO:NET");
+    CHECK(back->start_ns == 123456789);
+    CHECK_FALSE(write_job_marker(l, {"../x", "", "", "", "", 0}).ok);
+    // A trace request with bytes that are not UTF-8 must not make the writer throw.
+    REQUIRE(write_step_record(l, {"42", "0", std::string("INFO\xff"), 5, "/n/42/0.%h.%p.log"}).ok);
+    REQUIRE(write_step_record(l, {"42", "batch", "", 6, ""}).ok);
+    std::ofstream(l.steps_dir() + "/43.0") << "{not json";
+    std::ofstream(l.jobs_dir() + "/44") << R"({"job_id":"45"})";  // names another job: not 44's
+    const auto steps = read_step_records(l);
+    REQUIRE(steps.size() == 2);
+    CHECK(read_job_markers(l).size() == 1);
+    CHECK_FALSE(read_job_marker(l, "44"));
+    remove_job_state(l, "42");
+    CHECK_FALSE(read_job_marker(l, "42"));
+    CHECK(read_step_records(l).empty());
+    CHECK(parse_kmsg_mark(to_json(KmsgMark{"b", 17, 3}))->next_seq == 17);
+    CHECK_FALSE(parse_kmsg_mark(R"({"next_seq":-1})"));
+}
+
+TEST_CASE("the stream schema takes the site's job values from the config", "[node]") {
+    jobtrail::test::TempDir d;
+    const std::string path = d.path() + "/j.yaml";
+    std::ofstream(path) << R"(shipper:
+  sources:
+    files:
+      - {name: logs, paths: ["/l/{prolog,epilog}/*.log"], job: gpu-jobs, format: joblog}
+      - {name: nccl, paths: ["/l/nccl/*/*.log"], job: gpu-nccl, format: nccl}
+      - {name: fm, paths: ["/var/log/fm.log"], job: gpu-fm, stream: fabric-manager}
+)";
+    const auto r = jobtrail::config::load_config(path);
+    REQUIRE(r.errors.empty());
+    const Schema s = jobtrail::config::stream_schema(r.config.shipper);
+    CHECK(s.job(Stream::kJobLog) == "gpu-jobs");
+    CHECK(s.job(Stream::kNccl) == "gpu-nccl");
+    CHECK(s.job(Stream::kFabricManager) == "gpu-fm");
+    CHECK(s.job(Stream::kKernel) == "kmsg");
+    std::ofstream(path) << R"(shipper:
+  sources:
+    files:
+      - {name: fm, paths: ["/var/log/fm.log"], job: gpu-fm, stream: kernel}
+)";
+    const auto bad = jobtrail::config::load_config(path);
+    REQUIRE(bad.errors.size() == 1);
+    CHECK(bad.errors[0].key == "shipper.sources.files[0].stream");
+}
