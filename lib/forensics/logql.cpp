@@ -53,7 +53,7 @@ std::string fabric_manager_query(const std::string& node) {
 }
 
 std::string xid_query(const std::vector<std::string>& nodes) {
-    return "{job=\"kmsg\"" + (nodes.empty() ? std::string() : ", " + node_matcher(nodes)) + "} |~ \"Xid|SXid\"";
+    return "{job=\"kmsg\"" + (nodes.empty() ? std::string() : ", " + node_matcher(nodes)) + "} |~ \"^NVRM: Xid|^nvidia-nvswitch[0-9]*: SXid\"";
 }
 
 std::vector<NamedQuery> job_queries(const std::string& job_id, const std::vector<std::string>& nodes,
@@ -65,12 +65,12 @@ std::vector<NamedQuery> job_queries(const std::string& job_id, const std::vector
     if (!nodes.empty()) {
         const std::string nm = node_matcher(nodes);
         q.push_back({"kernel log of the job's nodes", "{job=\"kmsg\", " + nm + "}"});
-        q.push_back({"Xid and SXid on the job's nodes", "{job=\"kmsg\", " + nm + "} |~ \"Xid|SXid\""});
+        q.push_back({"Xid and SXid on the job's nodes", "{job=\"kmsg\", " + nm + "} |~ \"^NVRM: Xid|^nvidia-nvswitch[0-9]*: SXid\""});
         q.push_back({"slurmd about this job", "{job=\"systemd-journal\", unit=\"slurmd.service\", " + nm + "} |~ " +
                                                   logql_string("\\b" + job_id + "\\b")});
         q.push_back({"fabric manager on the job's nodes", "{job=\"fabric-manager\", " + nm + "}"});
         q.push_back(
-            {"Xid count by node", "sum by (node) (count_over_time({job=\"kmsg\", " + nm + "} |~ \"Xid\" [5m]))"});
+            {"Xid count by node", "sum by (node) (count_over_time({job=\"kmsg\", " + nm + "} |~ \"^NVRM: Xid\" [5m]))"});
     }
     if (structured_metadata)
         q.push_back({"kernel records while the job ran (structured metadata)",
