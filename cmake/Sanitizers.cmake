@@ -2,8 +2,7 @@
 # instrumented .so cannot be loaded into an uninstrumented slurmd.
 set(JOBTRAIL_SANITIZER_FLAGS "")
 if(JOBTRAIL_SANITIZE)
-  set(JOBTRAIL_SANITIZER_FLAGS -fsanitize=address,undefined -fno-sanitize-recover=undefined
-                               -fno-omit-frame-pointer)
+  set(JOBTRAIL_SANITIZER_FLAGS -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
   add_compile_options(${JOBTRAIL_SANITIZER_FLAGS})
   # GCC's flow analysis gives false positives under ASan (e.g. in <regex>); -Werror would
   # turn them into failures. The plain build keeps the warning.
@@ -16,6 +15,7 @@ if(JOBTRAIL_FUZZ)
   if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
     message(FATAL_ERROR "JOBTRAIL_FUZZ needs clang (CXX=clang++)")
   endif()
-  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer)
-  add_link_options(-fsanitize=address,undefined)
+  # -fno-sanitize-recover=all on the libraries too: UB in the code under test must stop the run.
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined -fno-sanitize-recover=all)
 endif()

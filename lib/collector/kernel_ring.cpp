@@ -45,7 +45,7 @@ RingScan scan_ring(const std::string& path, int64_t budget_ms,
 }
 
 const events::Event* EventTally::add(const kmsg::Record& r, int64_t ts_ns) {
-    auto ev = ex_.extract(r.message);
+    auto ev = ex_.extract(r);
     if (!ev) return nullptr;
     for (auto& h : hits_) {
         if (h.event.kind == ev->kind && h.event.rule == ev->rule && h.event.xid == ev->xid &&

@@ -21,6 +21,33 @@ TEST_CASE("RFC 3339 nanosecond timestamps", "[common]") {
     CHECK_FALSE(parse_rfc3339_ns("2026-11-29T21:52:22"));
 }
 
+TEST_CASE("RFC 3339 timestamps outside int64 nanoseconds are refused, not wrapped", "[common][hostile]") {
+    // The edges of int64 nanoseconds since the epoch, both ways.
+    CHECK(parse_rfc3339_ns("2262-04-11T23:47:16.854775807Z") == INT64_MAX);
+    CHECK_FALSE(parse_rfc3339_ns("2262-04-11T23:47:16.854775808Z"));
+    CHECK_FALSE(parse_rfc3339_ns("2262-04-11T23:47:17Z"));
+    CHECK(parse_rfc3339_ns("1677-09-21T00:12:43.145224192Z") == INT64_MIN);
+    CHECK_FALSE(parse_rfc3339_ns("1677-09-21T00:12:43.145224191Z"));
+    CHECK(parse_rfc3339_ns("1677-09-21T00:12:44Z") == INT64_MIN + 854'775'808);
+    CHECK(format_rfc3339_ns(INT64_MAX) == "2262-04-11T23:47:16.854775807Z");
+    CHECK(format_rfc3339_ns(INT64_MIN) == "1677-09-21T00:12:43.145224192Z");
+    CHECK(parse_rfc3339_ns("1969-12-31T23:59:59.999999999Z") == -1);
+    // Whole years out of range, and the four-digit extremes.
+    CHECK_FALSE(parse_rfc3339_ns("1677-01-01T00:00:00Z"));
+    CHECK_FALSE(parse_rfc3339_ns("2263-01-01T00:00:00Z"));
+    CHECK_FALSE(parse_rfc3339_ns("9999-12-31T23:59:60.999999999Z"));
+    CHECK_FALSE(parse_rfc3339_ns("0000-01-01T00:00:00Z"));
+    CHECK_FALSE(parse_rfc3339_ns("0000-02-29T00:00:00-23:59"));
+    // An offset that moves an in-range local time past an edge, and one that moves it back in.
+    CHECK_FALSE(parse_rfc3339_ns("2262-04-11T23:47:16.854775807-00:01"));
+    CHECK(parse_rfc3339_ns("2262-04-12T00:47:16.854775807+01:00") == INT64_MAX);
+    CHECK_FALSE(parse_rfc3339_ns("1677-09-21T00:12:43.145224192+0001"));
+    CHECK(parse_rfc3339_ns("1677-09-20T23:12:43.145224192-0100") == INT64_MIN);
+    // More fractional digits than nanoseconds have.
+    CHECK_FALSE(parse_rfc3339_ns("2026-11-29T21:52:22.99999999999999999999Z"));
+    CHECK_FALSE(parse_rfc3339_ns("2262-04-11T23:47:16.8547758079Z"));
+}
+
 TEST_CASE("durations and sizes", "[common]") {
     CHECK(parse_duration_ms("500ms") == 500);
     CHECK(parse_duration_ms("30s") == 30'000);

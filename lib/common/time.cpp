@@ -115,9 +115,18 @@ std::optional<int64_t> parse_rfc3339_ns(std::string_view s) {
     const unsigned doy = (153 * static_cast<unsigned>(mo + (mo > 2 ? -3 : 9)) + 2) / 5 + static_cast<unsigned>(d) - 1;
     const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     const int64_t days = static_cast<int64_t>(era) * 146097 + static_cast<int64_t>(doe) - 719468;
-    const int64_t secs =
-        days * 86400 + int64_t{h} * 3600 + int64_t{mi} * 60 + se - offset_s;  // local minus offset is UTC
-    return secs * 1'000'000'000 + frac;
+    int64_t secs = days * 86400 + int64_t{h} * 3600 + int64_t{mi} * 60 + se - offset_s;  // local minus offset is UTC
+    // Years 0000-9999 fit in seconds but not all in int64 nanoseconds (about 1677-2262): the
+    // text is hostile (NCCL lines), so out of range is refused, never wrapped. Borrowing a
+    // second for negative times keeps the earliest representable instant representable.
+    if (secs < 0 && frac > 0) {
+        ++secs;
+        frac -= 1'000'000'000;
+    }
+    int64_t ns = 0;
+    if (__builtin_mul_overflow(secs, int64_t{1'000'000'000}, &ns) || __builtin_add_overflow(ns, frac, &ns))
+        return std::nullopt;
+    return ns;
 }
 
 std::optional<int64_t> parse_duration_ms(std::string_view s) {

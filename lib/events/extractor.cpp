@@ -76,6 +76,12 @@ void fill_from_xid(Event& e) {
 
 }  // namespace
 
+std::optional<Event> Extractor::extract(const kmsg::Record& record) const {
+    constexpr uint8_t kKernelFacility = 0;
+    if (record.facility != kKernelFacility) return std::nullopt;
+    return extract(record.message);
+}
+
 std::optional<Event> Extractor::extract(std::string_view message) const {
     const re2::StringPiece text(message.data(), message.size());
     std::vector<re2::StringPiece> m;
@@ -84,7 +90,9 @@ std::optional<Event> Extractor::extract(std::string_view message) const {
         if (message.find(r.literal) == std::string_view::npos) continue;
         if (!c->re.ok()) continue;
         m.assign(static_cast<size_t>(c->re.NumberOfCapturingGroups()) + 1, re2::StringPiece());
-        if (!c->re.Match(text, 0, text.size(), RE2::UNANCHORED, m.data(), static_cast<int>(m.size()))) continue;
+        // Anchored here as well as by the patterns' '^': the kernel prints user-chosen text
+        // (comm, binary path) after its own prefix, never before it.
+        if (!c->re.Match(text, 0, text.size(), RE2::ANCHOR_START, m.data(), static_cast<int>(m.size()))) continue;
         Event e;
         e.kind = std::string(r.kind);
         e.rule = std::string(r.name);

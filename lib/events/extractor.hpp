@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "events/xid_catalogue.hpp"
+#include "kmsg/record.hpp"
 
 namespace jobtrail::events {
 
@@ -32,7 +33,15 @@ public:
     Extractor(const Extractor&) = delete;
     Extractor& operator=(const Extractor&) = delete;
 
-    // The first rule that matches, or nullopt.
+    // The first rule that matches a /dev/kmsg record, or nullopt. Only the kernel's own records
+    // (facility 0) count: root in a job can write any text to /dev/kmsg, and the kernel then
+    // stamps it with a user facility (Documentation/ABI/testing/dev-kmsg).
+    std::optional<Event> extract(const kmsg::Record& record) const;
+
+    // The same rules on the message text alone, for callers that no longer have the record
+    // (lines read back from Loki, where the shipper keeps only kernel records' events). Rules
+    // are anchored at the start of the message: the kernel prints user-chosen names (a
+    // process's comm, a binary's path) later in its lines.
     std::optional<Event> extract(std::string_view message) const;
 
 private:

@@ -2,6 +2,9 @@
 
 #include <catch2/catch.hpp>
 
+#include "events/rules.hpp"
+#include "kmsg/record.hpp"
+
 using namespace jobtrail::events;
 
 namespace {
@@ -145,6 +148,112 @@ TEST_CASE("ordinary kernel lines are not events", "[events]") {
     std::string hostile(size_t{100} * 1024, 'x');
     hostile += "NVRM: Xid (";
     CHECK_FALSE(ex().extract(hostile));
+}
+
+namespace {
+
+// One genuine kernel line per device rule, as the drivers print them.
+const std::vector<std::pair<std::string, std::string>>& kernel_lines() {
+    static const std::vector<std::pair<std::string, std::string>> lines = {
+        {"xid", "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."},
+        {"xid", "NVRM: Xid (0000:03:00): 14, Channel 00000001"},
+        {"xid79-no-xid-word", "NVRM: GPU 0000:18:00.0: GPU has fallen off the bus."},
+        {"sxid",
+         "nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 32 egress non-posted PRIV error (First)"},
+        {"mlx5-cmd-timeout",
+         "mlx5_core 0000:3b:00.0: wait_func:1120:(pid 2041): ACCESS_REG(0x805) timeout. Will cause a leak of a "
+         "command resource"},
+        {"mlx5-health",
+         "mlx5_core 0000:5e:00.0: poll_health:800:(pid 0): device's health compromised - reached miss count"},
+        {"pcie-aer-fatal", "pcieport 0000:00:01.0: AER: Uncorrected (Fatal) error received: 0000:01:00.0"},
+        {"pcie-aer-corrected", "pcieport 0000:00:03.1: AER: Corrected error received: 0000:05:00.0"},
+        {"oom-kill", "Out of memory: Killed process 41234 (python) total-vm:123456kB, anon-rss:1000kB"},
+        {"oom-kill", "Memory cgroup out of memory: Killed process 777 (torchrun) total-vm:1kB, anon-rss:1kB"},
+    };
+    return lines;
+}
+
+jobtrail::kmsg::Record record(std::string_view raw) {
+    jobtrail::kmsg::Record r;
+    jobtrail::kmsg::ParseError err;
+    REQUIRE(jobtrail::kmsg::parse_record(raw, r, err));
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("genuine kernel lines of every device rule still match", "[events][hostile]") {
+    for (const auto& [rule, line] : kernel_lines()) {
+        INFO(line);
+        auto e = ex().extract(line);
+        REQUIRE(e);
+        CHECK(e->rule == rule);
+    }
+    auto sx = ex().extract(kernel_lines()[3].second);
+    REQUIRE(sx);
+    CHECK(sx->kind == "sxid");
+    CHECK(sx->xid == 12028);
+    CHECK(sx->pci_bdf == "0000:05:00.0");
+    auto aer = ex().extract(kernel_lines()[6].second);
+    REQUIRE(aer);
+    CHECK(aer->kind == "pcie");
+    CHECK(aer->severity == Severity::kFatal);
+    CHECK(aer->pci_bdf == "0000:00:01.0");
+}
+
+TEST_CASE("a binary named like an Xid that segfaults is a segfault, not an Xid", "[events][hostile]") {
+    // The kernel prints the comm (the name cut to 15 bytes) first and the whole name last.
+    const std::string name = "NVRM: Xid (PCI:0000:3b:00): 79, x";
+    for (const std::string& comm : {name.substr(0, 15), name}) {
+        INFO(comm);
+        auto e = ex().extract(comm + "[1234]: segfault at 0 ip 0000000000401000 sp 00007ffc00000000 error 4 in " +
+                              name + "[401000+1000]");
+        REQUIRE(e);
+        CHECK(e->kind == "segfault");
+        CHECK(e->xid == 0);
+        CHECK(e->severity == Severity::kError);
+        CHECK(e->detail.rfind(comm + "[1234]: segfault at 0", 0) == 0);
+    }
+    // The same trick with every device rule's line, in a segfault and in a general protection fault.
+    for (const auto& [rule, line] : kernel_lines()) {
+        INFO(line);
+        const std::string comm = line.substr(0, 15);
+        auto s = ex().extract(comm + "[99]: segfault at 10 ip 00007f00 sp 00007ffc error 6 in " + line + "[7f00+10]");
+        REQUIRE(s);
+        CHECK(s->kind == "segfault");
+        CHECK(s->xid == 0);
+        auto g = ex().extract("traps: " + comm + "[99] general protection fault ip:7f sp:7ffc error:0 in " + line);
+        REQUIRE(g);
+        CHECK(g->kind == "segfault");
+        CHECK(g->xid == 0);
+    }
+}
+
+TEST_CASE("rules match only at the start of the kernel message", "[events][hostile]") {
+    for (const auto& [rule, line] : kernel_lines()) {
+        INFO(line);
+        CHECK_FALSE(ex().extract("x " + line));
+        CHECK_FALSE(ex().extract("python3 (4242): drop_caches: 3 " + line));
+    }
+    for (const Rule& r : rules()) {
+        INFO(r.name);
+        CHECK(r.pattern.substr(0, 1) == "^");
+    }
+}
+
+TEST_CASE("only the kernel's own records are events", "[events][hostile]") {
+    const std::string xid =
+        "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.";
+    // prio 14 = user(1) << 3 | info: "echo '<14>NVRM: ...' > /dev/kmsg" as root in a job; the
+    // kernel refuses facility 0 from userspace.
+    CHECK_FALSE(ex().extract(record("14,500,1000,-;" + xid + "\n")));
+    CHECK_FALSE(ex().extract(record("11,501,1000,-;" + xid + "\n")));                       // user, err
+    CHECK_FALSE(ex().extract(record("187,502,1000,-;" + xid + "\n")));                      // local7, err
+    CHECK_FALSE(ex().extract(record("30,503,1000,-;" + kernel_lines()[6].second + "\n")));  // daemon
+    auto k = ex().extract(record("3,504,1000,-;" + xid + "\n"));                            // kernel, err
+    REQUIRE(k);
+    CHECK(k->xid == 79);
+    CHECK(k->severity == Severity::kFatal);
 }
 
 TEST_CASE("catalogue lookups", "[events]") {

@@ -334,9 +334,13 @@ public:
                 if (l.tag == joblog::kKmsg || l.tag == joblog::kKmsgContext) {
                     kmsg::Record rec;
                     kmsg::ParseError perr;
-                    if (kmsg::parse_record(unescape_hex(l.text), rec, perr))
-                        record(file_safe(node), "kmsg", "nodes/" + file_safe(node) + "/kmsg.log", l.ts_ns,
-                               escape_line(rec.message));
+                    if (!kmsg::parse_record(unescape_hex(l.text), rec, perr)) continue;
+                    const std::string rel = "nodes/" + file_safe(node) + "/kmsg.log";
+                    // A user process's write to /dev/kmsg is kept for the reader, never analysed.
+                    if (rec.facility == 0)
+                        record(file_safe(node), "kmsg", rel, l.ts_ns, escape_line(rec.message));
+                    else
+                        st_.write(rel, l.ts_ns, escape_line(rec.message));
                     continue;
                 }
                 if (l.tag == joblog::kKmsgDict) continue;

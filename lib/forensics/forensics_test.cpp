@@ -58,3 +58,18 @@ TEST_CASE("report.html escapes what the logs say and fetches nothing", "[forensi
     CHECK(h.find("src=") == std::string::npos);
     CHECK(h.find("<link") == std::string::npos);
 }
+
+TEST_CASE("Xid queries and the bundle's analysis match only lines the kernel starts", "[forensics][hostile]") {
+    CHECK(xid_query({}) == R"({job="kmsg"} |~ "^NVRM: Xid|^nvidia-nvswitch[0-9]*: SXid")");
+    for (const auto& q : job_queries("77", {"n1"}, false))
+        if (q.name.find("Xid") != std::string::npos) CHECK(q.logql.find(R"(|~ "^NVRM: Xid)") != std::string::npos);
+    // A binary named like an Xid that crashed: the kernel line Loki hands back.
+    Analyzer an;
+    an.add("n1", "kmsg", 1,
+           "NVRM: Xid (PCI:[4242]: segfault at 0 ip 0000000000401000 sp 00007ffc00000000 error 4 in NVRM: Xid "
+           "(PCI:0000:3b:00): 79, x[401000+1000]");
+    const auto f = an.findings();
+    REQUIRE(f.size() == 1);
+    CHECK(f[0].kind == "segfault");
+    CHECK(f[0].xid == 0);
+}

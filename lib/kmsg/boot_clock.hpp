@@ -23,7 +23,14 @@ public:
         offset_ns_ = offset_ns;
     }
 
-    int64_t wall_ns(uint64_t usec) const { return offset_ns_ + static_cast<int64_t>(usec) * 1000; }
+    // Saturates instead of overflowing: usec is whatever the record said.
+    int64_t wall_ns(uint64_t usec) const {
+        int64_t ns = 0;
+        if (usec > static_cast<uint64_t>(INT64_MAX / 1000) ||
+            __builtin_add_overflow(offset_ns_, static_cast<int64_t>(usec) * 1000, &ns))
+            return INT64_MAX;  // only a positive offset plus a huge usec can overflow
+        return ns;
+    }
     // The kernel-time (usec) that corresponds to a wall-clock instant.
     uint64_t usec_at(int64_t wall_ns) const {
         return wall_ns <= offset_ns_ ? 0 : static_cast<uint64_t>((wall_ns - offset_ns_) / 1000);

@@ -43,3 +43,14 @@ TEST_CASE("a corrupt offset file is replaced, not trusted", "[kmsg]") {
     REQUIRE(c.load(dir.path(), err));
     CHECK(std::llabs(c.offset_ns() - (jobtrail::realtime_ns() - jobtrail::monotonic_ns())) < 1'000'000'000LL);
 }
+
+TEST_CASE("a record's huge usec saturates the wall clock instead of overflowing", "[kmsg][hostile]") {
+    BootClock c;
+    c.set("boot", 1'700'000'000'000'000'000);
+    CHECK(c.wall_ns(1'000'000) == 1'700'000'001'000'000'000);
+    CHECK(c.wall_ns(UINT64_MAX) == INT64_MAX);
+    CHECK(c.wall_ns(static_cast<uint64_t>(INT64_MAX / 1000)) == INT64_MAX);  // product fits, sum does not
+    CHECK(c.wall_ns(static_cast<uint64_t>(INT64_MAX / 1000) + 1) == INT64_MAX);
+    c.set("boot", -5'000);
+    CHECK(c.wall_ns(static_cast<uint64_t>(INT64_MAX / 1000)) == INT64_MAX / 1000 * 1000 - 5'000);
+}

@@ -58,7 +58,9 @@ bool parse_record(std::string_view raw, Record& out, ParseError& err) {
         return false;
     }
     uint64_t prio = 0;
-    if (!parse_u64(fields[0], prio) || prio > 0xffff) {
+    // The kernel keeps the facility in a u8, so prio <= 255 << 3 | 7; a larger one would
+    // otherwise wrap to facility 0 and pass for the kernel's own record.
+    if (!parse_u64(fields[0], prio) || prio > 2047) {
         err = {"priority is not a number", 0};
         return false;
     }
@@ -70,7 +72,7 @@ bool parse_record(std::string_view raw, Record& out, ParseError& err) {
         err = {"timestamp is not a number", static_cast<size_t>(fields[2].data() - raw.data())};
         return false;
     }
-    out.facility = static_cast<uint8_t>((prio >> 3) & 0xff);
+    out.facility = static_cast<uint8_t>(prio >> 3);
     out.level = static_cast<uint8_t>(prio & 7);
     out.flag = fields[3].empty() ? '-' : fields[3][0];
 

@@ -34,6 +34,18 @@ TEST_CASE("splits facility and level and keeps continuation lines", "[kmsg]") {
     CHECK(r.dict_value("MISSING").empty());
 }
 
+TEST_CASE("a priority past the kernel's u8 facility is refused, not wrapped to the kernel's", "[kmsg][hostile]") {
+    Record r;
+    ParseError e;
+    REQUIRE(parse_record("2047,1,2,-;last facility\n", r, e));
+    CHECK(r.facility == 255);
+    CHECK(r.level == 7);
+    // 2048 = facility 256: as a u8 that would be 0, the kernel.
+    CHECK_FALSE(parse_record("2051,1,2,-;NVRM: Xid (PCI:0000:3b:00): 79, x\n", r, e));
+    CHECK(e.what == "priority is not a number");
+    CHECK_FALSE(parse_record("65539,1,2,-;x\n", r, e));
+}
+
 TEST_CASE("decodes the kernel's \\xNN escapes", "[kmsg]") {
     Record r;
     ParseError e;

@@ -77,6 +77,41 @@ def readme_queries():
     return [("README", q.strip()) for q in re.findall(r"```logql\n(.*?)```", text, re.S)]
 
 
+def kmsg_line_filters(q):
+    """The line filters (|= and |~, with their text) of every {job="kmsg"...} selector in q."""
+    out = []
+    for m in re.finditer(r'\{[^{}]*\bjob\s*=\s*"kmsg"[^{}]*\}((?:\s*(?:\|=|\|~|!=|!~|\|[^=~])\s*(?:"(?:[^"\\]|\\.)*"|`[^`]*`|[^|\[)]*))*)', q):
+        for op, lit in re.findall(r'(\|=|\|~)\s*("(?:[^"\\]|\\.)*"|`[^`]*`)', m.group(1)):
+            out.append((op, re.sub(r"\\(.)", r"\1", lit[1:-1]) if lit[0] == '"' else lit[1:-1]))
+    return out
+
+
+def top_level_alternatives(regex):
+    """regex split at the | that are outside brackets, parentheses and escapes."""
+    alts, cur, depth, i, in_class = [], "", 0, 0, False
+    while i < len(regex):
+        c = regex[i]
+        if c == "\\":
+            cur += regex[i:i + 2]
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            alts.append(cur)
+            cur, i = "", i + 1
+            continue
+        cur += c
+        i += 1
+    return alts + [cur]
+
+
 class Files(unittest.TestCase):
     def test_every_yaml_and_json_parses(self):
         files = [f for pat in ("etc/**/*.yaml", "etc/**/*.yml", "docker/*.yaml", "docker/*.yml", ".clang-*")
@@ -134,6 +169,27 @@ class Files(unittest.TestCase):
         expr = dict(rule_queries())["GPUFatalXid"]
         codes = {int(c) for c in re.search(r"\): \(([0-9|]+)\),", expr).group(1).split("|")}
         self.assertEqual(codes, fatal)
+
+    def test_every_kmsg_line_filter_is_anchored_at_the_start_of_the_message(self):
+        # The shipper sends the kernel message as the whole line, and the kernel prints
+        # user-chosen names (a crashing binary's) inside its lines: an unanchored "NVRM: Xid" is
+        # a forgeable alert.
+        named = rule_queries() + dashboard_queries() + readme_queries()
+        r = subprocess.run([os.path.join(BUILD, "cli/jobtrail"), "--config", "/dev/null", "--json", "logql", "4242",
+                            "--nodes", "gpu01,gpu02"], capture_output=True, text=True, check=True)
+        named += [("jobtrail logql: " + q["name"], q["logql"]) for q in json.loads(r.stdout)]
+        checked = 0
+        for name, q in named:
+            for op, text in kmsg_line_filters(q):
+                self.assertEqual(op, "|~", "%s: a substring filter on kernel lines: %s" % (name, q))
+                for alt in top_level_alternatives(text):
+                    self.assertTrue(alt.startswith("^"), "%s: %r not anchored in %s" % (name, alt, q))
+                checked += 1
+        self.assertGreaterEqual(checked, 5)
+        # The helpers see what they must: an unanchored alternative and a substring filter.
+        self.assertEqual(kmsg_line_filters('sum(count_over_time({job="kmsg", node="a"} |= "x" |~ `^a|b` [5m]))'),
+                         [("|=", "x"), ("|~", "^a|b")])
+        self.assertEqual(top_level_alternatives(r"^a(b|c)[|]\||d"), [r"^a(b|c)[|]\|", "d"])
 
     def test_the_dashboard_has_a_job_view_and_a_fleet_view(self):
         d = dashboard()

@@ -49,7 +49,7 @@ void KmsgSource::emit(const kmsg::Record& r, std::vector<Event>& out) {
     e.metadata.emplace_back("seq", std::to_string(r.seq));
     if (auto v = r.dict_value("SUBSYSTEM"); !v.empty()) e.metadata.emplace_back("subsystem", std::string(v));
     if (auto v = r.dict_value("DEVICE"); !v.empty()) e.metadata.emplace_back("device", std::string(v));
-    if (auto ev = extractor_.extract(r.message)) {
+    if (auto ev = extractor_.extract(r)) {
         if (ev->xid) e.metadata.emplace_back(ev->kind == "sxid" ? "sxid" : "xid", std::to_string(ev->xid));
         if (!ev->pci_bdf.empty()) e.metadata.emplace_back("pci_bdf", ev->pci_bdf);
         e.metadata.emplace_back("event", ev->kind);

@@ -68,3 +68,23 @@ TEST_CASE("kmsg: records overwritten while the shipper was away become one loss 
     CHECK(e[0].line == "jobtrail: 2 kernel records lost (sequence gap)");
     CHECK(e[1].line == "d");
 }
+
+TEST_CASE("kmsg: an Xid written to /dev/kmsg by a user process is shipped but not tagged",
+          "[shipper][fixture][hostile]") {
+    Env env;
+    // prio 12 = user(1) << 3 | warning: what the kernel stamps on a write by root in a job.
+    const std::string xid =
+        "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.";
+    env.fs.ctl("12;" + xid + "\n4;" + xid + "\n");
+    const auto a = env.run();
+    REQUIRE(a.size() == 2);
+    auto tags = [](const Event& e) {
+        std::string s;
+        for (auto& [k, v] : e.metadata)
+            if (k == "xid" || k == "event" || k == "severity") s += k + "=" + v + " ";
+        return s;
+    };
+    CHECK(a[0].line == xid);
+    CHECK(tags(a[0]).empty());
+    CHECK(tags(a[1]) == "xid=79 event=xid severity=fatal ");
+}
