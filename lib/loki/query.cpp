@@ -22,7 +22,7 @@ QueryResult query_range(Client& client, const std::string& logql, int64_t start_
         for (int attempt = 0;; ++attempt) {
             http = client.get("/loki/api/v1/query_range", q);
             ++res.requests;
-            const bool retry = http.status == 0 || http.status == 429 || http.status >= 500;
+            const bool retry = (http.status == 0 && !http.too_large) || http.status == 429 || http.status >= 500;
             if (!retry || attempt + 1 >= opts.max_attempts) break;
             std::this_thread::sleep_for(std::chrono::milliseconds(opts.backoff_ms << std::min(attempt, 5)));
         }
