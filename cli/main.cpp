@@ -103,7 +103,7 @@ int cmd_bundle(const Common& f, const std::string& job, const std::string& nodes
         std::printf("%s\n",
                     nlohmann::json{
                         {"exit_code", r.exit_code}, {"archive", r.archive}, {"error", r.error}, {"summary", r.summary}}
-                        .dump(2)
+                        .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
                         .c_str());
     } else {
         if (!r.summary.empty()) std::printf("%s\n", r.summary.c_str());
@@ -124,7 +124,7 @@ int cmd_xid_catalogue(const Common& f) {
                            {"severity", events::severity_name(x.severity)},
                            {"nvidia_action", x.immediate},
                            {"action", x.action}});
-        std::printf("%s\n", out.dump(2).c_str());
+        std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
         return forensics::kExitOk;
     }
     std::printf("%5s  %-8s %-18s %s\n", "XID", "SEVERITY", "NVIDIA ACTION", "MEANING -> ACTION");
@@ -182,7 +182,7 @@ int cmd_xid(const Common& f, const std::string& since, const std::string& nodes)
                            {"severity", row.severity},
                            {"meaning", row.meaning},
                            {"action", row.action}});
-        std::printf("%s\n", out.dump(2).c_str());
+        std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
         std::printf("%-16s %5s %6s  %-8s %-31s %s\n", "NODE", "XID", "COUNT", "SEVERITY", "LAST (UTC)",
                     "MEANING / ACTION");
@@ -202,7 +202,7 @@ int cmd_logql(const Common& f, const std::string& job, const std::string& nodes)
     if (f.json) {
         nlohmann::json out = nlohmann::json::array();
         for (const auto& q : qs) out.push_back({{"name", q.name}, {"logql", q.logql}});
-        std::printf("%s\n", out.dump(2).c_str());
+        std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
         for (const auto& q : qs) std::printf("# %s\n%s\n\n", q.name.c_str(), q.logql.c_str());
     }

@@ -6,6 +6,8 @@
 #include <set>
 #include <thread>
 
+#include "common/text.hpp"
+
 namespace jobtrail::loki {
 
 QueryResult query_range(Client& client, const std::string& logql, int64_t start_ns, int64_t end_ns,
@@ -38,8 +40,10 @@ QueryResult query_range(Client& client, const std::string& logql, int64_t start_
         }
         if (http.status != 200) {
             res.failed = true;
-            std::string msg = http.body.substr(0, 300);
-            while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+            // Cut on a character boundary and escaped: the error goes into JSON and onto a terminal.
+            std::string_view cut = utf8_prefix(http.body, 300);
+            while (!cut.empty() && (cut.back() == '\n' || cut.back() == ' ')) cut.remove_suffix(1);
+            const std::string msg = escape_line(cut);
             res.error = http.status ? "HTTP " + std::to_string(http.status) + ": " + msg : http.error;
             return res;
         }
