@@ -63,6 +63,14 @@ std::vector<std::string> split_nodes(const std::string& s) {
 int cmd_bundle(const Common& f, const std::string& job, const std::string& nodes, const std::string& start,
                const std::string& end, const std::string& margin, const std::string& lookback, bool local,
                const std::string& nccl_dir, const std::string& out_dir, int parallel, const std::string& cmdline) {
+    // Before anything else: the id becomes file names and queries.
+    if (!forensics::valid_job_id(job)) {
+        std::fprintf(stderr,
+                     "jobtrail: bad job id \"%s\": want the numeric Slurm job id (for an array or het job "
+                     "component, its raw id: squeue -o %%A, sacct -o JobIDRaw)\n",
+                     escape_line(job).c_str());
+        return forensics::kExitUsage;
+    }
     config::Config c;
     if (!load(f, c)) return forensics::kExitUsage;
     forensics::BundleOptions o;
