@@ -63,6 +63,14 @@ std::vector<std::string> split_nodes(const std::string& s) {
 int cmd_bundle(const Common& f, const std::string& job, const std::string& nodes, const std::string& start,
                const std::string& end, const std::string& margin, const std::string& lookback, bool local,
                const std::string& nccl_dir, const std::string& out_dir, int parallel, const std::string& cmdline) {
+    // Before anything else: the id becomes file names and queries.
+    if (!node::valid_job_id(job)) {
+        std::fprintf(stderr,
+                     "jobtrail: bad job id \"%s\": want the numeric Slurm job id (for an array or het job "
+                     "component, its raw id: squeue -o %%A, sacct -o JobIDRaw)\n",
+                     escape_line(job).c_str());
+        return forensics::kExitUsage;
+    }
     config::Config c;
     if (!load(f, c)) return forensics::kExitUsage;
     forensics::BundleOptions o;
@@ -104,7 +112,7 @@ int cmd_bundle(const Common& f, const std::string& job, const std::string& nodes
         std::printf("%s\n",
                     nlohmann::json{
                         {"exit_code", r.exit_code}, {"archive", r.archive}, {"error", r.error}, {"summary", r.summary}}
-                        .dump(2)
+                        .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
                         .c_str());
     } else {
         if (!r.summary.empty()) std::printf("%s\n", r.summary.c_str());
@@ -125,7 +133,7 @@ int cmd_xid_catalogue(const Common& f) {
                            {"severity", events::severity_name(x.severity)},
                            {"nvidia_action", x.immediate},
                            {"action", x.action}});
-        std::printf("%s\n", out.dump(2).c_str());
+        std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
         return forensics::kExitOk;
     }
     std::printf("%5s  %-8s %-18s %s\n", "XID", "SEVERITY", "NVIDIA ACTION", "MEANING -> ACTION");
@@ -183,7 +191,7 @@ int cmd_xid(const Common& f, const std::string& since, const std::string& nodes)
                            {"severity", row.severity},
                            {"meaning", row.meaning},
                            {"action", row.action}});
-        std::printf("%s\n", out.dump(2).c_str());
+        std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
         std::printf("%-16s %5s %6s  %-8s %-31s %s\n", "NODE", "XID", "COUNT", "SEVERITY", "LAST (UTC)",
                     "MEANING / ACTION");
@@ -204,7 +212,7 @@ int cmd_logql(const Common& f, const std::string& job, const std::string& nodes)
     if (f.json) {
         nlohmann::json out = nlohmann::json::array();
         for (const auto& q : qs) out.push_back({{"name", q.name}, {"logql", q.logql}});
-        std::printf("%s\n", out.dump(2).c_str());
+        std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
         for (const auto& q : qs) std::printf("# %s\n%s\n\n", q.name.c_str(), q.logql.c_str());
     }

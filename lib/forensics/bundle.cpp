@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -35,11 +36,20 @@ namespace jobtrail::forensics {
 namespace fs = std::filesystem;
 namespace {
 
-std::string file_safe(std::string_view s) {
-    std::string out;
-    for (const char c : s)
-        out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_') ? c : '_';
-    return out.empty() || out[0] == '.' ? "_" + out : out;
+// Every name in the bundle is made of path_component()s; checked again before a file is
+// created and before a tar member is written, so a bug upstream cannot write outside.
+bool clean_relative_path(std::string_view rel) {
+    if (rel.empty() || rel.size() > 1024) return false;
+    size_t at = 0;
+    while (true) {
+        const size_t slash = rel.find('/', at);
+        const std::string_view c = rel.substr(at, slash == std::string_view::npos ? rel.npos : slash - at);
+        if (c.empty() || c == "." || c == ".." || c.size() > 255) return false;
+        for (const char ch : c)
+            if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f || ch == '\\') return false;
+        if (slash == std::string_view::npos) return true;
+        at = slash + 1;
+    }
 }
 
 std::string short_hostname() {
@@ -55,6 +65,7 @@ class Staging {
 public:
     explicit Staging(std::string dir) : dir_(std::move(dir)) {}
     void write(const std::string& rel, int64_t ts, std::string_view line) {
+        if (!clean_relative_path(rel)) throw std::runtime_error("refusing to stage " + escape_line(rel));
         std::lock_guard<std::mutex> lk(mu_);
         auto it = open_.find(rel);
         if (it == open_.end()) {
@@ -77,6 +88,63 @@ private:
     std::mutex mu_;
     std::map<std::string, std::unique_ptr<std::ofstream>> open_;
     std::set<std::string> files_;
+};
+
+// Lines of a file open_read_safe gave us, at most `max` bytes of it: a user's file can be
+// endless (or grow while we read), and we run as root.
+class BoundedLines {
+public:
+    BoundedLines(int fd, uint64_t max) : fd_(fd), left_(max) {}
+    bool next(std::string& line) {
+        while (true) {
+            // From where the last search stopped: a long line costs one scan, not one per read.
+            const size_t nl = buf_.find('\n', std::max(pos_, scanned_));
+            if (nl != std::string::npos) {
+                line.assign(buf_, pos_, nl - pos_);
+                pos_ = nl + 1;
+                return true;
+            }
+            scanned_ = buf_.size();
+            if (!fill()) {
+                if (pos_ >= buf_.size()) return false;
+                line.assign(buf_, pos_);  // the last line, without its newline
+                pos_ = buf_.size();
+                return true;
+            }
+        }
+    }
+    bool cut() const { return cut_; }
+
+private:
+    bool fill() {
+        if (eof_) return false;
+        char chunk[65536];
+        const size_t want = left_ ? static_cast<size_t>(std::min<uint64_t>(sizeof chunk, left_)) : 1;
+        ssize_t n;
+        do n = ::read(fd_, chunk, want);
+        while (n < 0 && errno == EINTR);
+        if (n <= 0 || !left_) {
+            eof_ = true;
+            cut_ = n > 0 && !left_;  // one byte past the bound: there was more
+            return false;
+        }
+        buf_.erase(0, pos_);
+        scanned_ -= std::min(scanned_, pos_);
+        pos_ = 0;
+        buf_.append(chunk, static_cast<size_t>(n));
+        left_ -= static_cast<uint64_t>(n);
+        return true;
+    }
+    int fd_;
+    uint64_t left_;
+    std::string buf_;
+    size_t pos_ = 0, scanned_ = 0;
+    bool eof_ = false, cut_ = false;
+};
+
+// A file of a user's directory that was not read, and why.
+struct Refused {
+    std::string path, reason, error;
 };
 
 struct QueryRecord {
@@ -147,6 +215,7 @@ bool write_archive(const std::string& staging, const std::string& top, const std
     }
     const time_t now = ::time(nullptr);
     for (const auto& rel : files) {
+        if (!clean_relative_path(top + "/" + rel)) continue;  // never a member that escapes on extraction
         const std::string full = staging + "/" + rel;
         struct stat sb {};
         if (::stat(full.c_str(), &sb) != 0) continue;
@@ -223,7 +292,9 @@ public:
     Collection(const BundleOptions& o, Staging& st, Analyzer& an) : o_(o), st_(st), an_(an) {}
 
     void record(const std::string& node, const std::string& source, const std::string& rel, int64_t ts,
-                std::string_view line) {
+                std::string_view raw) {
+        // One record, one line: a newline from Loki must not forge a record of its own.
+        const std::string line = escape_line(raw);
         st_.write(rel, ts, line);
         std::lock_guard<std::mutex> lk(an_mu_);
         an_.add(node, source, ts, line);
@@ -263,31 +334,36 @@ public:
         };
         tasks.push_back(
             {"prolog and epilog", prolog_epilog_query(o_.schema, o_.job_id), [this, label](const loki::QueryEntry& e) {
-                 const std::string node = file_safe(label(e, "node"));
+                 const std::string node = path_component(label(e, "node"));
                  std::string phase = label(e, "phase");
                  if (phase.empty()) phase = starts_with(e.line, "epilog") ? "epilog" : "prolog";
+                 // Anyone who can push to Loki can set it: only the two phases name
+                 // files as such; anything else is kept, apart and escaped.
+                 if (phase != "prolog" && phase != "epilog") phase = "phase-" + path_component(phase);
                  record(node, phase, "nodes/" + node + "/" + phase + ".log", e.ts_ns, e.line);
              }});
         for (const auto& n : w.nodes) {
-            const std::string node = file_safe(n);
+            const std::string node = path_component(n);
             // One NCCL query per node: bounded queries that run in parallel.
-            tasks.push_back(
-                {"NCCL " + n, nccl_query(o_.schema, o_.job_id, n), [this, node, label](const loki::QueryEntry& e) {
-                     std::string file = label(e, "file");
-                     if (file.empty()) file = "nccl.log";
-                     record(node, "nccl", "nccl/" + node + "/" + file_safe(file), e.ts_ns, e.line);
-                 }});
-            tasks.push_back({"kernel " + n, kernel_query(o_.schema, n), [this, node](const loki::QueryEntry& e) {
-                                 record(node, "kmsg", "nodes/" + node + "/kmsg.log", e.ts_ns, e.line);
+            tasks.push_back({"NCCL " + escape_line(n), nccl_query(o_.schema, o_.job_id, n),
+                             [this, node, label](const loki::QueryEntry& e) {
+                                 std::string file = label(e, "file");
+                                 if (file.empty()) file = "nccl.log";
+                                 record(node, "nccl", "nccl/" + node + "/" + path_component(file), e.ts_ns, e.line);
                              }});
             tasks.push_back(
-                {"slurmd " + n, slurmd_query(o_.schema, n, o_.job_id), [this, node](const loki::QueryEntry& e) {
-                     record(node, "slurmd", "nodes/" + node + "/slurmd.log", e.ts_ns, e.line);
+                {"kernel " + escape_line(n), kernel_query(o_.schema, n), [this, node](const loki::QueryEntry& e) {
+                     record(node, "kmsg", "nodes/" + node + "/kmsg.log", e.ts_ns, e.line);
                  }});
-            tasks.push_back(
-                {"fabric manager " + n, fabric_manager_query(o_.schema, n), [this, node](const loki::QueryEntry& e) {
-                     record(node, "fabric-manager", "nodes/" + node + "/fabric-manager.log", e.ts_ns, e.line);
-                 }});
+            tasks.push_back({"slurmd " + escape_line(n), slurmd_query(o_.schema, n, o_.job_id),
+                             [this, node](const loki::QueryEntry& e) {
+                                 record(node, "slurmd", "nodes/" + node + "/slurmd.log", e.ts_ns, e.line);
+                             }});
+            tasks.push_back({"fabric manager " + escape_line(n), fabric_manager_query(o_.schema, n),
+                             [this, node](const loki::QueryEntry& e) {
+                                 record(node, "fabric-manager", "nodes/" + node + "/fabric-manager.log", e.ts_ns,
+                                        e.line);
+                             }});
         }
         std::vector<QueryRecord> done(tasks.size());
         std::atomic<size_t> next{0}, finished{0};
@@ -295,7 +371,15 @@ public:
         for (int t = 0; t < std::max(1, o_.parallel); ++t) {
             pool.emplace_back([&] {
                 for (size_t i; (i = next++) < tasks.size();) {
-                    done[i] = run_query(tasks[i].name, tasks[i].logql, w.start_ns, w.end_ns, tasks[i].sink);
+                    // An exception here would end the process (std::terminate) and leave the
+                    // staging directory: the query fails instead, and the bundle is partial.
+                    try {
+                        done[i] = run_query(tasks[i].name, tasks[i].logql, w.start_ns, w.end_ns, tasks[i].sink);
+                    } catch (const std::exception& ex) {
+                        done[i] = QueryRecord{tasks[i].name, tasks[i].logql};
+                        done[i].failed = true;
+                        done[i].error = escape_line(ex.what());
+                    }
                     const size_t k = ++finished;
                     if (o_.progress)
                         std::fprintf(stderr, "jobtrail: [%zu/%zu] %s: %llu lines%s\n", k, tasks.size(),
@@ -316,15 +400,17 @@ public:
         for (const std::string phase : {"prolog", "epilog"}) {
             const std::string path = o_.log_dir + "/" + phase + "/" + o_.job_id + ".log";
             QueryRecord r{"local " + phase, path};
-            std::ifstream in(path);
-            if (!in) {
-                r.failed = !fs::exists(path) ? false : true;
-                r.error = fs::exists(path) ? "cannot read" : "no such file";
+            SafeFile f = open_read_safe(path);
+            if (!f.fd.valid()) {
+                r.failed = f.refused != Refusal::kMissing;
+                r.error = r.failed ? escape_line(f.error) : "no such file";
+                if (r.failed) refuse(path, f);
                 out.push_back(r);
                 continue;
             }
+            BoundedLines in(f.fd.get(), o_.max_file_bytes);
             std::string raw;
-            while (std::getline(in, raw)) {
+            while (in.next(raw)) {
                 joblog::Line l;
                 if (!joblog::parse_line(raw, l)) continue;
                 ++r.lines;
@@ -335,39 +421,69 @@ public:
                     kmsg::Record rec;
                     kmsg::ParseError perr;
                     if (!kmsg::parse_record(unescape_hex(l.text), rec, perr)) continue;
-                    const std::string rel = "nodes/" + file_safe(node) + "/kmsg.log";
+                    const std::string rel = "nodes/" + path_component(node) + "/kmsg.log";
                     // A user process's write to /dev/kmsg is kept for the reader, never analysed.
                     if (rec.facility == 0)
-                        record(file_safe(node), "kmsg", rel, l.ts_ns, escape_line(rec.message));
+                        record(path_component(node), "kmsg", rel, l.ts_ns, rec.message);
                     else
-                        st_.write(rel, l.ts_ns, escape_line(rec.message));
+                        st_.write(rel, l.ts_ns, rec.message);
                     continue;
                 }
                 if (l.tag == joblog::kKmsgDict) continue;
                 const std::string line = phase + " " + std::string(l.tag) +
                                          (l.name.empty() ? "" : "[" + std::string(l.name) + "]") + " " +
                                          std::string(l.text);
-                record(file_safe(node), phase, "nodes/" + file_safe(node) + "/" + phase + ".log", l.ts_ns, line);
+                record(path_component(node), phase, "nodes/" + path_component(node) + "/" + phase + ".log", l.ts_ns,
+                       line);
             }
+            r.truncated = in.cut();
             out.push_back(r);
         }
         const std::string nccl_dir = (o_.nccl_dir.empty() ? o_.log_dir + "/nccl" : o_.nccl_dir) + "/" + o_.job_id;
         QueryRecord nr{"local NCCL", nccl_dir + "/*.log"};
         std::error_code ec;
-        for (const auto& e : fs::directory_iterator(nccl_dir, ec)) {
-            std::ifstream in(e.path());
+        std::vector<std::pair<std::string, bool>> names;  // (name, is a directory)
+        if (fs::is_symlink(fs::symlink_status(nccl_dir, ec))) {
+            SafeFile f;
+            f.refused = Refusal::kSymlink;
+            f.error = nccl_dir + ": the job's NCCL directory is a symbolic link";
+            refuse(nccl_dir, f);
+        } else {
+            for (const auto& e : fs::directory_iterator(nccl_dir, ec))
+                names.emplace_back(e.path().filename().string(),
+                                   e.symlink_status(ec).type() == fs::file_type::directory);
+        }
+        std::sort(names.begin(), names.end());
+        for (const auto& [name, is_dir] : names) {
+            const std::string path = nccl_dir + "/" + name;
+            SafeFile f;
+            if (is_dir) {
+                f.refused = Refusal::kNotRegular;
+                f.error = path + ": is a directory (not followed)";
+            } else {
+                f = open_read_safe(path);
+            }
+            if (!f.fd.valid()) {
+                if (f.refused != Refusal::kMissing) refuse(name, f);
+                continue;
+            }
+            const std::string rel = "nccl/" + path_component(node) + "/" + path_component(name);
+            BoundedLines in(f.fd.get(), o_.max_file_bytes);
             std::string raw;
             int64_t last = w.start_ns;
-            while (std::getline(in, raw)) {
+            while (in.next(raw)) {
                 if (raw.size() > 2 && raw[0] == '[') {
                     const size_t close = raw.find(']');
                     if (close != std::string::npos)
                         if (auto t = parse_rfc3339_ns(std::string_view(raw).substr(1, close - 1))) last = *t;
                 }
                 ++nr.lines;
-                record(file_safe(node), "nccl",
-                       "nccl/" + file_safe(node) + "/" + file_safe(e.path().filename().string()), last,
-                       escape_line(raw));
+                record(path_component(node), "nccl", rel, last, raw);
+            }
+            if (in.cut()) {
+                nr.truncated = true;
+                record(path_component(node), "nccl", rel, last,
+                       "[jobtrail] cut here: the file is longer than " + std::to_string(o_.max_file_bytes) + " bytes");
             }
         }
         out.push_back(nr);
@@ -375,7 +491,16 @@ public:
         return out;
     }
 
+    const std::vector<Refused>& refused() const { return refused_; }
+
 private:
+    // Said on stderr as it happens and kept for the manifest.
+    void refuse(const std::string& name, const SafeFile& f) {
+        refused_.push_back({escape_line(name), refusal_name(f.refused), escape_line(f.error)});
+        std::fprintf(stderr, "jobtrail: not bundled: %s\n", refused_.back().error.c_str());
+    }
+
+    std::vector<Refused> refused_;
     const BundleOptions& o_;
     Staging& st_;
     Analyzer& an_;
@@ -389,6 +514,40 @@ std::string utc_stamp(int64_t ns) {
 }
 
 }  // namespace
+
+std::string path_component(std::string_view v) {
+    static const char* hex = "0123456789ABCDEF";
+    if (v.empty()) return "~empty";
+    std::string out;
+    for (size_t i = 0; i < v.size(); ++i) {
+        const auto c = static_cast<unsigned char>(v[i]);
+        if ((std::isalnum(c) && c < 0x80) || c == '-' || c == '_' || (c == '.' && i > 0)) {
+            out += static_cast<char>(c);
+        } else {
+            out += '%';
+            out += hex[c >> 4];
+            out += hex[c & 15];
+        }
+    }
+    constexpr size_t kMax = 128, kKeep = 96;
+    if (out.size() <= kMax) return out;
+    // '~' is never in an uncut name: a cut one cannot collide with one.
+    size_t keep = kKeep;  // not inside a %XX
+    if (out[keep - 1] == '%')
+        keep -= 1;
+    else if (out[keep - 2] == '%')
+        keep -= 2;
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    EVP_Digest(v.data(), v.size(), md, &n, EVP_sha256(), nullptr);
+    out.resize(keep);
+    out += '~';
+    for (unsigned int i = 0; i < 8; ++i) {
+        out += hex[md[i] >> 4];
+        out += hex[md[i] & 15];
+    }
+    return out;
+}
 
 std::string sha256_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
@@ -414,9 +573,14 @@ std::string sha256_file(const std::string& path) {
 
 BundleResult make_bundle(const BundleOptions& o) {
     BundleResult res;
+    if (!node::valid_job_id(o.job_id)) {
+        res.exit_code = kExitUsage;
+        res.error = "bad job id \"" + escape_line(o.job_id) + "\": want the numeric Slurm job id";
+        return res;
+    }
     const int64_t started = realtime_ns();
     const std::string staging =
-        o.out_dir + "/.jobtrail-job" + file_safe(o.job_id) + "-" + std::to_string(::getpid()) + ".partial";
+        o.out_dir + "/.jobtrail-job" + path_component(o.job_id) + "-" + std::to_string(::getpid()) + ".partial";
     std::error_code ec;
     fs::create_directories(staging, ec);
     if (ec) {
@@ -424,6 +588,14 @@ BundleResult make_bundle(const BundleOptions& o) {
         res.error = "cannot create " + staging + ": " + ec.message();
         return res;
     }
+    // Gone on every way out, exceptions included.
+    struct RemoveOnExit {
+        std::string dir;
+        ~RemoveOnExit() {
+            std::error_code e;
+            fs::remove_all(dir, e);
+        }
+    } staging_guard{staging};
     Staging st(staging);
     Analyzer an;
     Collection col(o, st, an);
@@ -483,7 +655,6 @@ BundleResult make_bundle(const BundleOptions& o) {
             w.basis = found.basis.empty() ? "options" : found.basis;
             if (!cluster_label.empty()) an.facts().cluster = cluster_label;
             if (w.nodes.empty() || !w.start_ns) {
-                fs::remove_all(staging, ec);
                 res.exit_code = r.failed ? kExitPartial : kExitNotFound;
                 res.error = r.failed ? "cannot reach Loki to find job " + o.job_id + ": " + r.error
                                      : "job " + o.job_id + ": no prolog/epilog records in Loki over the last " +
@@ -502,7 +673,6 @@ BundleResult make_bundle(const BundleOptions& o) {
     }
     st.close();
     if (o.local && st.files().empty()) {
-        fs::remove_all(staging, ec);
         res.exit_code = kExitNotFound;
         res.error = "job " + o.job_id + ": no job logs under " + o.log_dir;
         return res;
@@ -515,7 +685,8 @@ BundleResult make_bundle(const BundleOptions& o) {
     facts.end_ns = w.end_ns;
     // The configured cluster name wins; without one, what the records say.
     if (facts.cluster.empty() || o.cluster != "default") facts.cluster = o.cluster;
-    const std::string top = file_safe(facts.cluster) + "-job" + file_safe(o.job_id) + "-" + utc_stamp(started);
+    const std::string top =
+        path_component(facts.cluster) + "-job" + path_component(o.job_id) + "-" + utc_stamp(started);
     write_timeline(st, staging + "/timeline.txt");
     res.summary = an.summary_text();
     write_file_atomic(staging + "/summary.txt", res.summary, 0644);
@@ -534,6 +705,8 @@ BundleResult make_bundle(const BundleOptions& o) {
                       {"failed", q.failed},
                       {"error", q.error}});
     }
+    nlohmann::ordered_json refused = nlohmann::ordered_json::array();
+    for (const auto& r : col.refused()) refused.push_back({{"path", r.path}, {"reason", r.reason}, {"error", r.error}});
     std::vector<std::string> files(st.files().begin(), st.files().end());
     files.insert(files.begin(), {"summary.txt", "timeline.txt", "report.html"});
     nlohmann::ordered_json mf = nlohmann::ordered_json::array();
@@ -553,19 +726,21 @@ BundleResult make_bundle(const BundleOptions& o) {
                                                {"margin_s", o.margin_ns / 1'000'000'000}}},
                                              {"queries", mq},
                                              {"complete", !partial},
+                                             {"refused", refused},
                                              {"files", mf}};
-    write_file_atomic(staging + "/manifest.json", manifest.dump(2) + "\n", 0644);
+    write_file_atomic(staging + "/manifest.json",
+                      manifest.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n", 0644);
     files.insert(files.begin(), "manifest.json");
 
     res.archive = o.out_dir + "/" + top + ".tar.zst";
     std::string err;
     if (!write_archive(staging, top, files, res.archive, err)) {
-        fs::remove_all(staging, ec);
+        fs::remove(res.archive, ec);  // half an archive is no bundle
+        res.archive.clear();
         res.exit_code = kExitError;
         res.error = err;
         return res;
     }
-    fs::remove_all(staging, ec);
     write_file_atomic(res.archive + ".sha256", sha256_file(res.archive) + "  " + top + ".tar.zst\n", 0644);
     res.exit_code = partial ? kExitPartial : kExitOk;
     if (partial) res.error = "some queries failed; the bundle is partial (see manifest.json)";

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "loki/client.hpp"
@@ -28,7 +29,8 @@ struct BundleOptions {
     int64_t lookback_ns = 7LL * 86'400 * 1'000'000'000;  // how far back to look for the job
     bool local = false;                                  // this node's files, no Loki
     std::string log_dir = "/var/log/slurm";
-    std::string nccl_dir;  // default <log_dir>/nccl (the plugin's nccl_dir)
+    std::string nccl_dir;                    // default <log_dir>/nccl (the plugin's nccl_dir)
+    uint64_t max_file_bytes = 256ULL << 20;  // per local file read; the rest is cut, with a marker
     std::string out_dir = ".";
     std::string cluster = "default";
     node::Schema schema;  // the site's `job` values (config::stream_schema)
@@ -48,6 +50,12 @@ struct BundleResult {
 };
 
 BundleResult make_bundle(const BundleOptions& opts);
+
+// A value from Loki or from a user's directory (node, NCCL file, cluster) as one file name in
+// the bundle: [A-Za-z0-9._-] kept, any other byte and a leading '.' as %XX, so the result is
+// never "", ".", ".." or has a '/', and distinct values stay distinct. Longer than 128 bytes:
+// cut, with '~' and a hash of the whole value. "" is "~empty".
+std::string path_component(std::string_view value);
 
 // SHA-256 of a file as lowercase hex; empty if it cannot be read.
 std::string sha256_file(const std::string& path);

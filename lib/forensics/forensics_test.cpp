@@ -1,6 +1,12 @@
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 #include "forensics/analysis.hpp"
+#include "forensics/bundle.hpp"
 #include "forensics/logql.hpp"
 #include "forensics/report.hpp"
 
@@ -60,8 +66,8 @@ TEST_CASE("report.html escapes what the logs say and fetches nothing", "[forensi
 }
 
 TEST_CASE("Xid queries and the bundle's analysis match only lines the kernel starts", "[forensics][hostile]") {
-    CHECK(xid_query({}) == R"({job="kmsg"} |~ "^NVRM: Xid|^nvidia-nvswitch[0-9]*: SXid")");
-    for (const auto& q : job_queries("77", {"n1"}, false))
+    CHECK(xid_query(jobtrail::node::Schema(), {}) == R"({job="kmsg"} |~ "^NVRM: Xid|^nvidia-nvswitch[0-9]*: SXid")");
+    for (const auto& q : job_queries(jobtrail::node::Schema(), "77", {"n1"}, false))
         if (q.name.find("Xid") != std::string::npos) CHECK(q.logql.find(R"(|~ "^NVRM: Xid)") != std::string::npos);
     // A binary named like an Xid that crashed: the kernel line Loki hands back.
     Analyzer an;
@@ -72,4 +78,69 @@ TEST_CASE("Xid queries and the bundle's analysis match only lines the kernel sta
     REQUIRE(f.size() == 1);
     CHECK(f[0].kind == "segfault");
     CHECK(f[0].xid == 0);
+}
+
+TEST_CASE("a value from Loki or a user's directory becomes one clean file name, distinct ones stay distinct",
+          "[forensics]") {
+    CHECK(path_component("gpu01") == "gpu01");
+    CHECK(path_component("0.gpu01.1000.log") == "0.gpu01.1000.log");
+    CHECK(path_component("..") == "%2E.");
+    CHECK(path_component(".") == "%2E");
+    CHECK(path_component("") == "~empty");
+    CHECK(path_component("../../x/ESCAPED") == "%2E.%2F..%2Fx%2FESCAPED");
+    CHECK(path_component("/etc/passwd") == "%2Fetc%2Fpasswd");
+    CHECK(path_component("a\nb\xff") == "a%0Ab%FF");
+    // Escaping is one-to-one: the escaped form of one value is not another value's.
+    CHECK(path_component("a/b") != path_component("a_b"));
+    CHECK(path_component("a%2Fb") != path_component("a/b"));
+    const std::string long_a(300, 'a'), long_b = std::string(299, 'a') + "b";
+    const std::string la = path_component(long_a), lb = path_component(long_b);
+    CHECK(la.size() <= 128);
+    CHECK(la != lb);
+    CHECK(la.find('~') != std::string::npos);
+    // Cut between escapes, never inside one.
+    const std::string slashes = path_component(std::string(200, '/'));
+    CHECK(slashes.size() <= 128);
+    CHECK(slashes.substr(0, slashes.find('~')).size() % 3 == 0);
+    CHECK(jobtrail::node::valid_job_id("4242"));
+    for (const char* bad : {"", "42_1", "42+1", "-1", "4 2", "../42", "123456789012345678901"})
+        CHECK_FALSE(jobtrail::node::valid_job_id(bad));
+}
+
+TEST_CASE("a local file is read up to the cap, then cut with a marker the manifest reports", "[forensics]") {
+    namespace fs = std::filesystem;
+    char tmpl[] = "/tmp/jobtrail-cap-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    const std::string dir = tmpl;
+    fs::create_directories(dir + "/logs/prolog");
+    fs::create_directories(dir + "/logs/nccl/77");
+    std::ofstream(dir + "/logs/prolog/77.log") << "2026-11-29T21:52:01.000000000Z meta node=n1\n";
+    {
+        std::ofstream big(dir + "/logs/nccl/77/big.log");
+        for (int i = 0; i < 10'000; ++i)
+            big << "[2026-11-29T21:52:20.000000+0000] n1:1:1 [0] NCCL INFO line " << i << "\n";
+    }
+    BundleOptions o;
+    o.job_id = "77";
+    o.local = true;
+    o.log_dir = dir + "/logs";
+    o.out_dir = dir + "/out";
+    o.max_file_bytes = 4096;
+    const auto r = make_bundle(o);
+    REQUIRE(r.exit_code == kExitOk);
+    REQUIRE(std::system(("mkdir " + dir + "/x && tar --zstd -xf " + r.archive + " -C " + dir + "/x").c_str()) == 0);
+    const fs::path top = fs::directory_iterator(dir + "/x")->path();
+    std::ifstream in(top / "nccl/n1/big.log");
+    std::vector<std::string> lines;
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    REQUIRE(lines.size() >= 2);
+    CHECK(lines.size() < 4096 / 60 + 2);  // 66-byte lines: what fits in 4 KiB, and the marker
+    CHECK(lines.back().find("[jobtrail] cut here: the file is longer than 4096 bytes") != std::string::npos);
+    // Whole lines up to the cut (the one it fell in comes in part), in order.
+    for (size_t i = 0; i + 2 < lines.size(); ++i) CHECK(lines[i].ends_with("NCCL INFO line " + std::to_string(i)));
+    std::ifstream mf(top / "manifest.json");
+    const std::string manifest((std::istreambuf_iterator<char>(mf)), std::istreambuf_iterator<char>());
+    CHECK(manifest.find(R"("name": "local NCCL")") != std::string::npos);
+    CHECK(manifest.find(R"("truncated": true)") != std::string::npos);
+    fs::remove_all(dir);
 }

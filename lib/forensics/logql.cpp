@@ -70,7 +70,8 @@ std::string fabric_manager_query(const node::Schema& s, const std::string& node)
 }
 
 std::string xid_query(const node::Schema& s, const std::vector<std::string>& nodes) {
-    return selector(s, node::Stream::kKernel, nodes.empty() ? std::string() : node_matcher(nodes)) + " |~ \"^NVRM: Xid|^nvidia-nvswitch[0-9]*: SXid\"";
+    return selector(s, node::Stream::kKernel, nodes.empty() ? std::string() : node_matcher(nodes)) +
+           " |~ \"^NVRM: Xid|^nvidia-nvswitch[0-9]*: SXid\"";
 }
 
 std::vector<NamedQuery> job_queries(const node::Schema& s, const std::string& job_id,
@@ -83,11 +84,12 @@ std::vector<NamedQuery> job_queries(const node::Schema& s, const std::string& jo
     if (!nodes.empty()) {
         const std::string nm = node_matcher(nodes);
         q.push_back({"kernel log of the job's nodes", selector(s, Stream::kKernel, nm)});
-        q.push_back({"Xid and SXid on the job's nodes", selector(s, Stream::kKernel, nm) + " |~ \"^NVRM: Xid|^nvidia-nvswitch[0-9]*: SXid\""});
+        q.push_back({"Xid and SXid on the job's nodes",
+                     selector(s, Stream::kKernel, nm) + " |~ \"^NVRM: Xid|^nvidia-nvswitch[0-9]*: SXid\""});
         q.push_back({"slurmd about this job", selector(s, Stream::kJournal, slurmd_matchers(nm)) + job_word(job_id)});
         q.push_back({"fabric manager on the job's nodes", selector(s, Stream::kFabricManager, nm)});
-        q.push_back({"Xid count by node",
-                     "sum by (node) (count_over_time(" + selector(s, Stream::kKernel, nm) + " |~ \"^NVRM: Xid\" [5m]))"});
+        q.push_back({"Xid count by node", "sum by (node) (count_over_time(" + selector(s, Stream::kKernel, nm) +
+                                              " |~ \"^NVRM: Xid\" [5m]))"});
     }
     if (structured_metadata)
         q.push_back({"kernel records while the job ran (structured metadata)",

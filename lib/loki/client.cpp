@@ -10,8 +10,19 @@
 namespace jobtrail::loki {
 namespace {
 
+struct Sink {
+    std::string* body;
+    size_t max;
+    bool over = false;
+};
+
 size_t collect(char* data, size_t size, size_t n, void* user) {
-    static_cast<std::string*>(user)->append(data, size * n);
+    auto* s = static_cast<Sink*>(user);
+    if (s->body->size() + size * n > s->max) {
+        s->over = true;
+        return 0;  // libcurl stops the transfer (CURLE_WRITE_ERROR)
+    }
+    s->body->append(data, size * n);
     return size * n;
 }
 
@@ -83,14 +94,15 @@ std::string Client::url_encode(std::string_view s) {
 
 HttpResult Client::push(std::string_view body) {
     const std::string b(body);
-    return perform(ep_.url + "/loki/api/v1/push", &b);
+    return perform(ep_.url + "/loki/api/v1/push", &b, ep_.max_push_response_bytes);
 }
 
 HttpResult Client::get(std::string_view path, std::string_view query) {
-    return perform(ep_.url + std::string(path) + (query.empty() ? "" : "?" + std::string(query)), nullptr);
+    return perform(ep_.url + std::string(path) + (query.empty() ? "" : "?" + std::string(query)), nullptr,
+                   ep_.max_response_bytes);
 }
 
-HttpResult Client::perform(const std::string& url, const std::string* body) {
+HttpResult Client::perform(const std::string& url, const std::string* body, size_t max_bytes) {
     HttpResult res;
     auto* c = static_cast<CURL*>(curl_);
     if (!c) {
@@ -103,7 +115,10 @@ HttpResult Client::perform(const std::string& url, const std::string* body) {
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(ep_.timeout_ms));
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(ep_.connect_timeout_ms));
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &res.body);
+    Sink sink{&res.body, max_bytes};
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
+    // A Content-Length over the cap is refused before the body comes.
+    curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(max_bytes));
     curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, ep_.tls_verify ? 1L : 0L);
     curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, ep_.tls_verify ? 2L : 0L);
     if (!ep_.ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, ep_.ca_file.c_str());
@@ -128,6 +143,11 @@ HttpResult Client::perform(const std::string& url, const std::string* body) {
     const CURLcode rc = curl_easy_perform(c);
     if (rc == CURLE_OK) {
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &res.status);
+    } else if (sink.over || rc == CURLE_FILESIZE_EXCEEDED) {
+        res.too_large = true;
+        res.error = "response from " + redact_url_credentials(url.substr(0, url.find('?'))) + " larger than " +
+                    std::to_string(max_bytes) + " bytes";
+        res.body.clear();
     } else {
         res.error = curl_easy_strerror(rc);
         res.body.clear();

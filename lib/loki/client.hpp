@@ -22,6 +22,9 @@ struct Endpoint {
     bool tls_verify = true;
     int64_t timeout_ms = 10'000;
     int64_t connect_timeout_ms = 5'000;
+    // What one response may buffer: a proxy or a compromised Loki must not exhaust our memory.
+    size_t max_response_bytes = size_t{64} << 20;      // queries
+    size_t max_push_response_bytes = size_t{1} << 20;  // pushes answer 204 or a short error
 };
 
 // shipper.loki in /etc/jobtrail/jobtrail.yaml, for the shipper and the CLI alike.
@@ -30,7 +33,8 @@ Endpoint endpoint_from_config(const config::ShipperConfig& c);
 struct HttpResult {
     long status = 0;  // 0 when no answer came
     std::string body;
-    std::string error;  // transport error (connection refused, timeout, TLS), empty otherwise
+    std::string error;       // transport error (connection refused, timeout, TLS), empty otherwise
+    bool too_large = false;  // the response passed the endpoint's cap (error says so); not retried
 };
 
 // One keep-alive connection to Loki (libcurl easy handle). Not thread-safe: one per thread.
@@ -54,7 +58,7 @@ public:
     static std::string url_encode(std::string_view s);
 
 private:
-    HttpResult perform(const std::string& url, const std::string* body);
+    HttpResult perform(const std::string& url, const std::string* body, size_t max_bytes);
     Endpoint ep_;
     std::string password_;
     std::string token_;

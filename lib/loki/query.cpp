@@ -6,6 +6,8 @@
 #include <set>
 #include <thread>
 
+#include "common/text.hpp"
+
 namespace jobtrail::loki {
 
 QueryResult query_range(Client& client, const std::string& logql, int64_t start_ns, int64_t end_ns,
@@ -22,7 +24,7 @@ QueryResult query_range(Client& client, const std::string& logql, int64_t start_
         for (int attempt = 0;; ++attempt) {
             http = client.get("/loki/api/v1/query_range", q);
             ++res.requests;
-            const bool retry = http.status == 0 || http.status == 429 || http.status >= 500;
+            const bool retry = (http.status == 0 && !http.too_large) || http.status == 429 || http.status >= 500;
             if (!retry || attempt + 1 >= opts.max_attempts) break;
             std::this_thread::sleep_for(std::chrono::milliseconds(opts.backoff_ms << std::min(attempt, 5)));
         }
@@ -38,8 +40,10 @@ QueryResult query_range(Client& client, const std::string& logql, int64_t start_
         }
         if (http.status != 200) {
             res.failed = true;
-            std::string msg = http.body.substr(0, 300);
-            while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+            // Cut on a character boundary and escaped: the error goes into JSON and onto a terminal.
+            std::string_view cut = utf8_prefix(http.body, 300);
+            while (!cut.empty() && (cut.back() == '\n' || cut.back() == ' ')) cut.remove_suffix(1);
+            const std::string msg = escape_line(cut);
             res.error = http.status ? "HTTP " + std::to_string(http.status) + ": " + msg : http.error;
             return res;
         }

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/text.hpp"
+
 namespace jobtrail::loki {
 namespace {
 
@@ -55,7 +57,7 @@ bool parse_streams_response(const std::string& body, std::vector<LabelSet>& stre
             char* end = nullptr;
             e.ts_ns = std::strtoll(ts.c_str(), &end, 10);
             if (ts.empty() || *end != '\0') {
-                err = "a timestamp is not nanoseconds: " + ts;
+                err = "a timestamp is not nanoseconds: " + escape_line(utf8_prefix(ts, 64));
                 return false;
             }
             e.line = v[1].get<std::string>();

@@ -1,5 +1,7 @@
 #include "loki/query.hpp"
 
+#include <curl/curl.h>
+
 #include <catch2/catch.hpp>
 #include <map>
 
@@ -75,4 +77,42 @@ TEST_CASE("a response with fields of the wrong type is refused, not thrown", "[l
     CHECK_FALSE(parse_streams_response(R"({"status":4214680680132})", streams, entries, err));
     CHECK_FALSE(parse_streams_response(R"({"status":"success","data":{"resultType":7}})", streams, entries, err));
     CHECK_FALSE(err.empty());
+}
+
+TEST_CASE("a response larger than the cap fails the request and says so, with or without a length", "[loki][double]") {
+    jobtrail::test::LokiDouble loki;
+    Endpoint ep;
+    ep.url = loki.url();
+    ep.max_response_bytes = 1 << 20;
+    Client c(ep);
+    auto fault = [&](const std::string& json) {
+        CURL* h = curl_easy_init();
+        const std::string url = loki.url() + "/-/fault";
+        curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, json.c_str());
+        REQUIRE(curl_easy_perform(h) == CURLE_OK);
+        curl_easy_cleanup(h);
+    };
+    // Just under the cap: still an answer (the cap is not off by a chunk).
+    fault(R"({"mode": "big", "target": "query", "bytes": 1048576})");
+    HttpResult r = c.get("/loki/api/v1/query_range", "query=%7Bjob%3D%22t%22%7D");
+    CHECK(r.status == 200);
+    CHECK(r.body.size() == 1048576);
+    CHECK_FALSE(r.too_large);
+    for (const bool length : {true, false}) {
+        INFO("Content-Length sent: " << length);
+        fault(std::string(R"({"mode": "big", "target": "query", "bytes": 3000000, "length": )") +
+              (length ? "true" : "false") + "}");
+        r = c.get("/loki/api/v1/query_range", "query=%7Bjob%3D%22t%22%7D");
+        CHECK(r.too_large);
+        CHECK(r.body.empty());
+        CHECK(r.error == "response from " + loki.url() + "/loki/api/v1/query_range larger than 1048576 bytes");
+    }
+    // query_range: one request, not six retries, and the error is the one above.
+    QueryOptions qo;
+    qo.backoff_ms = 1;
+    const auto q = query_range(c, "{job=\"t\"}", 0, 1'000'000'000, qo, [](const QueryEntry&) {});
+    CHECK(q.failed);
+    CHECK(q.requests == 1);
+    CHECK(q.error.find("larger than 1048576 bytes") != std::string::npos);
 }

@@ -32,8 +32,9 @@ std::string_view phase_name(Phase p);
 // "prolog" / "epilog" only: a value read back from Loki or a path is checked against these.
 bool parse_phase(std::string_view s, Phase& out);
 
-// Slurm job ids as they appear on the node: digits only (array and het jobs have their own
-// numeric ids on the node).
+// Slurm job ids as the collectors record them (SLURM_JOB_ID: digits only, at most 20); anything
+// else would reach file names, paths and queries. Array and het forms (123_4, 123+1) are refused:
+// the records carry the raw job id that squeue -o %A or sacct -o JobIDRaw shows.
 bool valid_job_id(std::string_view id);
 
 struct Layout {

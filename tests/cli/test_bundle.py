@@ -87,6 +87,27 @@ def job_streams(job="4242", nodes=("gpu01", "gpu02"), nccl_lines=3000, t0=None):
     return out
 
 
+def tar_members(archive):
+    """Member names and contents as written, read with python's tarfile (not extracted)."""
+    raw = subprocess.run(["zstd", "-dc", archive], capture_output=True, check=True).stdout
+    import io
+    with tarfile.open(fileobj=io.BytesIO(raw)) as t:
+        return {m.name: (t.extractfile(m).read() if m.isfile() else None) for m in t.getmembers()}
+
+
+def clean_member(name):
+    parts = name.split("/")
+    return (not name.startswith("/") and all(p not in ("", ".", "..") for p in parts)
+            and all(0x20 < ord(c) < 0x7f and c != "\\" for c in name))
+
+
+def everything_under(root):
+    out = set()
+    for d, dirs, files in os.walk(root):
+        out.update(os.path.join(d, x) for x in dirs + files)
+    return out
+
+
 def extract(archive, into):
     os.makedirs(into, exist_ok=True)
     subprocess.run(["tar", "--zstd", "-xf", archive, "-C", into], check=True)
@@ -102,8 +123,9 @@ class Bundle(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.out, ignore_errors=True)
 
-    def run_cli(self, *args, config="/dev/null"):
-        return subprocess.run([JOBTRAIL, "--config", config] + list(args), capture_output=True, text=True, timeout=300)
+    def run_cli(self, *args, config="/dev/null", timeout=300):
+        return subprocess.run([JOBTRAIL, "--config", config] + list(args), capture_output=True, text=True,
+                              timeout=timeout)
 
     def test_bundle_pages_past_the_entry_limit_and_says_what_broke(self):
         loki = Loki("--max-entries-limit", "1000")  # 12,000 NCCL lines: many pages per query
@@ -251,6 +273,142 @@ class Bundle(unittest.TestCase):
         # An unknown job locally: not found.
         r = self.run_cli("bundle", "999", "--local", "-o", self.out, config=self.out + "/cfg.yaml")
         self.assertEqual(r.returncode, 1)
+
+    def test_a_bad_job_id_is_refused_before_any_query(self):
+        # Port 9 answers nothing: had a query been tried, the exit would be 3 (cannot reach Loki).
+        for bad in ["../../etc", "4242;id", "4242_1", "4242+1", "-1", "42 42", "", "1" * 21, "42\n43"]:
+            r = self.run_cli("--loki-url", "http://127.0.0.1:9", "bundle", "-o", self.out, "--", bad)
+            self.assertEqual(r.returncode, 2, (bad, r.stderr))
+            self.assertIn('bad job id "%s"' % bad.replace("\n", "\\x0a"), r.stderr)
+            self.assertNotIn("cannot reach Loki", r.stderr)
+            self.assertEqual(os.listdir(self.out), [], bad)
+
+    def test_hostile_label_values_never_leave_the_output_dir(self):
+        """Whoever can push to Loki chooses phase, node, file and cluster: none of it may become
+        a path outside the output directory or a tar member that escapes on extraction."""
+        loki = Loki()
+        t0 = time.time_ns() - 3600 * NS
+        out = self.out + "/a/b/c/out"
+        os.makedirs(out)
+        hostile = ["../../x/ESCAPED", "../../../x/ESCAPED", "../../../../../x/ESCAPED", "/etc/passwd", "..", ".",
+                   "gpu\n01", "caf\u00e9\ufffd\x01", "a/b", "a_b", "y" * 300]
+        try:
+            streams = [{"stream": {"job": "slurm-prolog-epilog", "job_id": "4242", "node": "gpu01", "phase": "prolog",
+                                   "cluster": "../../../x/ESCAPED"},
+                        "values": [[str(t0), "prolog meta user=alice"]]}]
+            for i, h in enumerate(hostile):
+                streams.append({"stream": {"job": "slurm-prolog-epilog", "job_id": "4242", "node": h, "phase": h},
+                                "values": [[str(t0 + i + 1), "prolog meta hostile=%d\nFORGED Xid 79" % i]]})
+                streams.append({"stream": {"job": "nccl", "job_id": "4242", "node": "gpu01", "file": h},
+                                "values": [[str(t0 + i + 1), "NCCL INFO from file %d" % i]]})
+            loki.push(streams)
+            r = self.run_cli("--loki-url", loki.url, "bundle", "4242", "-o", out, "--parallel", "8")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            outside = {p for p in everything_under(self.out) if not p.startswith(out + "/")}
+            self.assertEqual(outside, {self.out + "/a", self.out + "/a/b", self.out + "/a/b/c", out})
+            archives = glob.glob(out + "/*.tar.zst")
+            self.assertEqual(len(archives), 1, os.listdir(out))
+            self.assertEqual(sorted(os.listdir(out)), sorted([os.path.basename(archives[0]),
+                                                              os.path.basename(archives[0]) + ".sha256"]))
+            members = tar_members(archives[0])
+            bad = [n for n in members if not clean_member(n)]
+            self.assertEqual(bad, [])
+            (top,) = {n.split("/")[0] for n in members}
+            # Nothing was dropped, and no two values were merged into one file.
+            nccl = {n: c for n, c in members.items() if "/nccl/" in n}
+            self.assertEqual(len(nccl), len(hostile), sorted(nccl))
+            for i in range(len(hostile)):
+                self.assertEqual(sum(b"from file %d\n" % i in c for c in nccl.values()), 1, i)
+            phases = [n for n in members if "/nodes/" in n and ("prolog" in n or "phase-" in n)]
+            self.assertEqual(len(phases), len(hostile) + 1, sorted(phases))
+            # A newline in a line does not forge a record of its own.
+            for n, c in members.items():
+                self.assertFalse(any(l.startswith(b"FORGED") for l in (c or b"").splitlines()), n)
+            self.assertNotIn(b"\nFORGED", members[top + "/timeline.txt"])
+            m = json.loads(members[top + "/manifest.json"])
+            self.assertEqual({f["path"] for f in m["files"]} | {"manifest.json"}, {n[len(top) + 1:] for n in members})
+        finally:
+            loki.close()
+
+    def test_an_error_body_cut_inside_a_character_still_gives_a_partial_bundle(self):
+        loki = Loki()
+        try:
+            loki.push(job_streams(nccl_lines=10))
+            # A proxy's page in UTF-8: the 300-byte cut of the error lands inside a character.
+            body = "x" * 299 + "\u00e9\u20ac" * 40
+            self.assertEqual(len(body.encode()[:300].decode("utf-8", "ignore").encode()), 299)
+            http("POST", loki.url + "/-/fault", json.dumps({"mode": "status", "status": 502, "body": body,
+                                                           "target": "query", "query_contains": "fabric-manager"}).encode())
+            r = self.run_cli("--loki-url", loki.url, "bundle", "4242", "-o", self.out)
+            self.assertEqual(r.returncode, 3, r.stderr)
+            self.assertIn("partial", r.stderr)
+            self.assertEqual([f for f in os.listdir(self.out) if f.endswith(".partial")], [])
+            (archive,) = glob.glob(self.out + "/*.tar.zst")
+            top = extract(archive, self.out + "/x")
+            with open(top + "/manifest.json", "rb") as f:
+                m = json.loads(f.read().decode("utf-8"))  # strict: valid UTF-8 or this raises
+            failed = {q["name"]: q["error"] for q in m["queries"] if q["failed"]}
+            self.assertEqual(sorted(failed), ["fabric manager gpu01", "fabric manager gpu02"])
+            self.assertEqual(failed["fabric manager gpu01"], "HTTP 502: " + "x" * 299)
+        finally:
+            loki.close()
+
+    def test_local_bundle_reads_only_regular_files_the_user_owns(self):
+        """Run as root over a job user's NCCL directory holding a link to a root-only file, a
+        hard link to it, a FIFO, a link to /dev/zero and a subdirectory: only the user's own
+        regular files are read, promptly, and the manifest and stderr say what was not."""
+        if os.geteuid() != 0:
+            self.skipTest("needs root: the CLI's reads as root are what is tested")
+        logs, uid = self.out + "/logs", 65534
+        os.makedirs(logs + "/prolog")
+        nccl = logs + "/nccl/4242"
+        os.makedirs(nccl)
+        os.makedirs(self.out + "/root-only", mode=0o700)
+        secret = self.out + "/root-only/shadow"
+        with open(secret, "w") as f:
+            f.write("root:TOPSECRET:19000:0:99999:7:::\n")
+        os.chmod(secret, 0o600)
+        with open(logs + "/prolog/4242.log", "w") as f:
+            f.write("2026-11-29T21:52:01.000000000Z meta node=gpu07\n")
+        good = nccl + "/0.gpu07.55.log"
+        with open(good, "w") as f:
+            f.write("[2026-11-29T21:52:20.000000+0000] gpu07:55:55 [0] NCCL INFO good line 1\n"
+                    "[2026-11-29T21:52:21.000000+0000] gpu07:55:55 [0] NCCL INFO good line 2\n")
+        odd = os.fsencode(nccl) + b"/1.\xff\nodd.log"  # a name that is neither UTF-8 nor one line
+        with open(odd, "wb") as f:
+            f.write(b"odd name line\n")
+        os.symlink(secret, nccl + "/leak.log")
+        os.link(secret, nccl + "/hard.log")
+        os.mkfifo(nccl + "/fifo.log")
+        os.symlink("/dev/zero", nccl + "/zero.log")
+        os.makedirs(nccl + "/sub")
+        with open(nccl + "/sub/x.log", "w") as f:
+            f.write("TOPSECRET in a subdirectory\n")
+        for p in (nccl, good, odd, nccl + "/sub", nccl + "/sub/x.log"):
+            os.chown(p, uid, uid)
+        with open(self.out + "/cfg.yaml", "w") as f:
+            f.write("cluster: lab\ncollector: {log_dir: %s}\n" % logs)
+        t = time.monotonic()
+        r = self.run_cli("bundle", "4242", "--local", "-o", self.out + "/o", config=self.out + "/cfg.yaml", timeout=30)
+        self.assertLess(time.monotonic() - t, 30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual([f for f in os.listdir(self.out + "/o") if not f.startswith("lab-job4242-")], [])
+        (archive,) = glob.glob(self.out + "/o/*.tar.zst")
+        members = tar_members(archive)
+        self.assertEqual([n for n in members if not clean_member(n)], [])
+        for n, c in members.items():
+            self.assertNotIn(b"TOPSECRET", c or b"", n)
+        (top,) = {n.split("/")[0] for n in members}
+        nccl_files = {n[len(top) + 1:]: c for n, c in members.items() if "/nccl/" in n}
+        self.assertEqual(sorted(nccl_files), ["nccl/gpu07/0.gpu07.55.log", "nccl/gpu07/1.%FF%0Aodd.log"])
+        lines = nccl_files["nccl/gpu07/0.gpu07.55.log"].decode().splitlines()
+        self.assertEqual([l.split("NCCL INFO ")[1] for l in lines], ["good line 1", "good line 2"])
+        m = json.loads(members[top + "/manifest.json"])
+        self.assertEqual({x["path"]: x["reason"] for x in m["refused"]},
+                         {"leak.log": "symlink", "hard.log": "hard_link", "fifo.log": "not_regular",
+                          "zero.log": "symlink", "sub": "not_regular"})
+        for name in ("leak.log", "hard.log", "fifo.log", "zero.log", "sub"):
+            self.assertIn("not bundled: %s/%s" % (nccl, name), r.stderr)
 
     def check_logql(self, queries):
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:

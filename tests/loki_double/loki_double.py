@@ -8,8 +8,10 @@ logproto.PushRequest), so a wrong field in our .proto cannot hide on both sides.
 
 Endpoints: POST /loki/api/v1/push (snappy protobuf, JSON, gzip/deflate), GET /loki/api/v1/query_range,
 /loki/api/v1/series, /loki/api/v1/labels, /loki/api/v1/label/<name>/values, /ready.
-Test controls: POST /-/fault {"mode": "status"|"slow"|"reset"|"none", "status": 500, "body": "...",
-"count": N, "delay": S, "target": "push"|"query", "query_contains": "..."}; GET /-/store (everything stored, exactly); GET /-/stats; POST /-/reset.
+Test controls: POST /-/fault {"mode": "status"|"slow"|"reset"|"big"|"none", "status": 500, "body": "...",
+"count": N, "delay": S, "target": "push"|"query", "query_contains": "...", "bytes": N, "length": true}
+("big": a body of N bytes, as a broken proxy might send; "length": false sends it without a
+Content-Length, to the end of the connection); GET /-/store (everything stored, exactly); GET /-/stats; POST /-/reset.
 """
 import argparse, bisect, gzip, heapq, itertools, json, re, sys, threading, time, zlib
 from datetime import datetime, timezone
@@ -452,6 +454,24 @@ def make_handler(loki):
                 return True
             if f["mode"] == "status":
                 self.reply(int(f.get("status", 500)), f.get("body", "internal server error\n"))
+                return True
+            if f["mode"] == "big":
+                n = int(f.get("bytes", 1 << 30))
+                self.send_response(int(f.get("status", 200)))
+                self.send_header("Content-Type", "application/json")
+                if f.get("length", True):
+                    self.send_header("Content-Length", str(n))
+                else:
+                    self.send_header("Connection", "close")
+                    self.close_connection = True
+                self.end_headers()
+                chunk = b" " * 65536
+                try:
+                    while n > 0:
+                        self.wfile.write(chunk[:min(n, len(chunk))])
+                        n -= len(chunk)
+                except OSError:
+                    pass  # the client gave up, as it should
                 return True
             return False
 
