@@ -7,6 +7,7 @@
 
 #include "loki/client.hpp"
 #include "loki/query.hpp"
+#include "node/layout.hpp"
 #include "node/schema.hpp"
 
 // `jobtrail bundle`: everything jobtrail knows about one job, from Loki (all its nodes, its
