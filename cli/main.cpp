@@ -27,7 +27,7 @@ struct Common {
 };
 
 loki::Endpoint endpoint(const config::Config& c, const Common& f) {
-    loki::Endpoint e = loki::endpoint_from_config(c.shipper);
+    loki::Endpoint e = config::loki_endpoint(c.shipper);
     e.timeout_ms = std::max<int64_t>(e.timeout_ms, 30'000);  // queries take longer than pushes
     if (!f.loki_url.empty()) e.url = f.loki_url;
     if (!f.tenant.empty()) e.tenant = f.tenant;

@@ -20,6 +20,8 @@ controller)
     exec slurmctld -D
     ;;
 node)
+    # The shipper's gateway password: root-only, never on a command line or in the config.
+    (umask 077 && printf '%s' "${LOKI_PASSWORD:-jobtrail-demo}" > /etc/jobtrail/loki.password)
     /usr/sbin/jobtrail-shipper --check-config
     /usr/sbin/jobtrail-shipper &
     exec slurmd -D -N "$(hostname -s)"

@@ -172,6 +172,8 @@ const char* refusal_name(Refusal r) {
             return "owner";
         case Refusal::kUnreadable:
             return "unreadable";
+        case Refusal::kTooMany:
+            return "too_many_files";
     }
     return "unknown";
 }

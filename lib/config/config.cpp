@@ -177,12 +177,20 @@ void parse_shipper(Parser& p, const YAML::Node& n, ShipperConfig& c) {
                 size_t i = 0;
                 for (const auto& item : f) {
                     const std::string fw = w + ".sources.files[" + std::to_string(i++) + "]";
-                    if (!p.check_map(item, fw, {"name", "paths", "job", "format", "stream", "labels"})) continue;
+                    if (!p.check_map(
+                            item, fw,
+                            {"name", "paths", "job", "format", "stream", "labels", "max_files", "max_files_per_dir"}))
+                        continue;
                     FileSourceConfig fs;
                     p.string(item, fw, "name", fs.name);
                     p.string(item, fw, "job", fs.job);
                     p.string(item, fw, "format", fs.format);
                     if (item["paths"]) p.string_list(item["paths"], fw + ".paths", fs.paths);
+                    int max_files = static_cast<int>(fs.max_files), per_dir = static_cast<int>(fs.max_files_per_dir);
+                    p.integer(item, fw, "max_files", max_files, 1, 1'000'000);
+                    p.integer(item, fw, "max_files_per_dir", per_dir, 1, 1'000'000);
+                    fs.max_files = static_cast<size_t>(max_files);
+                    fs.max_files_per_dir = static_cast<size_t>(per_dir);
                     if (fs.paths.empty()) p.error(item, fw + ".paths", "missing: at least one path or glob");
                     if (fs.job.empty()) p.error(item, fw + ".job", "missing: the Loki job label for these files");
                     if (fs.format != "plain" && fs.format != "joblog" && fs.format != "nccl" && fs.format != "cri")
@@ -240,6 +248,21 @@ void parse_shipper(Parser& p, const YAML::Node& n, ShipperConfig& c) {
 }
 
 }  // namespace
+
+loki::Endpoint loki_endpoint(const ShipperConfig& c) {
+    loki::Endpoint e;
+    e.url = c.loki_url;
+    e.tenant = c.tenant;
+    e.basic_user = c.basic_user;
+    e.basic_password_file = c.basic_password_file;
+    e.bearer_token_file = c.bearer_token_file;
+    e.ca_file = c.ca_file;
+    e.cert_file = c.cert_file;
+    e.key_file = c.key_file;
+    e.tls_verify = c.tls_verify;
+    e.timeout_ms = c.timeout_ms;
+    return e;
+}
 
 node::Schema stream_schema(const ShipperConfig& c) {
     node::Schema s;

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "loki/endpoint.hpp"
 #include "node/schema.hpp"
 
 namespace jobtrail::config {
@@ -19,6 +20,10 @@ struct FileSourceConfig {
     // What kind of stream these files are (`stream:`; default from the format): stages and the
     // CLI find "the NCCL stream" by kind, whatever `job` the site calls it.
     node::Stream stream = node::Stream::kOther;
+    // Bounds against a job's user with ten thousand files: files tracked by this source, and in
+    // any one directory (a job's NCCL directory). Files past them are refused and counted.
+    size_t max_files = 4096;
+    size_t max_files_per_dir = 512;
 };
 
 // The systemd journal (slurmd, fabric manager, ...): one stream per unit and priority.
@@ -66,6 +71,9 @@ struct ShipperConfig {
 };
 
 ShipperConfig default_shipper_config();
+// shipper.loki, for the shipper and the CLI alike.
+loki::Endpoint loki_endpoint(const ShipperConfig& c);
+
 // The `job` value of each kind of stream, the file sources' overrides applied.
 node::Schema stream_schema(const ShipperConfig& c);
 

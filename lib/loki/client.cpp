@@ -57,21 +57,6 @@ bool Client::load_secrets(std::string& err) {
     return read_secret(ep_.basic_password_file, password_) && read_secret(ep_.bearer_token_file, token_);
 }
 
-Endpoint endpoint_from_config(const config::ShipperConfig& c) {
-    Endpoint e;
-    e.url = c.loki_url;
-    e.tenant = c.tenant;
-    e.basic_user = c.basic_user;
-    e.basic_password_file = c.basic_password_file;
-    e.bearer_token_file = c.bearer_token_file;
-    e.ca_file = c.ca_file;
-    e.cert_file = c.cert_file;
-    e.key_file = c.key_file;
-    e.tls_verify = c.tls_verify;
-    e.timeout_ms = c.timeout_ms;
-    return e;
-}
-
 std::string Client::describe() const {
     // A URL may carry user:password@: never in logs, metrics or bundles.
     return redact_url_credentials(ep_.url) + (ep_.tenant.empty() ? "" : " (tenant " + ep_.tenant + ")");

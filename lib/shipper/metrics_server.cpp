@@ -9,6 +9,8 @@
 #include <cstring>
 
 #include "common/fs.hpp"
+#include "common/time.hpp"
+#include "shipper/metrics.hpp"
 
 namespace jobtrail::shipper {
 
@@ -71,6 +73,66 @@ void MetricsServer::stop() {
     if (thread_.joinable()) thread_.join();
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
+}
+
+std::string render_metrics(Metrics& m, uint64_t spool_pending_bytes) {
+    std::string s;
+    auto counter = [&](const char* name, const char* help, uint64_t v) {
+        s += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" + name + " " +
+             std::to_string(v) + "\n";
+    };
+    counter("jobtrail_shipper_records_read_total", "Records read from all sources (before the stages drop any).",
+            m.read);
+    counter("jobtrail_shipper_records_spooled_total", "Records made durable in the spool.", m.spooled);
+    counter("jobtrail_shipper_records_sent_total", "Records Loki acknowledged.", m.sent);
+    counter("jobtrail_shipper_bytes_sent_total", "Line bytes Loki acknowledged.", m.sent_bytes);
+    counter("jobtrail_shipper_push_requests_total", "Push requests made.", m.pushes);
+    counter("jobtrail_shipper_retries_total", "Pushes retried (429, 5xx, transport errors).", m.retries);
+    counter("jobtrail_shipper_spool_full_total", "Passes where sources paused on a full spool.", m.spool_full);
+    counter("jobtrail_shipper_kmsg_lost_total", "Kernel records overwritten before they were read.", m.kmsg_lost);
+    s += "# HELP jobtrail_shipper_spool_bytes Unacknowledged bytes in the spool.\n# TYPE jobtrail_shipper_spool_bytes "
+         "gauge\njobtrail_shipper_spool_bytes " +
+         std::to_string(spool_pending_bytes) + "\n";
+    s += "# HELP jobtrail_shipper_last_success_timestamp_seconds Last acknowledged push.\n# TYPE "
+         "jobtrail_shipper_last_success_timestamp_seconds gauge\njobtrail_shipper_last_success_timestamp_seconds " +
+         std::to_string(m.last_success_ns / 1'000'000'000) + "\n";
+    const int64_t oldest = m.oldest_pending_ns;
+    s += "# HELP jobtrail_shipper_spool_oldest_age_seconds Age of the oldest record Loki has not acknowledged (0: "
+         "none).\n# TYPE jobtrail_shipper_spool_oldest_age_seconds gauge\njobtrail_shipper_spool_oldest_age_seconds " +
+         std::to_string(oldest && spool_pending_bytes ? std::max<int64_t>(0, realtime_ns() - oldest) / 1'000'000'000
+                                                      : 0) +
+         "\n";
+    std::lock_guard<std::mutex> lk(m.mu);
+    s += "# HELP jobtrail_shipper_source_backlog_bytes Bytes written to a source and not read yet.\n# TYPE "
+         "jobtrail_shipper_source_backlog_bytes gauge\n";
+    for (const auto& [src, b] : m.source_backlog_bytes)
+        s += "jobtrail_shipper_source_backlog_bytes{source=\"" + src + "\"} " + std::to_string(b) + "\n";
+    s += "# HELP jobtrail_shipper_source_last_read_timestamp_seconds Timestamp of the newest record read, per "
+         "source.\n# TYPE jobtrail_shipper_source_last_read_timestamp_seconds gauge\n";
+    for (const auto& [src, ts] : m.source_last_read_ns)
+        s += "jobtrail_shipper_source_last_read_timestamp_seconds{source=\"" + src + "\"} " +
+             std::to_string(ts / 1'000'000'000) + "\n";
+    s += "# HELP jobtrail_shipper_dropped_total Records dropped, by reason.\n# TYPE jobtrail_shipper_dropped_total "
+         "counter\n";
+    for (const auto& [r, n] : m.dropped)
+        s += "jobtrail_shipper_dropped_total{reason=\"" + r + "\"} " + std::to_string(n) + "\n";
+    s += "# HELP jobtrail_shipper_rejected_total Entries Loki rejected, by reason.\n# TYPE "
+         "jobtrail_shipper_rejected_total "
+         "counter\n";
+    for (const auto& [r, n] : m.rejected)
+        s += "jobtrail_shipper_rejected_total{reason=\"" + r + "\"} " + std::to_string(n) + "\n";
+    s += "# HELP jobtrail_shipper_files_refused_total Files matching a source's paths that were not read (a "
+         "symlink, FIFO, device, hard link or another owner's file), by reason.\n# TYPE "
+         "jobtrail_shipper_files_refused_total counter\n";
+    for (const auto& [r, n] : m.files_refused)
+        s += "jobtrail_shipper_files_refused_total{reason=\"" + r + "\"} " + std::to_string(n) + "\n";
+    s += "# HELP jobtrail_shipper_internal_events_total Named events of the shipper's components (a source that "
+         "cannot open its input, a refused file, a rejected push), by component and event.\n# TYPE "
+         "jobtrail_shipper_internal_events_total counter\n";
+    for (const auto& [k, n] : m.events)
+        s += "jobtrail_shipper_internal_events_total{component=\"" + k.first + "\",event=\"" + k.second + "\"} " +
+             std::to_string(n) + "\n";
+    return s;
 }
 
 }  // namespace jobtrail::shipper

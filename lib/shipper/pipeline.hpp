@@ -1,6 +1,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -8,7 +9,10 @@
 #include "config/config.hpp"
 #include "kmsg/boot_clock.hpp"
 #include "shipper/event.hpp"
+#include "shipper/internal_events.hpp"
+#include "shipper/metrics.hpp"
 #include "shipper/sender.hpp"
+#include "shipper/sources/registry.hpp"
 #include "shipper/sources/source.hpp"
 #include "shipper/stages/stages.hpp"
 #include "spool/spool.hpp"
@@ -25,10 +29,14 @@ struct RunOptions {
 
 // sources -> stages -> spool -> sender. The main thread polls the sources, runs the stages,
 // appends to the spool, syncs it and only then commits the sources' positions; the sender
-// thread drains the spool to Loki.
+// thread drains the spool to Loki. Building the sources is the registry's
+// (sources/registry.hpp), recovery at start recovery.hpp's, --dry-run dry_run.hpp's and the
+// metrics text metrics_server's; this is the main loop and the group commit.
 class Pipeline {
 public:
-    explicit Pipeline(const config::Config& cfg);
+    // Tests hand in their own sources; by default the registry builds the configured ones.
+    using SourceFactory = std::function<std::vector<std::unique_ptr<Source>>(const SourceContext&)>;
+    explicit Pipeline(const config::Config& cfg, SourceFactory sources = {});
     ~Pipeline();
     // Returns the process exit status.
     int run(const RunOptions& opts, const std::atomic<bool>& stop);
@@ -36,12 +44,16 @@ public:
     std::string render_metrics() const;
 
 private:
-    void log(const std::string& msg) const;
+    void on_event(const InternalEvent& e);
+    void note(Severity s, const std::string& name, const std::string& msg) const;
+    int main_loop(const RunOptions& opts, const std::atomic<bool>& stop);
     bool pass(std::vector<Event>& scratch, bool final_flush);
 
     const config::Config& cfg_;
+    SourceFactory make_sources_;
     NodeInfo node_;
     mutable Metrics metrics_;
+    Events events_;
     kmsg::BootClock clock_;
     std::vector<std::unique_ptr<Source>> sources_;
     SelfSource* self_ = nullptr;  // one of sources_: the shipper's own stream

@@ -11,10 +11,12 @@
 
 namespace jobtrail::shipper {
 
-Sender::Sender(const config::ShipperConfig& cfg, spool::Spool& spool, Metrics& m, Log log)
-    : cfg_(cfg), spool_(spool), m_(m), log_(std::move(log)), client_(loki::endpoint_from_config(cfg)) {
+Sender::Sender(const config::ShipperConfig& cfg, spool::Spool& spool, Metrics& m, Events events)
+    : cfg_(cfg), spool_(spool), m_(m), events_(std::move(events)), client_(config::loki_endpoint(cfg)) {
     std::string err;
-    if (!client_.load_secrets(err)) log_("error: " + err + " (pushing without those credentials)");
+    if (!client_.load_secrets(err))
+        events_.emit(Severity::kError, "sender", "credentials_unreadable",
+                     err + " (pushing without those credentials)");
 }
 
 void Sender::sleep_backoff(int attempt, const std::atomic<bool>& stop) {
@@ -67,15 +69,20 @@ bool Sender::deliver(const std::vector<const spool::Record*>& recs, size_t from,
                 }
                 m_.sent += (to - from) - std::min<uint64_t>(n, to - from);
                 m_.last_success_ns = realtime_ns();
-                log_("warning: Loki rejected " + std::to_string(n) + " of " + std::to_string(to - from) +
-                     " entries (HTTP " + std::to_string(res.status) + "), not retried: " + verdict.first_message);
+                events_.emit(Severity::kWarning, "sender", "rejected",
+                             "Loki rejected " + std::to_string(n) + " of " + std::to_string(to - from) +
+                                 " entries (HTTP " + std::to_string(res.status) +
+                                 "), not retried: " + verdict.first_message);
                 return true;
             }
             case loki::Verdict::kSplit:
                 if (to - from <= 1) {
-                    std::lock_guard<std::mutex> lk(m_.mu);
-                    m_.rejected["request_too_large"] += 1;
-                    log_("warning: Loki refused a single entry as too large (HTTP 413); dropped");
+                    {
+                        std::lock_guard<std::mutex> lk(m_.mu);
+                        m_.rejected["request_too_large"] += 1;
+                    }
+                    events_.emit(Severity::kWarning, "sender", "entry_too_large",
+                                 "Loki refused a single entry as too large (HTTP 413); dropped");
                     return true;
                 }
                 return deliver(recs, from, from + (to - from) / 2, stop) &&
@@ -83,14 +90,15 @@ bool Sender::deliver(const std::vector<const spool::Record*>& recs, size_t from,
             case loki::Verdict::kAuthFailure:
             case loki::Verdict::kRetry:
                 ++m_.retries;
-                if (attempt == 0 || attempt % 10 == 0)
-                    log_(
-                        std::string(verdict.verdict == loki::Verdict::kAuthFailure
-                                        ? "error: Loki refused our credentials"
-                                        : "warning: Loki push failed") +
-                        " (" +
-                        (res.status ? "HTTP " + std::to_string(res.status) + ": " + verdict.first_message : res.error) +
-                        "); retrying, data stays in the spool");
+                if (attempt == 0 || attempt % 10 == 0) {
+                    const bool auth = verdict.verdict == loki::Verdict::kAuthFailure;
+                    events_.emit(auth ? Severity::kError : Severity::kWarning, "sender",
+                                 auth ? "auth_failed" : "push_failed",
+                                 std::string(auth ? "Loki refused our credentials" : "Loki push failed") + " (" +
+                                     (res.status ? "HTTP " + std::to_string(res.status) + ": " + verdict.first_message
+                                                 : res.error) +
+                                     "); retrying, data stays in the spool");
+                }
                 sleep_backoff(attempt, stop);
                 break;
         }

@@ -8,6 +8,8 @@
 #include "config/shipper_config.hpp"
 #include "loki/client.hpp"
 #include "shipper/event.hpp"
+#include "shipper/internal_events.hpp"
+#include "shipper/metrics.hpp"
 #include "spool/spool.hpp"
 
 namespace jobtrail::shipper {
@@ -18,8 +20,7 @@ namespace jobtrail::shipper {
 // same bytes with capped, jittered exponential backoff, for as long as it takes.
 class Sender {
 public:
-    using Log = std::function<void(const std::string&)>;
-    Sender(const config::ShipperConfig& cfg, spool::Spool& spool, Metrics& m, Log log);
+    Sender(const config::ShipperConfig& cfg, spool::Spool& spool, Metrics& m, Events events);
 
     // Sends one batch if there is one; false if the spool had nothing durable to send.
     bool send_batch(const std::atomic<bool>& stop);
@@ -34,7 +35,7 @@ private:
     const config::ShipperConfig& cfg_;
     spool::Spool& spool_;
     Metrics& m_;
-    Log log_;
+    Events events_;
     loki::Client client_;
     std::atomic<bool> busy_{false};
     std::vector<spool::Record> batch_;  // reused: its strings keep their capacity between batches

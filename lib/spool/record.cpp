@@ -1,9 +1,9 @@
 #include "spool/record.hpp"
 
-#include <isa-l/crc.h>
-
 #include <algorithm>
 #include <cstring>
+
+#include "common/crc32.hpp"
 
 namespace jobtrail::spool {
 namespace {
@@ -49,13 +49,6 @@ bool get_bytes(std::string_view in, size_t& pos, std::string& out) {
 }
 
 }  // namespace
-
-uint32_t crc32(std::string_view data) {
-    // ISA-L's CRC-32 (the gzip/zlib one) uses carry-less multiply: a byte-table loop was a third
-    // of the shipper's CPU time and zlib's still a fifth, since every frame is summed on append
-    // and again on send.
-    return crc32_gzip_refl(0, reinterpret_cast<const unsigned char*>(data.data()), data.size());
-}
 
 void append_frame(std::string& out, const RecordRef& r) {
     // The payload is written in place after a header whose length and CRC are filled in last.

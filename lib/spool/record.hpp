@@ -44,6 +44,4 @@ enum class DecodeStatus { kOk, kNeedMore, kCorrupt };
 // on any other status its contents are unspecified.
 DecodeStatus decode_frame(std::string_view in, Record& out, size_t* consumed, std::string* why = nullptr);
 
-uint32_t crc32(std::string_view data);
-
 }  // namespace jobtrail::spool

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 
+#include "common/crc32.hpp"
 #include "kmsgfs_mount.hpp"
 
 using namespace jobtrail::spool;
@@ -37,8 +38,8 @@ int count_segments(const std::string& dir) {
 
 TEST_CASE("the frame checksum is the standard CRC-32", "[spool]") {
     // Spools written by an earlier build must still verify: the check value of CRC-32/ISO-HDLC.
-    CHECK(crc32("123456789") == 0xCBF43926u);
-    CHECK(crc32("") == 0u);
+    CHECK(jobtrail::crc32("123456789") == 0xCBF43926u);
+    CHECK(jobtrail::crc32("") == 0u);
 }
 
 TEST_CASE("frames round-trip and reject damage", "[spool]") {

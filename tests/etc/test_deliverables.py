@@ -144,6 +144,21 @@ class Files(unittest.TestCase):
         self.assertEqual(period['{job="fabric-manager"}'], "2160h")
         self.assertEqual(period['{job="slurm-prolog-epilog"}'], "336h")  # 14 days
         self.assertEqual(period['{job="nccl"}'], "336h")
+        # Loki believes whatever is pushed: nothing reaches it without credentials.
+        self.assertTrue(v["loki"]["auth_enabled"])
+        self.assertTrue(v["gateway"]["enabled"])
+        self.assertTrue(v["gateway"]["basicAuth"]["enabled"])
+        self.assertTrue(v["gateway"]["basicAuth"]["existingSecret"])
+        compose = yaml.safe_load(open(src("docker/compose.yaml")))["services"]
+        self.assertNotIn("ports", compose["loki"])  # only the gateway is reachable
+        gw = open(src("docker/gateway.conf")).read()
+        self.assertIn("auth_basic_user_file", gw)
+        self.assertIn("proxy_pass http://loki:3100", gw)
+        node_cfg = yaml.safe_load(open(src("docker/jobtrail.yaml")))["shipper"]["loki"]
+        self.assertTrue(node_cfg["url"].startswith("http://gateway:"))
+        self.assertTrue(node_cfg["username"] and node_cfg["password_file"])
+        user = open(src("docker/htpasswd")).read().split(":")[0]
+        self.assertEqual(user, node_cfg["username"])
         # The docker demo's Loki has the same limits.
         d = yaml.safe_load(open(src("docker/loki-config.yaml")))
         self.assertEqual(d["limits_config"], lim)

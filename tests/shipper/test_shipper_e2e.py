@@ -378,6 +378,103 @@ class LokiAnswers(unittest.TestCase):
             env.close()
 
 
+class HostileInput(unittest.TestCase):
+    def test_a_file_name_that_is_not_utf8_never_stops_the_shipper(self):
+        """A user's `\\xff.log` once made the checkpoint unwritable and the shipper abort on every
+        restart, kmsg included. It must keep shipping that file, the others and the kernel's."""
+        env = Env()
+        try:
+            bad = env.dir.encode() + b"/logs/\xff\xfe.log"
+            with open(bad, "wb") as f:
+                f.write(b"from the odd name\n")
+            with open(env.dir + "/logs/plain.log", "w") as f:
+                f.write("from the plain name\n")
+            env.kmsg(["kernel before restart"])
+            for rnd in range(3):  # the checkpoint is written, read back and written again
+                r = env.once(60)
+                self.assertEqual(r.returncode, 0, r.stderr.decode(errors="replace"))
+                with open(bad, "ab") as f:
+                    f.write(b"odd again %d\n" % rnd)
+                env.kmsg(["kernel after restart %d" % rnd])
+            r = env.once(60)
+            self.assertEqual(r.returncode, 0, r.stderr.decode(errors="replace"))
+            app = env.store_lines("app")
+            self.assertEqual(sorted(app), sorted(["from the odd name", "from the plain name", "odd again 0",
+                                                  "odd again 1", "odd again 2"]))
+            kmsg = [l for l in env.store_lines("kmsg") if l.startswith("kernel ")]
+            self.assertEqual(sorted(kmsg), sorted(["kernel before restart"] +
+                                                  ["kernel after restart %d" % i for i in range(3)]))
+        finally:
+            env.close()
+
+    def test_ten_thousand_files_in_one_job_directory_are_bounded_and_nothing_is_duplicated(self):
+        env = Env(shipper_yaml="")
+        try:
+            d = env.dir
+            os.makedirs(d + "/nccl/77")
+            for i in range(10000):
+                with open(d + "/nccl/77/0.n1.%d.log" % i, "w") as f:
+                    f.write("rank %d says hello\n" % i)
+            with open(d + "/logs/app.log", "w") as f:
+                f.write("the other logs still ship\n")
+            with open(d + "/cfg.yaml") as f:
+                cfg = f.read()
+            cfg = cfg.replace('      - {name: app, paths: ["%s/logs/*.log"], job: app}' % d,
+                              '      - {name: app, paths: ["%s/logs/*.log"], job: app}\n'
+                              '      - {name: nccl, paths: ["%s/nccl/*/*.log"], job: nccl, format: nccl}' % (d, d))
+            with open(d + "/cfg.yaml", "w") as f:
+                f.write(cfg)
+            for _ in range(2):  # and again after a restart: still nothing twice
+                r = env.once(120)
+                self.assertEqual(r.returncode, 0, r.stderr.decode(errors="replace")[-2000:])
+            nccl = env.store_lines("nccl")
+            self.assertEqual(len(nccl), 512)  # the default max_files_per_dir
+            self.assertEqual(len(set(nccl)), 512)
+            self.assertEqual(env.store_lines("app"), ["the other logs still ship"])
+            said = r.stderr.decode(errors="replace")
+            self.assertIn("not reading 9488 more files: over the limit", said)
+            print("peak RSS of the shipper runs (KiB, ASan included): %d"
+                  % __import__("resource").getrusage(__import__("resource").RUSAGE_CHILDREN).ru_maxrss)
+        finally:
+            env.close()
+
+
+class ServiceManager(unittest.TestCase):
+    def test_ready_after_recovery_and_watchdog_pings_while_the_loop_runs(self):
+        """Type=notify: systemd hears READY=1 once the shipper is up, WATCHDOG=1 while its main loop
+        makes progress (a stuck shipper is restarted), STOPPING=1 on SIGTERM."""
+        import socket
+        env = Env()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        path = env.dir + "/notify"
+        sock.bind(path)
+        sock.settimeout(0.2)
+        try:
+            proc = subprocess.Popen([SHIPPER, "--config", env.dir + "/cfg.yaml"], stderr=subprocess.DEVNULL,
+                                    env=dict(os.environ, NOTIFY_SOCKET=path, WATCHDOG_USEC="400000"))
+            got = []
+            deadline = time.time() + 20
+            while time.time() < deadline and sum("WATCHDOG=1" in m for m in got) < 3:
+                try:
+                    got.append(sock.recv(4096).decode())
+                except socket.timeout:
+                    pass
+            proc.send_signal(signal.SIGTERM)
+            end = time.time() + 20
+            while time.time() < end and not any("STOPPING=1" in m for m in got):
+                try:
+                    got.append(sock.recv(4096).decode())
+                except socket.timeout:
+                    pass
+            proc.wait(timeout=30)
+            self.assertTrue(got and "READY=1" in got[0], got[:3])
+            self.assertGreaterEqual(sum("WATCHDOG=1" in m for m in got), 3, got)
+            self.assertTrue(any("STOPPING=1" in m for m in got), got[-3:])
+        finally:
+            sock.close()
+            env.close()
+
+
 class NodeContract(unittest.TestCase):
     def test_renamed_job_values_keep_noise_filtering_job_tagging_and_the_bundle(self):
         """An operator renames every file source's `job`: the NCCL noise stage, the kernel

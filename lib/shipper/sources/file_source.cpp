@@ -5,16 +5,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "common/crc32.hpp"
 #include "common/text.hpp"
 #include "common/time.hpp"
 #include "joblog/format.hpp"
 #include "node/layout.hpp"
 #include "node/nccl_file.hpp"
-#include "spool/record.hpp"
 
 namespace jobtrail::shipper {
 namespace {
@@ -26,7 +27,7 @@ std::string fingerprint(int fd, uint64_t size) {
     std::string buf(n, '\0');
     const ssize_t r = ::pread(fd, buf.data(), n, 0);
     buf.resize(r > 0 ? static_cast<size_t>(r) : 0);
-    return std::to_string(buf.size()) + ":" + std::to_string(spool::crc32(buf));
+    return std::to_string(buf.size()) + ":" + std::to_string(crc32(buf));
 }
 
 // A saved fingerprint of L bytes matches a file whose first L bytes hash the same.
@@ -37,7 +38,7 @@ bool same_file(int fd, const std::string& saved) {
     std::string buf(len, '\0');
     const ssize_t r = ::pread(fd, buf.data(), len, 0);
     if (r != static_cast<ssize_t>(len)) return false;
-    return saved == std::to_string(len) + ":" + std::to_string(spool::crc32(buf));
+    return saved == std::to_string(len) + ":" + std::to_string(crc32(buf));
 }
 
 // "[2026-11-29T22:16:02.867605+0000] host:pid:tid ..." (the plugin's NCCL_DEBUG_TIMESTAMP_FORMAT)
@@ -94,13 +95,13 @@ std::string FileSource::sanitize(std::string_view s) {
 }
 
 FileSource::FileSource(config::FileSourceConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m, int64_t idle_ms,
-                       Log log)
+                       Events events)
     : cfg_(std::move(cfg)),
       node_(std::move(node)),
       max_line_(max_line),
       m_(m),
       idle_ns_(idle_ms * 1'000'000),
-      log_(std::move(log)) {
+      events_(std::move(events)) {
     format_ = cfg_.format == "joblog" ? Format::kJoblog
               : cfg_.format == "nccl" ? Format::kNccl
               : cfg_.format == "cri"  ? Format::kCri
@@ -126,7 +127,12 @@ void FileSource::refuse(const std::string& path, const SafeFile& f) {
         std::lock_guard<std::mutex> lk(m_.mu);
         ++m_.files_refused[refusal_name(f.refused)];
     }
-    if (log_) log_("warning: source " + cfg_.name + ": not reading " + f.error);
+    // Ten thousand files over a limit are one line per scan (below), not ten thousand.
+    if (f.refused == Refusal::kTooMany) {
+        ++over_limit_now_;
+        return;
+    }
+    events_.emit(Severity::kWarning, cfg_.name, "file_refused", "not reading " + f.error);
 }
 
 void FileSource::adopt(const std::string& path, const struct stat& st, bool seen) {
@@ -196,10 +202,39 @@ void FileSource::find_renamed() {
 }
 
 void FileSource::scan() {
+    // A glob that fails (EMFILE, ENOMEM, an unreadable directory) says nothing about which files
+    // exist: keep tracking what we have rather than forget it and read it again from 0.
+    // Sorted, so that under a cap the same files win after a restart. A directory that is not
+    // there is no error; any other failure to read one (EMFILE) is.
+    static thread_local int glob_errno = 0;
+    glob_errno = 0;
+    auto on_error = [](const char*, int e) -> int {
+        if (e == ENOENT || e == ENOTDIR) return 0;
+        glob_errno = e;
+        return 1;
+    };
+    std::vector<glob_t> found(cfg_.paths.size());
+    bool failed = false;
+    for (size_t i = 0; i < cfg_.paths.size(); ++i) {
+        const int rc = ::glob(cfg_.paths[i].c_str(), GLOB_BRACE, on_error, &found[i]);
+        failed |= rc != 0 && rc != GLOB_NOMATCH;
+    }
+    if (failed) {
+        for (auto& g : found) globfree(&g);
+        if (!glob_failed_)
+            events_.emit(Severity::kWarning, cfg_.name, "glob_failed",
+                         "cannot list the files of " + cfg_.paths.front() +
+                             "...: " + (glob_errno ? errno_text(glob_errno) : std::string("out of memory")) +
+                             "; keeping the files already tracked");
+        glob_failed_ = true;
+        return;
+    }
+    glob_failed_ = false;
     for (auto& [k, t] : files_) t.seen = false;
-    for (const auto& pattern : cfg_.paths) {
-        glob_t g{};
-        if (::glob(pattern.c_str(), GLOB_BRACE | GLOB_NOSORT, nullptr, &g) == 0) {
+    std::map<std::string, size_t> per_dir;
+    for (const auto& [k, t] : files_) ++per_dir[t.path.substr(0, t.path.rfind('/'))];
+    for (auto& g : found) {
+        {
             for (size_t i = 0; i < g.gl_pathc; ++i) {
                 const std::string path = g.gl_pathv[i];
                 struct stat st {};
@@ -216,7 +251,19 @@ void FileSource::scan() {
                     it->second.path = path;
                     continue;
                 }
+                size_t& in_dir = per_dir[path.substr(0, path.rfind('/'))];
+                if (files_.size() >= cfg_.max_files || in_dir >= cfg_.max_files_per_dir) {
+                    SafeFile over;
+                    over.refused = Refusal::kTooMany;
+                    over.error =
+                        path + ": over the limit of " +
+                        std::to_string(files_.size() >= cfg_.max_files ? cfg_.max_files : cfg_.max_files_per_dir) +
+                        (files_.size() >= cfg_.max_files ? " files for this source" : " files in its directory");
+                    refuse(path, over);
+                    continue;
+                }
                 adopt(path, st, true);
+                ++in_dir;
             }
         }
         globfree(&g);
@@ -227,6 +274,12 @@ void FileSource::scan() {
     }
     refused_.swap(refused_now_);
     refused_now_.clear();
+    if (over_limit_now_)
+        events_.emit(Severity::kWarning, cfg_.name, "too_many_files",
+                     "not reading " + std::to_string(over_limit_now_) + " more files: over the limit of " +
+                         std::to_string(cfg_.max_files) + " files for this source or " +
+                         std::to_string(cfg_.max_files_per_dir) + " in one directory");
+    over_limit_now_ = 0;
 }
 
 void FileSource::emit_line(Tracked& t, std::string_view raw, std::vector<Event>& out) {

@@ -3,7 +3,6 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
-#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -22,9 +21,8 @@ namespace jobtrail::shipper {
 // max_line are cut with a marker; invalid UTF-8 becomes U+FFFD and NUL bytes show as \x00.
 class FileSource : public Source {
 public:
-    using Log = std::function<void(const std::string&)>;
     FileSource(config::FileSourceConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m, int64_t idle_ms = 2000,
-               Log log = {});
+               Events events = {});
     const std::string& name() const override { return cfg_.name; }
     bool poll(std::vector<Event>& out, size_t max_bytes) override;
     nlohmann::json checkpoint() const override;
@@ -73,8 +71,10 @@ private:
     std::map<std::string, std::string> saved_paths_;                 // dev:ino -> path when saved
     // Refused paths are counted once while they keep matching: last scan's, and this scan's.
     std::set<std::pair<std::string, Refusal>> refused_, refused_now_;
-    Log log_;
+    Events events_;
     bool first_scan_ = true;
+    bool glob_failed_ = false;
+    size_t over_limit_now_ = 0;  // files newly refused for a limit in this scan
     int64_t backlog_ = 0;
 };
 

@@ -207,7 +207,12 @@ TEST_CASE("a job user's links, FIFOs and other owners' files are refused, counte
     own("6.n1.106.log", "");
     REQUIRE(::chown((jobdir + "/6.n1.106.log").c_str(), 1234, 1234) == 0);  // another user's
     std::vector<std::string> logged;
-    FileSource s(f.cfg, NodeInfo{"c", "n"}, 1024, f.m, 100000, [&](const std::string& l) { logged.push_back(l); });
+    FileSource s(f.cfg, NodeInfo{"c", "n"}, 1024, f.m, 100000, Events([&](const InternalEvent& e) {
+                     CHECK(e.severity == Severity::kWarning);
+                     CHECK(e.component == "t");
+                     CHECK(e.name == "file_refused");
+                     logged.push_back(e.message);
+                 }));
     std::vector<std::string> lines;
     for (int pass = 0; pass < 3; ++pass) {  // refusals are counted once, not once per pass
         std::vector<Event> ev;
@@ -219,7 +224,7 @@ TEST_CASE("a job user's links, FIFOs and other owners' files are refused, counte
     CHECK(f.m.files_refused ==
           std::map<std::string, uint64_t>{{"symlink", 2}, {"not_regular", 1}, {"hard_link", 1}, {"owner", 1}});
     REQUIRE(logged.size() == 5);
-    CHECK(logged[0].rfind("warning: source t: not reading " + jobdir + "/", 0) == 0);
+    CHECK(logged[0].rfind("not reading " + jobdir + "/", 0) == 0);
     const auto checkpoint = s.checkpoint().dump();
     CHECK(checkpoint.find("1.n1.101") == std::string::npos);
 }
@@ -234,4 +239,28 @@ TEST_CASE("a symlinked job directory is not followed", "[shipper]") {
     auto s = f.source();
     CHECK(f.lines(*s) == std::vector<std::string>{"this job's"});
     CHECK(f.m.files_refused["symlink"] == 1);
+}
+
+TEST_CASE("files past a source's limits are refused and counted once, the others read", "[shipper]") {
+    Fixture f("nccl", "nccl/9");
+    f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
+    f.cfg.max_files_per_dir = 3;
+    f.cfg.max_files = 4;
+    ::mkdir((f.dir.path() + "/nccl/10").c_str(), 0755);
+    for (int i = 0; i < 5; ++i) std::ofstream(f.dir.path() + "/nccl/9/" + std::to_string(i) + ".n.1.log") << "a\n";
+    for (int i = 0; i < 2; ++i) std::ofstream(f.dir.path() + "/nccl/10/" + std::to_string(i) + ".n.1.log") << "b\n";
+    std::vector<std::string> said;
+    FileSource s(f.cfg, NodeInfo{"c", "n"}, 1024, f.m, 100000,
+                 Events([&](const InternalEvent& e) { said.push_back(e.name + ": " + e.message); }));
+    std::vector<std::string> lines;
+    for (int pass = 0; pass < 3; ++pass) {
+        std::vector<Event> ev;
+        s.poll(ev, 1 << 20);
+        for (auto& e : ev) lines.push_back(e.line);
+    }
+    CHECK(lines.size() == 4);                                 // at most 3 of job 9's, 4 in all
+    CHECK(std::count(lines.begin(), lines.end(), "a") <= 3);  // the directory's cap holds
+    CHECK(f.m.files_refused["too_many_files"] == 3);          // once each, not once per pass
+    REQUIRE(said.size() == 1);
+    CHECK(said[0].rfind("too_many_files: not reading 3 more files", 0) == 0);
 }

@@ -1,6 +1,7 @@
 #include "shipper/sources/journald_source.hpp"
 
 #include <cstdlib>
+#include <cstring>
 
 #include "common/text.hpp"
 #include "common/time.hpp"
@@ -12,8 +13,8 @@
 
 namespace jobtrail::shipper {
 
-JournaldSource::JournaldSource(config::JournaldConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m)
-    : cfg_(std::move(cfg)), node_(std::move(node)), max_line_(max_line), m_(m) {}
+JournaldSource::JournaldSource(config::JournaldConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m, Events events)
+    : cfg_(std::move(cfg)), node_(std::move(node)), max_line_(max_line), m_(m), events_(std::move(events)) {}
 
 void JournaldSource::restore(const nlohmann::json& state) {
     if (state.is_object() && state.contains("cursor") && state["cursor"].is_string())
@@ -71,9 +72,15 @@ bool JournaldSource::open() {
                                          : sd_journal_open_directory(&j_, cfg_.directory.c_str(), 0);
     if (r < 0) {
         j_ = nullptr;
-        m_.drop("journal_open_failed");
+        // Retried every pass; said once until it works again.
+        if (!open_failed_)
+            events_.emit(Severity::kError, name_, "open_failed",
+                         "cannot open the journal" + (cfg_.directory.empty() ? "" : " in " + cfg_.directory) + ": " +
+                             std::strerror(-r));
+        open_failed_ = true;
         return false;
     }
+    open_failed_ = false;
     for (const auto& u : cfg_.units) {
         const std::string match = "_SYSTEMD_UNIT=" + u;
         sd_journal_add_match(j_, match.data(), match.size());

@@ -16,7 +16,7 @@ namespace jobtrail::shipper {
 // ago. One stream per unit and priority (labels `unit`, `priority`), the pid as metadata.
 class JournaldSource : public Source {
 public:
-    JournaldSource(config::JournaldConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m);
+    JournaldSource(config::JournaldConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m, Events events = {});
     ~JournaldSource() override;
     JournaldSource(const JournaldSource&) = delete;
     JournaldSource& operator=(const JournaldSource&) = delete;
@@ -38,6 +38,8 @@ private:
     NodeInfo node_;
     uint64_t max_line_;
     Metrics& m_;
+    Events events_;
+    bool open_failed_ = false;
     sd_journal* j_ = nullptr;
     bool current_unread_ = false;  // positioned on an entry not yet handed out
     std::string cursor_;           // the last entry handed out

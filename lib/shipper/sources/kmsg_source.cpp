@@ -7,8 +7,8 @@
 
 namespace jobtrail::shipper {
 
-KmsgSource::KmsgSource(std::string path, const kmsg::BootClock& clock, NodeInfo node, Metrics& m)
-    : path_(std::move(path)), clock_(clock), node_(std::move(node)), m_(m) {}
+KmsgSource::KmsgSource(std::string path, const kmsg::BootClock& clock, NodeInfo node, Metrics& m, Events events)
+    : path_(std::move(path)), clock_(clock), node_(std::move(node)), m_(m), events_(std::move(events)) {}
 
 // {"boot_id": ..., "seq": last shipped}: only meaningful on the same boot.
 void KmsgSource::restore(const nlohmann::json& st) {
@@ -37,7 +37,15 @@ const std::shared_ptr<const Origin>& KmsgSource::origin(int level) {
 
 bool KmsgSource::open_reader() {
     std::string err;
-    if (!reader_.open(path_, true, err) || !reader_.seek_start(err)) return false;
+    if (!reader_.open(path_, true, err) || !reader_.seek_start(err)) {
+        reader_.close();
+        // Retried every pass; said once until it works again.
+        if (!open_failed_) events_.emit(Severity::kError, name_, "open_failed", "cannot read " + path_ + ": " + err);
+        open_failed_ = true;
+        return false;
+    }
+    if (open_failed_) events_.emit(Severity::kInfo, name_, "opened", "reading " + path_ + " again");
+    open_failed_ = false;
     return true;
 }
 

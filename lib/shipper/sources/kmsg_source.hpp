@@ -18,7 +18,7 @@ namespace jobtrail::shipper {
 // re-read record gets the same nanoseconds.
 class KmsgSource : public Source {
 public:
-    KmsgSource(std::string path, const kmsg::BootClock& clock, NodeInfo node, Metrics& m);
+    KmsgSource(std::string path, const kmsg::BootClock& clock, NodeInfo node, Metrics& m, Events events = {});
     const std::string& name() const override { return name_; }
     bool poll(std::vector<Event>& out, size_t max_bytes) override;
     nlohmann::json checkpoint() const override;
@@ -35,6 +35,8 @@ private:
     const kmsg::BootClock& clock_;
     NodeInfo node_;
     Metrics& m_;
+    Events events_;
+    bool open_failed_ = false;                              // said once per failure, not once per pass
     std::array<std::shared_ptr<const Origin>, 8> origins_;  // one stream per priority
     kmsg::Reader reader_;
     kmsg::FragmentMerger merger_;

@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "shipper/event.hpp"
+#include "shipper/internal_events.hpp"
+#include "shipper/metrics.hpp"
 
 namespace jobtrail::shipper {
 

@@ -10,6 +10,8 @@
 #include "config/shipper_config.hpp"
 #include "node/layout.hpp"
 #include "shipper/event.hpp"
+#include "shipper/internal_events.hpp"
+#include "shipper/metrics.hpp"
 
 namespace jobtrail::shipper {
 

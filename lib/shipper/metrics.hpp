@@ -1,0 +1,34 @@
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+namespace jobtrail::shipper {
+
+// Counters exported on /metrics. Per-reason maps are guarded by mu.
+struct Metrics {
+    std::atomic<uint64_t> read{0}, spooled{0}, sent{0}, sent_bytes{0}, retries{0}, pushes{0}, spool_full{0},
+        kmsg_lost{0};
+    std::atomic<int64_t> last_success_ns{0};
+    std::atomic<int64_t> oldest_pending_ns{0};  // timestamp of the oldest unacknowledged record; 0: none
+    std::mutex mu;
+    std::map<std::string, uint64_t> dropped;                         // by reason (stage rule, too_old, ...)
+    std::map<std::string, uint64_t> rejected;                        // by Loki's reason (400s)
+    std::map<std::string, uint64_t> files_refused;                   // by reason (symlink, not_regular, ...)
+    std::map<std::pair<std::string, std::string>, uint64_t> events;  // internal events by (component, name)
+    std::map<std::string, int64_t> source_backlog_bytes;             // bytes written but not yet read, per source
+    std::map<std::string, int64_t> source_last_read_ns;              // newest record read, per source
+    void drop(const std::string& reason, uint64_t n = 1) {
+        std::lock_guard<std::mutex> lk(mu);
+        dropped[reason] += n;
+    }
+};
+
+// Prometheus text for /metrics; spool_pending_bytes is the spool's, sampled by the caller.
+std::string render_metrics(Metrics& m, uint64_t spool_pending_bytes);
+
+}  // namespace jobtrail::shipper

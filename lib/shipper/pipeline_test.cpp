@@ -1,0 +1,132 @@
+#include "shipper/pipeline.hpp"
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "common/fs.hpp"
+#include "kmsgfs_mount.hpp"
+#include "shipper/recovery.hpp"
+
+using namespace jobtrail::shipper;
+
+namespace {
+
+// Hands out "line <i>" for i in [next, end) and knows its position, like a file.
+class CountingSource : public Source {
+public:
+    CountingSource(uint64_t end, NodeInfo node)
+        : end_(end), origin_(make_origin({{"job", "test"}, {"node", node.node}}, {}, jobtrail::node::Stream::kOther)) {}
+    const std::string& name() const override { return name_; }
+    bool poll(std::vector<Event>& out, size_t) override {
+        // A few at a time, so a run takes several passes and group commits.
+        for (int i = 0; i < 7 && next_ < end_; ++i, ++next_)
+            out.push_back({1'700'000'000'000'000'000 + static_cast<int64_t>(next_),
+                           origin_,
+                           "line " + std::to_string(next_),
+                           {},
+                           false});
+        return next_ < end_;
+    }
+    nlohmann::json checkpoint() const override { return {{"next", next_}}; }
+    void restore(const nlohmann::json& s) override {
+        if (s.contains("next")) next_ = s["next"].get<uint64_t>();
+    }
+
+private:
+    std::string name_ = "count";
+    uint64_t next_ = 0, end_;
+    std::shared_ptr<const Origin> origin_;
+};
+
+jobtrail::config::Config config(const std::string& state) {
+    jobtrail::config::Config c;
+    c.collector.state_dir = state;
+    c.shipper.loki_url.clear();  // spool only: the sender is tested on its own
+    c.shipper.heartbeat_ms = 0;
+    c.shipper.metrics_listen.clear();
+    return c;
+}
+
+int run(const jobtrail::config::Config& c, uint64_t lines) {
+    Pipeline p(c, [lines](const SourceContext& ctx) {
+        std::vector<std::unique_ptr<Source>> v;
+        v.push_back(std::make_unique<CountingSource>(lines, ctx.node));
+        return v;
+    });
+    std::atomic<bool> stop{false};
+    RunOptions o;
+    o.once = true;
+    o.once_timeout_ms = 20'000;
+    return p.run(o, stop);
+}
+
+// Every line in the spool, with how often it is there.
+std::map<std::string, int> spooled(const std::string& state) {
+    jobtrail::spool::Spool s;
+    std::string err;
+    REQUIRE(s.open({state + "/spool"}, err));
+    std::map<std::string, int> out;
+    std::vector<jobtrail::spool::Record> recs;
+    jobtrail::spool::Position end;
+    while (s.read(recs, 1000, 1 << 20, end) > 0)
+        for (const auto& r : recs) ++out[r.line];
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("pipeline: a line is in the spool once, and the checkpoint covers exactly what is spooled", "[shipper]") {
+    jobtrail::test::TempDir d;
+    const auto c = config(d.path());
+    REQUIRE(run(c, 100) == 0);
+    const Checkpoint cp = read_checkpoint(d.path() + "/shipper-checkpoint.json");
+    REQUIRE(cp.spool_end);
+    CHECK(cp.sources["count"]["next"] == 100);
+    auto lines = spooled(d.path());
+    CHECK(lines.size() == 100);
+    for (const auto& [l, n] : lines) CHECK(n == 1);
+
+    // A crash after records were spooled and synced but before their checkpoint was written:
+    // the source will read them again, so a restart must cut them from the spool.
+    {
+        jobtrail::spool::Spool s;
+        std::string err;
+        REQUIRE(s.open({d.path() + "/spool"}, err));
+        for (int i = 100; i < 105; ++i)
+            REQUIRE(s.append(jobtrail::spool::Record{1, "{job=\"test\"}", "line " + std::to_string(i), {}}) ==
+                    jobtrail::spool::Spool::Append::kOk);
+        REQUIRE(s.sync());
+    }
+    CHECK(spooled(d.path()).size() == 105);
+    REQUIRE(run(c, 110) == 0);
+    lines = spooled(d.path());
+    CHECK(lines.size() == 110);
+    for (const auto& [l, n] : lines) CHECK(n == 1);
+    CHECK(read_checkpoint(d.path() + "/shipper-checkpoint.json").sources["count"]["next"] == 110);
+}
+
+TEST_CASE("pipeline: a damaged spool position in the checkpoint is ignored, the sources' positions hold", "[shipper]") {
+    jobtrail::test::TempDir d;
+    const auto c = config(d.path());
+    REQUIRE(jobtrail::write_file_atomic(d.path() + "/shipper-checkpoint.json",
+                                        R"({"spool": {"segment": "x"}, "sources": {"count": {"next": 7}}})", 0644)
+                .ok);
+    const Checkpoint cp = read_checkpoint(d.path() + "/shipper-checkpoint.json");
+    CHECK_FALSE(cp.spool_end);
+    REQUIRE(run(c, 20) == 0);
+    // The sources' part was readable: the source resumed at 7.
+    CHECK(spooled(d.path()).size() == 13);
+}
+
+TEST_CASE("pipeline: a checkpoint with bytes that are not UTF-8 is still written", "[shipper]") {
+    std::vector<std::unique_ptr<Source>> sources;
+    struct Odd : CountingSource {
+        Odd() : CountingSource(0, {"c", "n"}) {}
+        nlohmann::json checkpoint() const override { return {{"path", std::string("/nccl/1/\xff.log")}}; }
+    };
+    sources.push_back(std::make_unique<Odd>());
+    const std::string text = checkpoint_text({1, 0}, sources);
+    CHECK(nlohmann::json::parse(text)["sources"]["count"]["path"] == "/nccl/1/\xef\xbf\xbd.log");
+}
