@@ -348,17 +348,12 @@ public:
         loki::Client client(o_.endpoint);
         std::string err;
         client.load_secrets(err);
-        // Long windows go in one-day pieces: Loki refuses queries longer than max_query_length.
-        constexpr int64_t kDay = 86'400LL * 1'000'000'000;
-        for (int64_t from = start; from < end && !r.failed; from += kDay) {
-            const auto res = loki::query_range(client, logql, from, std::min(end, from + kDay), o_.query, sink);
-            r.lines += res.entries;
-            r.truncated |= res.truncated;
-            if (res.failed) {
-                r.failed = true;
-                r.error = res.error;
-            }
-        }
+        // query_range splits by Loki's max_query_length.
+        const auto res = loki::query_range(client, logql, start, end, o_.query, sink);
+        r.lines = res.entries;
+        r.truncated = res.truncated;
+        r.failed = res.failed;
+        r.error = res.error;
         r.seconds = static_cast<double>(monotonic_ns() - t0) / 1e9;
         return r;
     }
@@ -702,7 +697,8 @@ BundleResult make_bundle(const BundleOptions& o) {
             if (!cluster_label.empty()) an.facts().cluster = cluster_label;
             if (w.nodes.empty() || !w.start_ns) {
                 res.exit_code = r.failed ? kExitPartial : kExitNotFound;
-                res.error = r.failed ? "cannot reach Loki to find job " + o.job_id + ": " + r.error
+                res.error = r.failed ? (r.http_status ? "cannot find job " + o.job_id + ": " + r.error
+                                                      : "cannot reach Loki to find job " + o.job_id + ": " + r.error)
                                      : "job " + o.job_id + ": no prolog/epilog records in Loki over the last " +
                                            std::to_string(o.lookback_ns / 3'600'000'000'000) +
                                            " h and no accounting record; give --nodes, --start and --end";
@@ -735,6 +731,23 @@ BundleResult make_bundle(const BundleOptions& o) {
         path_component(facts.cluster) + "-job" + path_component(o.job_id) + "-" + utc_stamp(started);
     write_timeline(st, staging + "/timeline.txt");
     res.summary = an.summary_text();
+    if (!o.local) {
+        constexpr int64_t kHour = 3'600'000'000'000;
+        const int64_t now = realtime_ns();
+        // Loki asks its ingesters only for the last query_ingesters_within (3h): lines stamped
+        // earlier that arrived late (a shipper backlog) stay invisible until a chunk flush
+        // (max_chunk_age 2h) writes them to storage.
+        if (w.end_ns > now - 5 * kHour)
+            res.summary +=
+                "\nNOTE\n----\nthe window is recent: lines stamped more than 3 h ago that reached Loki late (a "
+                "shipper backlog) are invisible to queries until Loki flushes them (query_ingesters_within 3h, "
+                "max_chunk_age 2h); if something seems missing, run the bundle again in a few hours\n";
+        if (o.query.max_query_lookback_ns && w.start_ns < now - o.query.max_query_lookback_ns)
+            res.summary += "\nNOTE\n----\nthe window starts before Loki's max_query_lookback (" +
+                           std::to_string(o.query.max_query_lookback_ns / kHour) + " h): records older than " +
+                           format_rfc3339_ns(now - o.query.max_query_lookback_ns) +
+                           " cannot be queried and are missing\n";
+    }
     write_file_atomic(staging + "/summary.txt", res.summary, 0644);
     const auto findings = an.findings();
     write_file_atomic(staging + "/report.html", render_report_html(facts, findings, an.likely_cause(findings)), 0644);

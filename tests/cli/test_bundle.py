@@ -509,6 +509,62 @@ class OtherCommands(unittest.TestCase):
         finally:
             loki.close()
 
+    def test_long_windows_go_in_pieces_of_lokis_max_query_length(self):
+        """Loki refuses a range over max_query_length (721h by default) with 400: `xid --since
+        800h` and `bundle --lookback 40d` split theirs, and learn a smaller limit from the 400."""
+        for limit in (721 * 3600, 10 * 86400):
+            loki = Loki("--max-query-length", str(limit))
+            try:
+                loki.push(job_streams(nccl_lines=1, t0=time.time_ns() - 600 * NS))
+                # --json after the subcommand, as README shows it.
+                r = subprocess.run([JOBTRAIL, "--config", "/dev/null", "--loki-url", loki.url, "xid", "--since", "800h",
+                                    "--json"], capture_output=True, text=True, timeout=120)
+                self.assertEqual(r.returncode, 0, (limit, r.stderr))
+                self.assertEqual([(x["node"], x["xid"]) for x in json.loads(r.stdout)], [("gpu02", 79)])
+                out = tempfile.mkdtemp(prefix="jobtrail-split-")
+                try:
+                    r = subprocess.run([JOBTRAIL, "--config", "/dev/null", "--loki-url", loki.url, "bundle", "4242",
+                                        "--lookback", "40d", "-o", out, "--json"],
+                                       capture_output=True, text=True, timeout=300)
+                    self.assertEqual(r.returncode, 0, (limit, r.stderr))
+                    self.assertIn("Xid 79", json.loads(r.stdout)["summary"])
+                    self.assertIn("the window is recent", json.loads(r.stdout)["summary"])
+                finally:
+                    shutil.rmtree(out, ignore_errors=True)
+            finally:
+                loki.close()
+
+    def test_refusals_say_what_loki_refused(self):
+        loki = Loki("--auth")  # a multi-tenant Loki: no X-Scope-OrgID is 401 "no org id"
+        try:
+            r = subprocess.run([JOBTRAIL, "--config", "/dev/null", "--loki-url", loki.url, "xid", "--since", "2h"],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 3)
+            self.assertIn("X-Scope-OrgID", r.stderr)
+            self.assertIn("shipper.loki.tenant", r.stderr)
+            self.assertNotIn("credentials", r.stderr)
+            out = tempfile.mkdtemp(prefix="jobtrail-401-")
+            try:
+                r = subprocess.run([JOBTRAIL, "--config", "/dev/null", "--loki-url", loki.url, "bundle", "4242",
+                                    "-o", out], capture_output=True, text=True, timeout=60)
+                self.assertEqual(r.returncode, 3)
+                self.assertNotIn("cannot reach Loki", r.stderr)
+                self.assertIn("shipper.loki.tenant", r.stderr)
+            finally:
+                shutil.rmtree(out, ignore_errors=True)
+        finally:
+            loki.close()
+        # A limit we will not split under (below a minute) is named as what Loki refused.
+        loki = Loki("--max-query-length", "30")
+        try:
+            r = subprocess.run([JOBTRAIL, "--config", "/dev/null", "--loki-url", loki.url, "xid", "--since", "2h"],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 3)
+            self.assertIn("max_query_length", r.stderr)
+            self.assertIn("limit: 30s", r.stderr)
+        finally:
+            loki.close()
+
     def test_usage_errors_exit_2_and_help_works(self):
         self.assertEqual(subprocess.run([JOBTRAIL, "bundle"], capture_output=True).returncode, 2)
         self.assertEqual(subprocess.run([JOBTRAIL, "bundle", "1", "--margin", "soon"], capture_output=True).returncode, 2)
