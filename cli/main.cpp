@@ -23,8 +23,24 @@ namespace {
 
 struct Common {
     std::string config, loki_url, tenant;
+    std::string max_query_length = "721h", max_query_lookback;
     bool json = false;
+    loki::QueryOptions query;
 };
+
+// Loki's query limits as the operator gave them; false (and a message) if malformed.
+bool query_limits(Common& f) {
+    const auto len = parse_duration_ms(f.max_query_length);
+    const auto back =
+        f.max_query_lookback.empty() ? std::optional<int64_t>(0) : parse_duration_ms(f.max_query_lookback);
+    if (!len || *len <= 0 || !back) {
+        std::fprintf(stderr, "jobtrail: --max-query-length and --max-query-lookback take durations (721h, 90d)\n");
+        return false;
+    }
+    f.query.max_query_length_ns = *len * 1'000'000;
+    f.query.max_query_lookback_ns = *back * 1'000'000;
+    return true;
+}
 
 loki::Endpoint endpoint(const config::Config& c, const Common& f) {
     loki::Endpoint e = config::loki_endpoint(c.shipper);
@@ -104,6 +120,7 @@ int cmd_bundle(const Common& f, const std::string& job, const std::string& nodes
     o.out_dir = out_dir.empty() ? c.cli.output_dir : out_dir;
     o.cluster = c.cluster.empty() ? "default" : c.cluster;
     o.endpoint = endpoint(c, f);
+    o.query = f.query;
     o.parallel = parallel > 0 ? parallel : c.cli.parallel;
     o.command_line = cmdline;
     o.progress = ::isatty(2);
@@ -164,7 +181,7 @@ int cmd_xid(const Common& f, const std::string& since, const std::string& nodes)
     std::map<std::pair<std::string, int>, Row> rows;
     const int64_t now = realtime_ns();
     const std::string q = forensics::xid_query(config::stream_schema(c.shipper), split_nodes(nodes));
-    const auto r = loki::query_range(client, q, now - *d * 1'000'000, now, {}, [&](const loki::QueryEntry& e) {
+    const auto r = loki::query_range(client, q, now - *d * 1'000'000, now, f.query, [&](const loki::QueryEntry& e) {
         const auto ev = ex.extract(e.line);
         if (!ev || !ev->xid) return;
         auto it = e.labels->find("node");
@@ -233,6 +250,14 @@ int main(int argc, char** argv) try {
     app.add_option("--loki-url", f.loki_url, "Loki base URL (default shipper.loki.url from the config)");
     app.add_option("--tenant", f.tenant, "X-Scope-OrgID (default shipper.loki.tenant)");
     app.add_flag("--json", f.json, "machine-readable output");
+    app.add_option("--max-query-length", f.max_query_length,
+                   "Loki's max_query_length: longer queries go in pieces (a smaller limit in Loki's refusal is "
+                   "learned)")
+        ->capture_default_str();
+    app.add_option("--max-query-lookback", f.max_query_lookback,
+                   "Loki's max_query_lookback: nothing older is asked for (default: none)");
+    // Global options also after the subcommand (`jobtrail bundle 42 --json`), as README shows.
+    app.fallthrough();
 
     std::string job, nodes, start, end, margin, lookback, out_dir, nccl_dir;
     bool local = false;
@@ -267,6 +292,7 @@ int main(int argc, char** argv) try {
         const int rc = app.exit(e);
         return rc == 0 ? 0 : forensics::kExitUsage;
     }
+    if (!query_limits(f)) return forensics::kExitUsage;
     // For the manifest: never with credentials (a URL may carry user:password@).
     std::string cmdline;
     for (int i = 0; i < argc; ++i) cmdline += (i ? " " : "") + redact_url_credentials(argv[i]);

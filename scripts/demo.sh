@@ -56,7 +56,9 @@ grep ' event severity=' "$e" | sed -E 's/.* event (severity=[a-z]+) kind=([a-z]+
 say "NCCL debug files of the job (one per process, NCCL_DEBUG=INFO with UTC-offset timestamps)"
 for f in "$D/nccl/$id"/*.log; do echo "--- $f"; cat "$f"; done
 say "shipped by jobtrail-shipper to Loki ($(cat "$D/loki.url"))"
-q() { curl -s -G "$(cat "$D/loki.url")/loki/api/v1/query_range" --data-urlencode "query=$1" --data-urlencode start=0 \
+# The last day only: a Loki with max_query_length (721h by default) refuses start=0 with 400.
+q() { curl -s -G "$(cat "$D/loki.url")/loki/api/v1/query_range" --data-urlencode "query=$1" \
+        --data-urlencode "start=$(( ($(date +%s) - 86400) * 1000000000 ))" \
         --data-urlencode limit=5000 --data-urlencode direction=forward; }
 count() { /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); print(sum(len(r["values"]) for r in d["data"]["result"]))'; }
 for _ in $(seq 100); do

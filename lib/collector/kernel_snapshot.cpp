@@ -13,9 +13,11 @@
 namespace jobtrail::collector {
 namespace {
 
-void write_record(joblog::Writer& log, std::string_view tag, const kmsg::Record& r, int64_t ts) {
-    log.line(ts, tag, "", kmsg::format_header_line(r));
-    for (const auto& [k, v] : r.dict) log.line(ts, joblog::kKmsgDict, "", k + "=" + v);
+// Stamped now, like every line of the file, with the record's own time in the line: a kernel
+// time hours behind the file's other lines is one Loki drops (too far behind the stream's newest).
+void write_record(joblog::Writer& log, std::string_view tag, const kmsg::Record& r, const kmsg::BootClock& clock) {
+    log.line_now(tag, "", kmsg::format_header_line(r, clock.record_ns(r.usec, r.seq)));
+    for (const auto& [k, v] : r.dict) log.line_now(joblog::kKmsgDict, "", k + "=" + v);
 }
 
 }  // namespace
@@ -58,7 +60,7 @@ void record_kernel_mark(Session& s) {
         merger.push(std::move(r), merged);
     }
     merger.flush(merged);
-    for (const auto& r : merged) write_record(s.log(), joblog::kKmsgContext, r, clock.wall_ns(r.usec));
+    for (const auto& r : merged) write_record(s.log(), joblog::kKmsgContext, r, clock);
     s.log().line(realtime_ns(), joblog::kMeta, "",
                  "kmsg_mark=" + std::to_string(mark.next_seq) + " kmsg_records_scanned=" +
                      std::to_string(scan.records) + " kmsg_context_records=" + std::to_string(merged.size()));
@@ -107,9 +109,8 @@ std::vector<EventHit> record_kernel_delta(Session& s, const events::Extractor& e
     bool first = true;
     auto emit = [&](std::vector<kmsg::Record>& recs) {
         for (auto& r : recs) {
-            const int64_t ts = clock.wall_ns(r.usec);
-            write_record(log, joblog::kKmsg, r, ts);
-            tally.add(r, ts);
+            write_record(log, joblog::kKmsg, r, clock);
+            tally.add(r, clock.record_ns(r.usec, r.seq));
             ++written;
         }
         recs.clear();
@@ -127,10 +128,10 @@ std::vector<EventHit> record_kernel_delta(Session& s, const events::Extractor& e
             }
             if (!mark && since_ns && clock.wall_ns(r.usec) < since_ns) return;
             if (first && mark && seq > mark->next_seq) {
-                log.line(clock.wall_ns(r.usec), joblog::kKmsgLost, "",
-                         "lost=" + std::to_string(seq - mark->next_seq) +
-                             " reason=\"kernel ring wrapped before the epilog read it\" first_seq=" +
-                             std::to_string(mark->next_seq));
+                log.line_now(joblog::kKmsgLost, "",
+                             "lost=" + std::to_string(seq - mark->next_seq) +
+                                 " reason=\"kernel ring wrapped before the epilog read it\" first_seq=" +
+                                 std::to_string(mark->next_seq));
             }
             first = false;
             merger.push(std::move(r), done);
@@ -148,7 +149,8 @@ std::vector<EventHit> record_kernel_delta(Session& s, const events::Extractor& e
                  "kernel log: stopped reading after kmsg_budget=" + std::to_string(cc.kmsg_budget_ms) + "ms");
 
     // Forced past the size cap: the events are the point of the epilog log.
-    for (const auto& h : tally.hits()) log.line(h.first_ns, joblog::kEvent, "", describe_hit(h), /*force=*/true);
+    // Stamped now; first_time= in the text is the kernel's time.
+    for (const auto& h : tally.hits()) log.line_now(joblog::kEvent, "", describe_hit(h), /*force=*/true);
     using events::Severity;
     log.line(realtime_ns(), joblog::kEvent, "summary",
              "basis=\"" + basis + "\" kmsg_records=" + std::to_string(written) +

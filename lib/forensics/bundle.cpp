@@ -75,10 +75,17 @@ public:
             files_.insert(rel);
         }
         *it->second << format_rfc3339_ns(ts) << ' ' << line << '\n';
+        int64_t& last = last_[rel];
+        if (ts < last) unordered_.insert(rel);
+        last = std::max(last, ts);
     }
+    // A job log's kernel lines go at their kernel time, hours before the lines written around
+    // them: files that got such lines are put in time order here, as write_timeline needs.
     void close() {
         std::lock_guard<std::mutex> lk(mu_);
         open_.clear();
+        for (const auto& rel : unordered_) sort_file(dir_ + "/" + rel);
+        unordered_.clear();
     }
     const std::set<std::string>& files() const { return files_; }
     const std::string& dir() const { return dir_; }
@@ -88,6 +95,21 @@ private:
     std::mutex mu_;
     std::map<std::string, std::unique_ptr<std::ofstream>> open_;
     std::set<std::string> files_;
+    std::map<std::string, int64_t> last_;
+    std::set<std::string> unordered_;
+
+    // Stable: a kmsg-dict line stays after its record. The file is one job's lines of one node.
+    static void sort_file(const std::string& path) {
+        std::vector<std::string> lines;
+        {
+            std::ifstream in(path);
+            for (std::string l; std::getline(in, l);) lines.push_back(std::move(l));
+        }
+        std::stable_sort(lines.begin(), lines.end(),
+                         [](const std::string& a, const std::string& b) { return a.compare(0, 30, b, 0, 30) < 0; });
+        std::ofstream out(path, std::ios::trunc);
+        for (const auto& l : lines) out << l << '\n';
+    }
 };
 
 // Lines of a file open_read_safe gave us, at most `max` bytes of it: a user's file can be
@@ -300,6 +322,25 @@ public:
         an_.add(node, source, ts, line);
     }
 
+    // Where a job log line goes in time: kernel records (and their kmsg-dict lines) at the
+    // record's own time= (the line is stamped when the collector wrote it), the rest as stamped.
+    // `line` is "<phase> <tag>[<name>] <text>" as the shipper sends it, or "<tag> <text>".
+    int64_t kernel_time(const std::string& node, const std::string& phase, std::string_view line, int64_t ts) {
+        if (starts_with(line, phase + " ")) line.remove_prefix(phase.size() + 1);
+        const size_t sp = line.find(' ');
+        if (sp == std::string_view::npos) return ts;
+        const std::string_view tag = line.substr(0, sp);
+        std::lock_guard<std::mutex> lk(kernel_mu_);
+        int64_t& last = last_kernel_[node + "|" + phase];
+        if (tag == joblog::kKmsg || tag == joblog::kKmsgContext) {
+            const auto t = kmsg::header_line_time(line.substr(sp + 1));
+            last = t ? *t : 0;
+            return t ? *t : ts;
+        }
+        if (tag == joblog::kKmsgDict && last) return last;
+        return ts;
+    }
+
     QueryRecord run_query(const std::string& name, const std::string& logql, int64_t start, int64_t end,
                           const std::function<void(const loki::QueryEntry&)>& sink) {
         QueryRecord r{name, logql};
@@ -307,17 +348,12 @@ public:
         loki::Client client(o_.endpoint);
         std::string err;
         client.load_secrets(err);
-        // Long windows go in one-day pieces: Loki refuses queries longer than max_query_length.
-        constexpr int64_t kDay = 86'400LL * 1'000'000'000;
-        for (int64_t from = start; from < end && !r.failed; from += kDay) {
-            const auto res = loki::query_range(client, logql, from, std::min(end, from + kDay), o_.query, sink);
-            r.lines += res.entries;
-            r.truncated |= res.truncated;
-            if (res.failed) {
-                r.failed = true;
-                r.error = res.error;
-            }
-        }
+        // query_range splits by Loki's max_query_length.
+        const auto res = loki::query_range(client, logql, start, end, o_.query, sink);
+        r.lines = res.entries;
+        r.truncated = res.truncated;
+        r.failed = res.failed;
+        r.error = res.error;
         r.seconds = static_cast<double>(monotonic_ns() - t0) / 1e9;
         return r;
     }
@@ -340,7 +376,8 @@ public:
                  // Anyone who can push to Loki can set it: only the two phases name
                  // files as such; anything else is kept, apart and escaped.
                  if (phase != "prolog" && phase != "epilog") phase = "phase-" + path_component(phase);
-                 record(node, phase, "nodes/" + node + "/" + phase + ".log", e.ts_ns, e.line);
+                 record(node, phase, "nodes/" + node + "/" + phase + ".log", kernel_time(node, phase, e.line, e.ts_ns),
+                        e.line);
              }});
         for (const auto& n : w.nodes) {
             const std::string node = path_component(n);
@@ -415,6 +452,8 @@ public:
                 if (!joblog::parse_line(raw, l)) continue;
                 ++r.lines;
                 if (l.tag == joblog::kMeta && starts_with(l.text, "node=")) node = std::string(l.text.substr(5));
+                if (l.tag == joblog::kKmsg || l.tag == joblog::kKmsgContext)
+                    l.ts_ns = kmsg::header_line_time(l.text).value_or(l.ts_ns);
                 if (!w.start_ns || l.ts_ns < w.start_ns) w.start_ns = l.ts_ns;
                 w.end_ns = std::max(w.end_ns, l.ts_ns);
                 if (l.tag == joblog::kKmsg || l.tag == joblog::kKmsgContext) {
@@ -505,6 +544,8 @@ private:
     Staging& st_;
     Analyzer& an_;
     std::mutex an_mu_;
+    std::mutex kernel_mu_;
+    std::map<std::string, int64_t> last_kernel_;  // node|phase: the last kernel record's time
 };
 
 std::string utc_stamp(int64_t ns) {
@@ -656,7 +697,8 @@ BundleResult make_bundle(const BundleOptions& o) {
             if (!cluster_label.empty()) an.facts().cluster = cluster_label;
             if (w.nodes.empty() || !w.start_ns) {
                 res.exit_code = r.failed ? kExitPartial : kExitNotFound;
-                res.error = r.failed ? "cannot reach Loki to find job " + o.job_id + ": " + r.error
+                res.error = r.failed ? (r.http_status ? "cannot find job " + o.job_id + ": " + r.error
+                                                      : "cannot reach Loki to find job " + o.job_id + ": " + r.error)
                                      : "job " + o.job_id + ": no prolog/epilog records in Loki over the last " +
                                            std::to_string(o.lookback_ns / 3'600'000'000'000) +
                                            " h and no accounting record; give --nodes, --start and --end";
@@ -689,6 +731,23 @@ BundleResult make_bundle(const BundleOptions& o) {
         path_component(facts.cluster) + "-job" + path_component(o.job_id) + "-" + utc_stamp(started);
     write_timeline(st, staging + "/timeline.txt");
     res.summary = an.summary_text();
+    if (!o.local) {
+        constexpr int64_t kHour = 3'600'000'000'000;
+        const int64_t now = realtime_ns();
+        // Loki asks its ingesters only for the last query_ingesters_within (3h): lines stamped
+        // earlier that arrived late (a shipper backlog) stay invisible until a chunk flush
+        // (max_chunk_age 2h) writes them to storage.
+        if (w.end_ns > now - 5 * kHour)
+            res.summary +=
+                "\nNOTE\n----\nthe window is recent: lines stamped more than 3 h ago that reached Loki late (a "
+                "shipper backlog) are invisible to queries until Loki flushes them (query_ingesters_within 3h, "
+                "max_chunk_age 2h); if something seems missing, run the bundle again in a few hours\n";
+        if (o.query.max_query_lookback_ns && w.start_ns < now - o.query.max_query_lookback_ns)
+            res.summary += "\nNOTE\n----\nthe window starts before Loki's max_query_lookback (" +
+                           std::to_string(o.query.max_query_lookback_ns / kHour) + " h): records older than " +
+                           format_rfc3339_ns(now - o.query.max_query_lookback_ns) +
+                           " cannot be queried and are missing\n";
+    }
     write_file_atomic(staging + "/summary.txt", res.summary, 0644);
     const auto findings = an.findings();
     write_file_atomic(staging + "/report.html", render_report_html(facts, findings, an.likely_cause(findings)), 0644);

@@ -116,3 +116,26 @@ TEST_CASE("a requeued job appends to its earlier log", "[joblog]") {
     REQUIRE(::stat((dir.path() + "/5.log").c_str(), &st) == 0);
     CHECK((st.st_mode & 0777) == 0640);
 }
+
+TEST_CASE("every line of a log file has its own increasing time", "[joblog]") {
+    test::TempDir dir;
+    const int64_t t = 1795989142146801327;
+    {
+        Writer w(1 << 20, 1000);
+        REQUIRE(w.open(dir.path() + "/epilog", "9.log").ok);
+        for (int i = 0; i < 8; ++i) w.line(t, kStdout, "site.sh", "ok");
+        w.line(t - 3'600'000'000'000, kJobtrail, "", "an hour back: the wall clock stepped");
+        w.line(t + 1000, kEnd, "", "status=0", true);
+    }
+    std::istringstream in(slurp(dir.path() + "/epilog/9.log"));
+    std::vector<int64_t> ts;
+    for (std::string raw; std::getline(in, raw);) {
+        Line l;
+        REQUIRE(parse_line(raw, l));
+        ts.push_back(l.ts_ns);
+    }
+    REQUIRE(ts.size() == 10);
+    CHECK(ts[0] == t);
+    for (size_t i = 1; i < ts.size(); ++i) CHECK(ts[i] > ts[i - 1]);
+    CHECK(ts[9] == t + 1000);
+}

@@ -25,13 +25,13 @@ void Writer::line(int64_t ts_ns, std::string_view tag, std::string_view name, st
         text = truncated;
     }
     const size_t before = buf_.size();
-    append_line(buf_, ts_ns, tag, name, text);
+    append_line(buf_, stamps_.next(ts_ns), tag, name, text);
     const size_t len = buf_.size() - before;
     if (!force && written_ + len > max_bytes_) {
         buf_.resize(before);
         capped_ = true;
         ++dropped_;
-        append_line(buf_, realtime_ns(), kJobtrail, "",
+        append_line(buf_, stamps_.now(), kJobtrail, "",
                     "log truncated: reached max_log_bytes=" + std::to_string(max_bytes_) +
                         "; further lines are dropped until the footer");
         return;

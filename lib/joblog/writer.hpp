@@ -5,6 +5,8 @@
 #include <string_view>
 
 #include "common/fs.hpp"
+#include "common/stamps.hpp"
+#include "common/time.hpp"
 
 namespace jobtrail::joblog {
 
@@ -22,7 +24,13 @@ public:
     FsStatus open(const std::string& dir, const std::string& file_name);
     bool is_open() const { return fd_.valid(); }
 
+    // ts_ns is raised to just past the previous line's when it is not later: every line of a
+    // file has its own, strictly increasing time.
     void line(int64_t ts_ns, std::string_view tag, std::string_view name, std::string_view text, bool force = false);
+    // A line stamped now.
+    void line_now(std::string_view tag, std::string_view name, std::string_view text, bool force = false) {
+        line(realtime_ns(), tag, name, text, force);
+    }
     bool flush();
 
     uint64_t bytes_written() const { return written_; }
@@ -39,6 +47,7 @@ private:
     uint64_t written_ = 0;  // bytes accepted (buffered or on disk) in this run
     uint64_t dropped_ = 0;
     bool capped_ = false;
+    StrictStamps stamps_;
     std::string write_error_;
 };
 

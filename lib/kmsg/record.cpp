@@ -1,8 +1,10 @@
 #include "kmsg/record.hpp"
 
+#include <algorithm>
 #include <charconv>
 
 #include "common/text.hpp"
+#include "common/time.hpp"
 
 namespace jobtrail::kmsg {
 namespace {
@@ -95,7 +97,7 @@ bool parse_record(std::string_view raw, Record& out, ParseError& err) {
     return true;
 }
 
-std::string format_header_line(const Record& r) {
+std::string format_header_line(const Record& r, int64_t wall_ns) {
     std::string s = std::to_string(r.prio());
     s += ',';
     s += std::to_string(r.seq);
@@ -103,9 +105,26 @@ std::string format_header_line(const Record& r) {
     s += std::to_string(r.usec);
     s += ',';
     s += r.flag;
+    if (wall_ns) {
+        s += ",time=";
+        s += format_rfc3339_ns(wall_ns);
+    }
     s += ';';
     append_escaped(s, r.message);
     return s;
+}
+
+std::optional<int64_t> header_line_time(std::string_view line) {
+    const std::string_view header = line.substr(0, line.find(';'));
+    if (header.size() == line.size()) return std::nullopt;  // no ';': not a record line
+    size_t at = 0;
+    for (int field = 0; at <= header.size(); ++field) {
+        const size_t comma = std::min(header.find(',', at), header.size());
+        const std::string_view f = header.substr(at, comma - at);
+        if (field >= 4 && f.substr(0, 5) == "time=") return parse_rfc3339_ns(f.substr(5));
+        at = comma + 1;
+    }
+    return std::nullopt;
 }
 
 const char* level_name(uint8_t level) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -37,7 +38,12 @@ bool parse_record(std::string_view raw, Record& out, ParseError& err);
 bool parse_header(std::string_view raw, uint64_t& seq, uint64_t& usec);
 
 // The record back in /dev/kmsg syntax on one line (message re-escaped; dict not included).
-std::string format_header_line(const Record& r);
+// A non-zero wall_ns adds a fifth header field "time=<RFC 3339>" (the ABI's room for more
+// fields, which readers ignore): the record's own time where the line is stamped otherwise.
+std::string format_header_line(const Record& r, int64_t wall_ns = 0);
+
+// The "time=" field of such a line, if it has one.
+std::optional<int64_t> header_line_time(std::string_view line);
 
 const char* level_name(uint8_t level);  // "emerg" .. "debug"
 

@@ -55,7 +55,8 @@ TEST_CASE("query_range reports Loki's refusal and parse errors instead of an emp
     Client c(ep);
     const auto r = query_range(c, "{job=", 0, 1'000'000, {}, [](const QueryEntry&) {});
     CHECK(r.failed);
-    CHECK(r.error.find("HTTP 400") == 0);
+    CHECK(r.http_status == 400);
+    CHECK(r.error.find("Loki refused the query (HTTP 400: parse error") == 0);
 
     std::vector<LabelSet> streams;
     std::vector<std::pair<size_t, QueryEntry>> entries;
@@ -115,4 +116,82 @@ TEST_CASE("a response larger than the cap fails the request and says so, with or
     CHECK(q.failed);
     CHECK(q.requests == 1);
     CHECK(q.error.find("larger than 1048576 bytes") != std::string::npos);
+}
+
+namespace {
+constexpr int64_t kDay = 86'400LL * 1'000'000'000;
+
+// Entries 35, 20 and 0 days old, in a double with Loki's query limits (seconds).
+struct LimitedLoki {
+    jobtrail::test::LokiDouble loki;
+    int64_t now = jobtrail::realtime_ns();
+    explicit LimitedLoki(std::vector<std::string> args) : loki(with(std::move(args))) {
+        Endpoint ep;
+        ep.url = loki.url();
+        Client c(ep);
+        Stream s;
+        s.labels = {{"job", "t"}};
+        for (int64_t age : {35, 20, 0})
+            s.entries.push_back({now - age * kDay - 1000, "age " + std::to_string(age), {}});
+        REQUIRE(c.push(encode_push({s}, false)).status == 204);
+    }
+    static std::vector<std::string> with(std::vector<std::string> a) {
+        a.insert(a.end(), {"--reject-old-samples-max-age", "8640000", "--max-chunk-age", "8640000"});
+        return a;
+    }
+    QueryResult query(const QueryOptions& o, std::vector<std::string>& got) {
+        Endpoint ep;
+        ep.url = loki.url();
+        Client c(ep);
+        return query_range(c, "{job=\"t\"}", now - 40 * kDay, now, o,
+                           [&](const QueryEntry& e) { got.push_back(e.line); });
+    }
+};
+}  // namespace
+
+TEST_CASE("a 40-day query goes in pieces of Loki's max_query_length, learning a smaller one", "[loki][double]") {
+    SECTION("721h, Loki's default") {
+        LimitedLoki l({"--max-query-length", std::to_string(721 * 3600)});
+        std::vector<std::string> got;
+        const auto r = l.query({}, got);
+        CHECK_FALSE(r.failed);
+        CHECK(r.error.empty());
+        CHECK(got == std::vector<std::string>{"age 35", "age 20", "age 0"});
+    }
+    SECTION("a Loki set to 10 days says so in its 400, and we split by that") {
+        LimitedLoki l({"--max-query-length", std::to_string(10 * 86'400)});
+        std::vector<std::string> got;
+        const auto r = l.query({}, got);
+        CHECK_FALSE(r.failed);
+        CHECK(got == std::vector<std::string>{"age 35", "age 20", "age 0"});
+        CHECK(r.requests >= 5);  // the refused 721h piece, then 4 of 10 days
+    }
+    SECTION("max_query_lookback: what is older is not asked for") {
+        LimitedLoki l(
+            {"--max-query-length", std::to_string(721 * 3600), "--max-query-lookback", std::to_string(30 * 86'400)});
+        QueryOptions o;
+        o.max_query_lookback_ns = 30 * kDay;
+        std::vector<std::string> got;
+        const auto r = l.query(o, got);
+        CHECK_FALSE(r.failed);
+        CHECK(got == std::vector<std::string>{"age 20", "age 0"});
+        CHECK(r.start_ns >= l.now - 30 * kDay);
+    }
+}
+
+TEST_CASE("Loki's durations and refusals in words", "[loki]") {
+    CHECK(parse_loki_duration_ns("30d1h") == 721LL * 3'600'000'000'000);
+    CHECK(parse_loki_duration_ns("800h0m0s") == 800LL * 3'600'000'000'000);
+    CHECK(parse_loki_duration_ns("2160h0m58.992s") == 2160LL * 3'600'000'000'000 + 58'992'000'000);
+    CHECK(parse_loki_duration_ns("1w") == 7 * kDay);
+    CHECK(parse_loki_duration_ns("500ms") == 500'000'000);
+    CHECK_FALSE(parse_loki_duration_ns("30 days"));
+    CHECK_FALSE(parse_loki_duration_ns(""));
+    const std::string tenant = describe_refusal(401, "no org id\n");
+    CHECK(tenant.find("shipper.loki.tenant") != std::string::npos);
+    CHECK(tenant.find("X-Scope-OrgID") != std::string::npos);
+    CHECK(tenant.find("credentials") == std::string::npos);
+    CHECK(describe_refusal(401, "bad password").find("credentials") != std::string::npos);
+    CHECK(describe_refusal(400, "the query time range exceeds the limit (query length: 800h0m0s, limit: 30d1h)")
+              .find("max_query_length") != std::string::npos);
 }

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "common/fs.hpp"
+#include "common/stamps.hpp"
 #include "common/time.hpp"
 
 extern char** environ;
@@ -84,27 +85,28 @@ int open_pidfd(pid_t pid) {
 #endif
 }
 
-void emit_lines(Pipe& p, const char* data, size_t n, size_t max_line, const LineSink& sink) {
-    const int64_t now = realtime_ns();
+// One read() can carry many lines: each gets its own time, so identical lines stay distinct in
+// Loki, which keeps one entry per (stream, timestamp, line).
+void emit_lines(Pipe& p, const char* data, size_t n, size_t max_line, StrictStamps& stamps, const LineSink& sink) {
     p.partial.append(data, n);
     size_t start = 0;
     for (;;) {
         const size_t nl = p.partial.find('\n', start);
         if (nl == std::string::npos) break;
-        sink(p.stream, now, std::string_view(p.partial).substr(start, nl - start));
+        sink(p.stream, stamps.now(), std::string_view(p.partial).substr(start, nl - start));
         start = nl + 1;
     }
     p.partial.erase(0, start);
     // A line without newline longer than the cap is emitted in pieces, never buffered forever.
     while (p.partial.size() > max_line) {
-        sink(p.stream, now, std::string_view(p.partial).substr(0, max_line));
+        sink(p.stream, stamps.now(), std::string_view(p.partial).substr(0, max_line));
         p.partial.erase(0, max_line);
     }
 }
 
-void flush_partial(Pipe& p, const LineSink& sink) {
+void flush_partial(Pipe& p, StrictStamps& stamps, const LineSink& sink) {
     if (!p.partial.empty()) {
-        sink(p.stream, realtime_ns(), p.partial);
+        sink(p.stream, stamps.now(), p.partial);
         p.partial.clear();
     }
 }
@@ -189,6 +191,7 @@ RunResult run(const std::vector<std::string>& argv, const RunOptions& opts, cons
     bool reaped = false;
     int status = 0;
     char buf[16384];
+    StrictStamps stamps;  // one sequence for both pipes: the sink may write them to one file
 
     for (;;) {
         const int64_t now = monotonic_ns();
@@ -245,11 +248,11 @@ RunResult run(const std::vector<std::string>& argv, const RunOptions& opts, cons
             for (;;) {
                 const ssize_t r = ::read(p.fd, buf, sizeof buf);
                 if (r > 0) {
-                    emit_lines(p, buf, static_cast<size_t>(r), opts.max_line_bytes, sink);
+                    emit_lines(p, buf, static_cast<size_t>(r), opts.max_line_bytes, stamps, sink);
                     continue;
                 }
                 if (r < 0 && (errno == EAGAIN || errno == EINTR)) break;
-                flush_partial(p, sink);
+                flush_partial(p, stamps, sink);
                 ::close(p.fd);
                 p.fd = -1;
                 break;
@@ -258,7 +261,7 @@ RunResult run(const std::vector<std::string>& argv, const RunOptions& opts, cons
     }
     for (auto& p : pipes)
         if (p.fd >= 0) {
-            flush_partial(p, sink);
+            flush_partial(p, stamps, sink);
             ::close(p.fd);
         }
     // Like slurmd: whatever the script left behind in its process group goes with it.

@@ -37,7 +37,8 @@ struct RunResult {
     std::string describe() const;  // "exit=0", "killed by signal 9 (timeout after 30000 ms)", ...
 };
 
-// Called for each output line as it arrives, with its arrival time (UTC ns), without '\n'.
+// Called for each output line as it arrives, with its arrival time (UTC ns; strictly increasing
+// over the run, both streams together), without '\n'.
 using LineSink = std::function<void(Stream, int64_t ts_ns, std::string_view line)>;
 
 // Runs argv[0] (a path; no PATH search) in its own process group with stdin on /dev/null,

@@ -51,6 +51,17 @@ TEST_CASE("captures stdout and stderr line by line and the exit code", "[process
     CHECK(std::count(c.lines.begin(), c.lines.end(), std::make_pair(Stream::kStdout, std::string("no newline"))) == 1);
 }
 
+TEST_CASE("eight identical lines in one write get eight increasing times", "[process]") {
+    std::vector<std::pair<int64_t, std::string>> got;
+    // One printf: one write(2), so one read() sees all eight lines.
+    auto r = run({"/bin/sh", "-c", "printf 'ok\\nok\\nok\\nok\\nok\\nok\\nok\\nok\\n'; printf 'err\\n' >&2"}, opts(),
+                 [&](Stream, int64_t ts, std::string_view l) { got.emplace_back(ts, std::string(l)); });
+    CHECK(r.ok());
+    REQUIRE(got.size() == 9);
+    CHECK(std::count_if(got.begin(), got.end(), [](const auto& g) { return g.second == "ok"; }) == 8);
+    for (size_t i = 1; i < got.size(); ++i) CHECK(got[i].first > got[i - 1].first);
+}
+
 TEST_CASE("a hung command is killed with its whole process group at the deadline", "[process]") {
     jobtrail::test::TempDir dir;
     const std::string pidfile = dir.path() + "/grandchild.pid";

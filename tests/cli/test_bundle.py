@@ -274,6 +274,62 @@ class Bundle(unittest.TestCase):
         r = self.run_cli("bundle", "999", "--local", "-o", self.out, config=self.out + "/cfg.yaml")
         self.assertEqual(r.returncode, 1)
 
+    def test_a_long_jobs_kernel_lines_go_at_their_kernel_time(self):
+        """A 2.5 h job, Xid 30 min in: the epilog writes the record at its end, stamped then,
+        with the kernel's time in the line. The bundle puts it 30 min in, locally and from Loki."""
+        def iso(ns):
+            return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ns // NS)) + ".%09dZ" % (ns % NS)
+        end = time.time_ns() - 60 * NS
+        t0 = end - 9000 * NS
+        xid_at = t0 + 1800 * NS
+        kmsg_line = "kmsg 4,200,2000,-,time=%s;%s" % (iso(xid_at), XID79.replace("'", "\\x27"))
+        prolog = [(t0, "meta node=gpu07"), (t0 + 1, 'status[10-check.sh] status=0 duration_ms=3 result="exit 0"')]
+        epilog = [(end, "stdout[50-health.sh] checking"), (end + 1, kmsg_line), (end + 2, "kmsg-dict SUBSYSTEM=pci"),
+                  (end + 3, "end status=0 duration_ms=9")]
+
+        def check(top, how):
+            timeline = open(top + "/timeline.txt").read().splitlines()
+            at = [i for i, l in enumerate(timeline) if "epilog" in l.split(" ")[2] and " kmsg " in l]
+            self.assertEqual(len(at), 1, (how, timeline))
+            self.assertTrue(timeline[at[0]].startswith(iso(xid_at)), (how, timeline[at[0]]))
+            order = [next(i for i, l in enumerate(timeline) if k in l) for k in ("10-check.sh", " kmsg ", "50-health.sh")]
+            self.assertEqual(order, sorted(order), (how, timeline))
+            dict_line = next(l for l in timeline if "kmsg-dict" in l)
+            self.assertTrue(dict_line.startswith(iso(xid_at)), (how, dict_line))
+
+        # Locally: the job logs as the collectors write them.
+        logs = self.out + "/logs"
+        for ph, lines in (("prolog", prolog), ("epilog", epilog)):
+            os.makedirs(logs + "/" + ph)
+            with open(logs + "/%s/4343.log" % ph, "w") as f:
+                f.write("".join("%s %s\n" % (iso(t), l) for t, l in lines))
+        with open(self.out + "/cfg.yaml", "w") as f:
+            f.write("cluster: lab\ncollector: {log_dir: %s}\n" % logs)
+        r = self.run_cli("bundle", "4343", "--local", "-o", self.out, config=self.out + "/cfg.yaml")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        (archive,) = glob.glob(self.out + "/lab-job4343-*.tar.zst")
+        top = extract(archive, self.out + "/local")
+        kmsg = open(top + "/nodes/gpu07/kmsg.log").read()
+        self.assertTrue(kmsg.startswith(iso(xid_at) + " NVRM: Xid"), kmsg)
+        self.assertIn("Xid 79", open(top + "/summary.txt").read())
+        timeline = open(top + "/timeline.txt").read().splitlines()
+        order = [next(i for i, l in enumerate(timeline) if k in l) for k in ("10-check.sh", "NVRM: Xid", "50-health.sh")]
+        self.assertEqual(order, sorted(order), timeline)
+        os.unlink(archive)
+
+        # From Loki: as the shipper sends them, "<phase> <tag> <text>" stamped as written.
+        loki = Loki()
+        try:
+            lab = {"cluster": "c1", "node": "gpu07", "job": "slurm-prolog-epilog", "job_id": "4343"}
+            loki.push([{"stream": dict(lab, phase=ph), "values": [[str(t), ph + " " + l] for t, l in lines]}
+                       for ph, lines in (("prolog", prolog), ("epilog", epilog))])
+            r = self.run_cli("--loki-url", loki.url, "bundle", "4343", "-o", self.out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            (archive,) = glob.glob(self.out + "/*-job4343-*.tar.zst")
+            check(extract(archive, self.out + "/loki"), "loki")
+        finally:
+            loki.close()
+
     def test_a_bad_job_id_is_refused_before_any_query(self):
         # Port 9 answers nothing: had a query been tried, the exit would be 3 (cannot reach Loki).
         for bad in ["../../etc", "4242;id", "4242_1", "4242+1", "-1", "42 42", "", "1" * 21, "42\n43"]:
@@ -450,6 +506,62 @@ class OtherCommands(unittest.TestCase):
             r = subprocess.run([JOBTRAIL, "--config", "/dev/null", "--loki-url", loki.url, "xid", "--since", "2h",
                                 "--nodes", "gpu01"], capture_output=True, text=True)
             self.assertEqual(r.returncode, 1)  # nothing on gpu01
+        finally:
+            loki.close()
+
+    def test_long_windows_go_in_pieces_of_lokis_max_query_length(self):
+        """Loki refuses a range over max_query_length (721h by default) with 400: `xid --since
+        800h` and `bundle --lookback 40d` split theirs, and learn a smaller limit from the 400."""
+        for limit in (721 * 3600, 10 * 86400):
+            loki = Loki("--max-query-length", str(limit))
+            try:
+                loki.push(job_streams(nccl_lines=1, t0=time.time_ns() - 600 * NS))
+                # --json after the subcommand, as README shows it.
+                r = subprocess.run([JOBTRAIL, "--config", "/dev/null", "--loki-url", loki.url, "xid", "--since", "800h",
+                                    "--json"], capture_output=True, text=True, timeout=120)
+                self.assertEqual(r.returncode, 0, (limit, r.stderr))
+                self.assertEqual([(x["node"], x["xid"]) for x in json.loads(r.stdout)], [("gpu02", 79)])
+                out = tempfile.mkdtemp(prefix="jobtrail-split-")
+                try:
+                    r = subprocess.run([JOBTRAIL, "--config", "/dev/null", "--loki-url", loki.url, "bundle", "4242",
+                                        "--lookback", "40d", "-o", out, "--json"],
+                                       capture_output=True, text=True, timeout=300)
+                    self.assertEqual(r.returncode, 0, (limit, r.stderr))
+                    self.assertIn("Xid 79", json.loads(r.stdout)["summary"])
+                    self.assertIn("the window is recent", json.loads(r.stdout)["summary"])
+                finally:
+                    shutil.rmtree(out, ignore_errors=True)
+            finally:
+                loki.close()
+
+    def test_refusals_say_what_loki_refused(self):
+        loki = Loki("--auth")  # a multi-tenant Loki: no X-Scope-OrgID is 401 "no org id"
+        try:
+            r = subprocess.run([JOBTRAIL, "--config", "/dev/null", "--loki-url", loki.url, "xid", "--since", "2h"],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 3)
+            self.assertIn("X-Scope-OrgID", r.stderr)
+            self.assertIn("shipper.loki.tenant", r.stderr)
+            self.assertNotIn("credentials", r.stderr)
+            out = tempfile.mkdtemp(prefix="jobtrail-401-")
+            try:
+                r = subprocess.run([JOBTRAIL, "--config", "/dev/null", "--loki-url", loki.url, "bundle", "4242",
+                                    "-o", out], capture_output=True, text=True, timeout=60)
+                self.assertEqual(r.returncode, 3)
+                self.assertNotIn("cannot reach Loki", r.stderr)
+                self.assertIn("shipper.loki.tenant", r.stderr)
+            finally:
+                shutil.rmtree(out, ignore_errors=True)
+        finally:
+            loki.close()
+        # A limit we will not split under (below a minute) is named as what Loki refused.
+        loki = Loki("--max-query-length", "30")
+        try:
+            r = subprocess.run([JOBTRAIL, "--config", "/dev/null", "--loki-url", loki.url, "xid", "--since", "2h"],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 3)
+            self.assertIn("max_query_length", r.stderr)
+            self.assertIn("limit: 30s", r.stderr)
         finally:
             loki.close()
 

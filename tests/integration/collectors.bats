@@ -66,9 +66,9 @@ teardown() {
     run wait_job_done "$id"
     [ "$output" = COMPLETED ]
     e=$(wait_log_end "$D/log/epilog/$id.log")
-    grep -q " kmsg 4,[0-9]*,[0-9]*,-;NVRM: Xid (PCI:0000:18:00): 79, " "$e"
+    grep -q " kmsg 4,[0-9]*,[0-9]*,-,time=[0-9T:.Z-]*;NVRM: Xid (PCI:0000:18:00): 79, " "$e"
     grep -q " kmsg-dict DEVICE=+pci:0000:18:00.0$" "$e"
-    grep -q " kmsg 4,[0-9]*,[0-9]*,-;NVRM: Xid (PCI:0000:2a:00): 48, " "$e"
+    grep -q " kmsg 4,[0-9]*,[0-9]*,-,time=[0-9T:.Z-]*;NVRM: Xid (PCI:0000:2a:00): 48, " "$e"
     ! grep -q "before the job" "$e"
     line79=$(grep ' event severity=fatal kind=xid xid=79 ' "$e")
     [[ "$line79" == *"pci_bdf=0000:18:00"* ]]

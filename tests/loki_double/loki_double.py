@@ -24,6 +24,27 @@ NS = 1_000_000_000
 LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*$")
 
 
+
+def go_duration(ns):
+    """Go's time.Duration.String() for a query length: 800h0m0s, 2160h0m58.992s."""
+    h, rest = divmod(ns, 3600 * NS)
+    m, rest = divmod(rest, 60 * NS)
+    sec = ("%d.%09d" % divmod(rest, NS)).rstrip("0").rstrip(".")
+    return "%dh%dm%ss" % (h, m, sec)
+
+
+def model_duration(seconds):
+    """Prometheus model.Duration.String(), as Loki prints its limits: 721h is 30d1h."""
+    ms, out = seconds * 1000, ""
+    for unit, mult, exact in (("y", 365 * 86400000, True), ("w", 7 * 86400000, True), ("d", 86400000, False),
+                              ("h", 3600000, False), ("m", 60000, False), ("s", 1000, False), ("ms", 1, False)):
+        if exact and ms % mult:
+            continue
+        if ms // mult:
+            out += "%d%s" % (ms // mult, unit)
+            ms -= ms // mult * mult
+    return out or "0s"
+
 class PushError(Exception):
     def __init__(self, status, body):
         super().__init__(body)
@@ -555,6 +576,12 @@ def make_handler(loki):
                                              "max_entries_limit_per_query (%d > %d)\n" % (limit, a.max_entries_limit))
                     end = parse_time(one("end"), now)
                     start = parse_time(one("start"), end - 3600 * NS)
+                    # As Loki 3.4: start is moved up to max_query_lookback, then the length checked.
+                    if a.max_query_lookback:
+                        start = max(start, now - a.max_query_lookback * NS)
+                    if a.max_query_length and end - start > a.max_query_length * NS:
+                        raise PushError(400, "the query time range exceeds the limit (query length: %s, limit: %s)"
+                                        % (go_duration(end - start), model_duration(a.max_query_length)))
                     forward = one("direction", "backward") == "forward"
                     categorize = "categorize-labels" in (self.headers.get("X-Loki-Response-Encoding-Flags") or "")
                     with loki.lock:
@@ -618,6 +645,8 @@ def main():
     p.add_argument("--creation-grace-period", type=int, default=600, help="seconds")
     p.add_argument("--max-chunk-age", type=int, default=7200, help="seconds; the out-of-order window is half")
     p.add_argument("--max-entries-limit", type=int, default=5000)
+    p.add_argument("--max-query-length", type=int, default=0, help="seconds; 0 = no limit (Loki's default: 721h)")
+    p.add_argument("--max-query-lookback", type=int, default=0, help="seconds; 0 = no limit")
     p.add_argument("--max-recv-bytes", type=int, default=100 * 2**20)
     p.add_argument("--no-structured-metadata", dest="allow_structured_metadata", action="store_false")
     p.add_argument("--tls-cert", help="serve HTTPS with this certificate (PEM) ...")

@@ -51,7 +51,7 @@ bool KmsgSource::open_reader() {
 
 void KmsgSource::emit(const kmsg::Record& r, std::vector<Event>& out) {
     Event e;
-    e.ts_ns = clock_.wall_ns(r.usec);
+    e.ts_ns = clock_.record_ns(r.usec, r.seq);
     e.origin = origin(r.level);
     e.line = escape_line(r.message);
     e.metadata.emplace_back("seq", std::to_string(r.seq));

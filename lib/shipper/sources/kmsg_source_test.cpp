@@ -88,3 +88,25 @@ TEST_CASE("kmsg: an Xid written to /dev/kmsg by a user process is shipped but no
     CHECK(tags(a[0]).empty());
     CHECK(tags(a[1]) == "xid=79 event=xid severity=fatal ");
 }
+
+TEST_CASE("kmsg: identical records in one microsecond stay distinct, and a re-read is identical",
+          "[shipper][fixture]") {
+    Env env;
+    const std::string mlx = "mlx5_core 0000:5e:00.0: mlx5_cmd_out_err:838: ACCESS_REG(0x805) op_mod(0x1) failed";
+    env.fs.ctl("3,7000000;" + mlx + "\n3,7000000;" + mlx + "\n3,7000000;" + mlx + "\n");
+    const auto a = env.run();
+    REQUIRE(a.size() == 3);
+    for (const auto& e : a) CHECK(e.line == mlx);
+    // Same microsecond, yet three timestamps: Loki keeps one entry per (stream, time, line).
+    CHECK(a[0].ts_ns / 1000 == a[2].ts_ns / 1000);
+    CHECK(a[0].ts_ns < a[1].ts_ns);
+    CHECK(a[1].ts_ns < a[2].ts_ns);
+    // A restart that lost its checkpoint sends the very same entries: Loki drops them.
+    env.saved = nlohmann::json::object();
+    const auto b = env.run();
+    REQUIRE(b.size() == 3);
+    for (size_t i = 0; i < 3; ++i) {
+        CHECK(b[i].ts_ns == a[i].ts_ns);
+        CHECK(b[i].line == a[i].line);
+    }
+}
