@@ -627,8 +627,9 @@ def make_handler(loki):
                                for (t, _), st in sorted(loki.streams.items())]
                     return self.reply(200, json.dumps(doc), "application/json")
                 if u.path == "/-/stats":
-                    with loki.lock:
-                        return self.reply(200, json.dumps(loki.stats), "application/json")
+                    with loki.lock:  # reply() takes the lock itself: not under it
+                        doc = json.dumps(loki.stats)
+                    return self.reply(200, doc, "application/json")
                 tenant = self.tenant()
                 now = time.time_ns()
                 if u.path == "/loki/api/v1/query_range":
