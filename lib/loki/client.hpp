@@ -16,16 +16,24 @@ struct HttpResult {
     bool too_large = false;  // the response passed the endpoint's cap (error says so); not retried
 };
 
+// "Post this push, get status and body": the sender's only need of HTTP, so a test can script
+// Loki's answers without a server.
+class PushTransport {
+public:
+    virtual ~PushTransport() = default;
+    virtual HttpResult push(std::string_view snappy_protobuf) = 0;
+};
+
 // One keep-alive connection to Loki (libcurl easy handle). Not thread-safe: one per thread.
-class Client {
+class Client : public PushTransport {
 public:
     explicit Client(Endpoint ep);
-    ~Client();
+    ~Client() override;
     Client(const Client&) = delete;
     Client& operator=(const Client&) = delete;
 
     // POST /loki/api/v1/push with a snappy protobuf body.
-    HttpResult push(std::string_view snappy_protobuf);
+    HttpResult push(std::string_view snappy_protobuf) override;
     // GET path?query (path like "/loki/api/v1/query_range"; query already URL-encoded).
     HttpResult get(std::string_view path, std::string_view query);
 

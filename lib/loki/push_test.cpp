@@ -58,7 +58,9 @@ TEST_CASE("a push reaches a Loki (test double, independent decoder) byte for byt
     REQUIRE(c.push(encode_push({t}, false)).status == 204);
     auto q = nlohmann::json::parse(
         c.get("/loki/api/v1/query_range", "query=" + Client::url_encode("{job=\"plain\"}") + "&start=0").body);
-    CHECK(q["data"]["result"][0]["stream"].size() == 1);
+    // No "k": only the labels Loki 3 adds itself (service_name, detected_level) beside job.
+    CHECK(q["data"]["result"][0]["stream"] ==
+          nlohmann::json({{"job", "plain"}, {"service_name", "plain"}, {"detected_level", "unknown"}}));
 }
 
 TEST_CASE("transport errors and Loki errors are told apart", "[loki][double]") {

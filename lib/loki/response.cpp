@@ -1,6 +1,7 @@
 #include "loki/response.hpp"
 
 #include <charconv>
+#include <vector>
 
 namespace jobtrail::loki {
 namespace {
@@ -37,6 +38,59 @@ uint64_t number_after(std::string_view s, std::string_view key, size_t* end = nu
     return ec == std::errc() ? v : 0;
 }
 
+// "64KB", "1.5MB", "512B" as Loki prints per-stream limits (1024-based).
+uint64_t parse_size(std::string_view s) {
+    double v = 0;
+    auto [q, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc()) return 0;
+    const std::string_view unit = s.substr(static_cast<size_t>(q - s.data()));
+    double mul = 1;
+    if (unit.rfind("KB", 0) == 0 || unit.rfind("kB", 0) == 0 || unit.rfind("KiB", 0) == 0)
+        mul = 1024;
+    else if (unit.rfind("MB", 0) == 0 || unit.rfind("MiB", 0) == 0)
+        mul = 1024.0 * 1024;
+    else if (unit.rfind("GB", 0) == 0 || unit.rfind("GiB", 0) == 0)
+        mul = 1024.0 * 1024 * 1024;
+    return static_cast<uint64_t>(v * mul);
+}
+
+// Loki 3 joins different validation errors with "; " and prefixes each "N errors like: ".
+// Returns (count, text) pieces; a line without the prefix is one error.
+std::vector<std::pair<uint64_t, std::string_view>> groups_of(std::string_view line) {
+    static constexpr std::string_view kLike = " errors like: ";
+    std::vector<std::pair<uint64_t, std::string_view>> out;
+    auto prefix_at = [&](size_t p, uint64_t& n, size_t& text) {
+        size_t q = p;
+        while (q < line.size() && line[q] >= '0' && line[q] <= '9') ++q;
+        if (q == p || line.substr(q, kLike.size()) != kLike) return false;
+        std::from_chars(line.data() + p, line.data() + q, n);
+        text = q + kLike.size();
+        return true;
+    };
+    uint64_t n = 0;
+    size_t text = 0;
+    if (!prefix_at(0, n, text)) return {{1, line}};
+    while (true) {
+        // The next group starts at "; <digits> errors like: " (a label value could hold "; ").
+        size_t next = text, end = line.size(), ntext = 0;
+        uint64_t nn = 0;
+        bool more = false;
+        while ((next = line.find("; ", next)) != std::string_view::npos) {
+            if (prefix_at(next + 2, nn, ntext)) {
+                end = next;
+                more = true;
+                break;
+            }
+            next += 2;
+        }
+        out.emplace_back(n, line.substr(text, end - text));
+        if (!more) break;
+        n = nn;
+        text = ntext;
+    }
+    return out;
+}
+
 }  // namespace
 
 PushResponse classify_push_response(long status, std::string_view body) {
@@ -59,7 +113,10 @@ PushResponse classify_push_response(long status, std::string_view body) {
     } else {
         r.verdict = Verdict::kRejected;
     }
-    // Count what the body names, one message per line.
+    // One message per line. Ingester errors ("entry with timestamp ... ignored") are listed per
+    // entry, in 3.x at most 10 per stream, then a trailer with the stream's true count.
+    uint64_t listed = 0;
+    std::string last_reason = "other";
     size_t pos = 0;
     while (pos < body.size()) {
         size_t e = body.find('\n', pos);
@@ -67,13 +124,42 @@ PushResponse classify_push_response(long status, std::string_view body) {
         const std::string_view line = body.substr(pos, e - pos);
         pos = e + 1;
         if (line.empty()) continue;
-        if (line.rfind("total ignored:", 0) == 0) {
+        if (has(line, "total ignored: ") && (line.rfind("total ignored:", 0) == 0 || line.rfind("user '", 0) == 0)) {
             size_t after = 0;
-            r.total_ignored = number_after(line, "total ignored: ", &after);
-            r.total_entries = number_after(line.substr(after), " out of ");
+            const uint64_t n = number_after(line, "total ignored: ", &after);
+            r.total_ignored += n;
+            r.total_entries += number_after(line.substr(after), " out of ");
+            if (n > listed) r.rejected[last_reason] += n - listed;  // those past the 10 listed
+            listed = 0;
             continue;
         }
-        ++r.rejected[reason_of(line)];
+        if (line.rfind("entry with timestamp ", 0) == 0 && has(line, " ignored, reason: ")) {
+            last_reason = reason_of(line);
+            ++r.rejected[last_reason];
+            ++listed;
+            if (last_reason == "per_stream_rate_limit") {
+                const size_t p = line.find("(limit: ");
+                if (p != std::string_view::npos) r.stream_rate_limit = parse_size(line.substr(p + 8));
+            }
+            continue;
+        }
+        for (const auto& [n, text] : groups_of(line)) {
+            const std::string reason = reason_of(text);
+            if (reason == "rate_limited") {
+                // The tenant's limit: the whole push, '<lines>' lines totaling '<bytes>' bytes.
+                r.tenant_rate_limit = number_after(text, "(limit: ");
+                size_t after = 0;
+                const uint64_t lines = number_after(text, "ingest '", &after);
+                r.rate_limited_bytes = number_after(text.substr(after), "totaling '");
+                r.rejected[reason] += lines ? lines : 1;
+                continue;
+            }
+            r.rejected[reason] += n;
+            if (reason == "line_too_long") {
+                r.rejected_known_bytes += n * number_after(text, "with length '");
+                r.rejected_known_entries += n;
+            }
+        }
     }
     return r;
 }

@@ -59,7 +59,9 @@ TEST_CASE("429, 5xx and no answer are retried; 413 splits; 401/403 are configura
                                     "attempting to ingest '16' lines totaling '4096000' bytes, reduce log volume or "
                                     "contact your Loki administrator to see if the limit can be increased\n");
     CHECK(r.verdict == Verdict::kRetry);
-    CHECK(r.rejected["rate_limited"] == 1);
+    CHECK(r.rejected["rate_limited"] == 16);  // the push's lines, all refused at once
+    CHECK(r.tenant_rate_limit == 4194304);
+    CHECK(r.rate_limited_bytes == 4096000);
     CHECK(classify_push_response(429,
                                  "Maximum active stream limit exceeded, reduce the number of active streams (reduce "
                                  "labels or reduce label values), or contact your Loki administrator to see if the "
@@ -77,4 +79,52 @@ TEST_CASE("429, 5xx and no answer are retried; 413 splits; 401/403 are configura
 TEST_CASE("the first message is kept short for one log line per batch", "[loki]") {
     auto r = classify_push_response(400, std::string(2000, 'x') + "\nsecond");
     CHECK(r.first_message.size() == 512);
+}
+
+// Loki 3.4 bodies (../shared/reference/loki3-observed-responses.md).
+TEST_CASE("Loki 3 grouped validation errors count N per group", "[loki]") {
+    const std::string lab = "{probe=\"p3two\", run=\"R\", s=\"a\", service_name=\"unknown_service\"}";
+    auto r = classify_push_response(400, "2 errors like: Max entry size '2048' bytes exceeded for stream '" + lab +
+                                             "' while adding an entry with length '3000' bytes; 2 errors like: Max "
+                                             "entry size '2048' bytes exceeded for stream '" +
+                                             lab + "' while adding an entry with length '3000' bytes\n");
+    CHECK(r.verdict == Verdict::kRejected);
+    CHECK(r.rejected.at("line_too_long") == 4);
+    CHECK(r.rejected_known_bytes == 12000);
+    auto m = classify_push_response(400, "1 errors like: Max entry size '2048' bytes exceeded for stream '" + lab +
+                                             "' while adding an entry with length '3000' bytes; 1 errors like: entry "
+                                             "for stream '" +
+                                             lab +
+                                             "' has timestamp too old: 2026-12-01T06:25:47Z, oldest acceptable "
+                                             "timestamp is: 2026-12-01T07:25:47Z\n");
+    CHECK(m.rejected.at("line_too_long") == 1);
+    CHECK(m.rejected.at("too_old") == 1);
+    CHECK(m.rejected_count() == 2);
+    auto o = classify_push_response(400, "100 errors like: entry for stream '" + lab +
+                                             "' has timestamp too old: 2026-12-01T06:23:43Z, oldest acceptable "
+                                             "timestamp is: 2026-12-01T07:23:43Z\n");
+    CHECK(o.rejected_count() == 100);
+}
+
+TEST_CASE("Loki 3 lists 10 entries per stream, the trailer counts them all", "[loki]") {
+    std::string body;
+    for (int i = 0; i < 10; ++i)
+        body +=
+            "entry with timestamp 2026-12-01 06:24:01.635651333 +0000 UTC ignored, reason: 'entry too far behind, "
+            "entry timestamp is: 2026-12-01T06:24:01Z, oldest acceptable timestamp is: 2026-12-01T07:24:01Z',\n";
+    body += "user 'fake', total ignored: 30 out of 33 for stream: {probe=\"p5\", service_name=\"unknown_service\"}\n";
+    auto r = classify_push_response(400, body);
+    CHECK(r.rejected.at("too_far_behind") == 30);
+    CHECK(r.rejected.size() == 1);
+    CHECK(r.total_ignored == 30);
+    CHECK(r.total_entries == 33);
+    auto p = classify_push_response(
+        429,
+        "entry with timestamp 2026-12-01 08:23:14.337153088 +0000 UTC ignored, reason: 'Per stream rate limit exceeded "
+        "(limit: 64KB/sec) while attempting to ingest for stream '{s=\"A\"}' totaling 1000B, consider splitting a "
+        "stream via additional labels or contact your Loki administrator to see if the limit can be increased',\n"
+        "user 'fake', total ignored: 100 out of 100 for stream: {s=\"A\"}\n");
+    CHECK(p.verdict == Verdict::kRetry);
+    CHECK(p.stream_rate_limit == 64 * 1024);
+    CHECK(p.rejected.at("per_stream_rate_limit") == 100);
 }

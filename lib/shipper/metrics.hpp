@@ -15,6 +15,8 @@ struct Metrics {
         kmsg_lost{0};
     std::atomic<int64_t> last_success_ns{0};
     std::atomic<int64_t> oldest_pending_ns{0};  // timestamp of the oldest unacknowledged record; 0: none
+    // Limits Loki named in a 429 (bytes/s; 0: none seen): the sender sizes and paces pushes below them.
+    std::atomic<uint64_t> loki_tenant_rate_limit_bytes{0}, loki_stream_rate_limit_bytes{0};
     std::mutex mu;
     std::map<std::string, uint64_t> dropped;                         // by reason (stage rule, too_old, ...)
     std::map<std::string, uint64_t> rejected;                        // by Loki's reason (400s)

@@ -96,6 +96,12 @@ std::string render_metrics(Metrics& m, uint64_t spool_pending_bytes) {
     s += "# HELP jobtrail_shipper_last_success_timestamp_seconds Last acknowledged push.\n# TYPE "
          "jobtrail_shipper_last_success_timestamp_seconds gauge\njobtrail_shipper_last_success_timestamp_seconds " +
          std::to_string(m.last_success_ns / 1'000'000'000) + "\n";
+    s += "# HELP jobtrail_shipper_loki_limit_bytes_per_second Rate limits Loki named in a 429 (0: none seen); pushes "
+         "are sized and paced below them.\n# TYPE jobtrail_shipper_loki_limit_bytes_per_second gauge\n"
+         "jobtrail_shipper_loki_limit_bytes_per_second{limit=\"tenant\"} " +
+         std::to_string(m.loki_tenant_rate_limit_bytes) +
+         "\njobtrail_shipper_loki_limit_bytes_per_second{limit=\"per_stream\"} " +
+         std::to_string(m.loki_stream_rate_limit_bytes) + "\n";
     const int64_t oldest = m.oldest_pending_ns;
     s += "# HELP jobtrail_shipper_spool_oldest_age_seconds Age of the oldest record Loki has not acknowledged (0: "
          "none).\n# TYPE jobtrail_shipper_spool_oldest_age_seconds gauge\njobtrail_shipper_spool_oldest_age_seconds " +

@@ -1,145 +1,340 @@
 #include "shipper/sender.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 #include <string_view>
-#include <thread>
-#include <unordered_map>
 
 #include "common/time.hpp"
-#include "loki/response.hpp"
 
 namespace jobtrail::shipper {
+namespace {
+
+uint64_t record_bytes(const spool::Record& r) {
+    // What Loki's rate limits count: the line and its structured metadata.
+    uint64_t n = r.line.size();
+    for (const auto& [k, v] : r.metadata) n += k.size() + v.size();
+    return n;
+}
+
+}  // namespace
 
 Sender::Sender(const config::ShipperConfig& cfg, spool::Spool& spool, Metrics& m, Events events)
-    : cfg_(cfg), spool_(spool), m_(m), events_(std::move(events)), client_(config::loki_endpoint(cfg)) {
-    std::string err;
-    if (!client_.load_secrets(err))
-        events_.emit(Severity::kError, "sender", "credentials_unreadable",
-                     err + " (pushing without those credentials)");
+    : Sender(cfg, spool, m, log, nullptr) {
+    auto once = std::make_shared<std::once_flag>();
+    make_ = [this, once]() -> std::unique_ptr<loki::PushTransport> {
+        auto c = std::make_unique<loki::Client>(config::loki_endpoint(cfg_));
+        std::string err;
+        if (!c->load_secrets(err))
+            std::call_once(*once, [&] {
+                events_.emit(Severity::kError, "sender", "credentials_unreadable",
+                             err + " (pushing without those credentials)");
+            });
+        return c;
+    };
 }
 
-void Sender::sleep_backoff(int attempt, const std::atomic<bool>& stop) {
+Sender::Sender(const config::ShipperConfig& cfg, spool::Spool& spool, Metrics& m, Events events, TransportFactory make)
+    : cfg_(cfg), spool_(spool), m_(m), events_(std::move(events)), make_(std::move(make)) {}
+
+Sender::~Sender() {
+    stop_workers();
+}
+
+void Sender::start_workers() {
+    quit_ = false;
+    for (size_t i = 0; i < kMaxInFlight; ++i) workers_.emplace_back([this] { worker(); });
+}
+
+void Sender::stop_workers() {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        quit_ = true;
+    }
+    work_cv_.notify_all();
+    for (auto& t : workers_) t.join();  // a request in flight ends within the client's timeout
+    workers_.clear();
+}
+
+void Sender::worker() {
+    const auto transport = make_();
+    std::unique_lock<std::mutex> lk(mu_);
+    while (true) {
+        work_cv_.wait(lk, [&] { return quit_ || !todo_.empty(); });
+        if (quit_) return;
+        Job job = std::move(todo_.front());
+        todo_.pop_front();
+        lk.unlock();
+        job.result = transport->push(job.body);
+        lk.lock();
+        done_.push_back(std::move(job));
+        done_cv_.notify_one();
+    }
+}
+
+// Reads batches into the window; true if it read any.
+bool Sender::fill_window() {
+    bool any = false;
+    while (window_.size() < kWindowBatches) {
+        Batch b;
+        if (spool_.read(b.records, 100'000, cfg_.batch_max_bytes, b.end) == 0) break;
+        any = true;
+        auto& batch = window_.emplace_back(std::move(b));
+        // Entries Loki would reject as too old forever are dropped, counted, instead of retried.
+        const int64_t oldest = realtime_ns() - cfg_.max_age_ms * 1'000'000;
+        // Group by stream in the spool's order; lines of one stream mostly come in runs.
+        std::vector<std::pair<std::string_view, Piece>> order;
+        std::string_view last_stream;
+        size_t last = 0;
+        for (const auto& r : batch.records) {
+            if (r.ts_ns < oldest) {
+                m_.drop("too_old");
+                continue;
+            }
+            if (order.empty() || last_stream != r.stream) {
+                auto it = std::find_if(order.begin(), order.end(), [&](const auto& p) { return p.first == r.stream; });
+                if (it == order.end()) {
+                    order.push_back({r.stream, Piece{&batch, {}, 0}});
+                    it = order.end() - 1;
+                }
+                last = static_cast<size_t>(it - order.begin());
+                last_stream = r.stream;
+            }
+            order[last].second.recs.push_back(&r);
+        }
+        for (auto& [stream, piece] : order) {
+            auto it = streams_.find(stream);
+            if (it == streams_.end()) it = streams_.emplace(std::string(stream), StreamState{}).first;
+            it->second.queue.push_back(std::move(piece));
+            ++batch.open_pieces;
+        }
+    }
+    return any;
+}
+
+void Sender::dispatch(int64_t now) {
+    for (auto& [name, s] : streams_) {
+        if (in_flight_ >= kMaxInFlight) return;
+        if (s.in_flight || s.queue.empty() || s.next_try_ns > now) continue;
+        Piece& p = s.queue.front();
+        uint64_t cap = cfg_.batch_max_bytes;
+        if (s.cap_bytes) cap = std::min(cap, s.cap_bytes);
+        if (tenant_cap_) cap = std::min(cap, tenant_cap_);
+        loki::StreamRef ref{name, {}};
+        uint64_t bytes = 0;
+        for (size_t i = p.next; i < p.recs.size(); ++i) {
+            const uint64_t b = record_bytes(*p.recs[i]);
+            if (!ref.entries.empty() && bytes + b > cap) break;  // at least one entry per request
+            bytes += b;
+            ref.entries.push_back({p.recs[i]->ts_ns, p.recs[i]->line, &p.recs[i]->metadata});
+        }
+        s.sent_n = ref.entries.size();
+        s.sent_bytes = bytes;
+        s.in_flight = true;
+        ++in_flight_;
+        Job job{name, loki::encode_push(std::vector<loki::StreamRef>{std::move(ref)}, cfg_.structured_metadata), {}};
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            todo_.push_back(std::move(job));
+        }
+        work_cv_.notify_one();
+    }
+}
+
+// The first n records of the stream's front piece are answered for.
+void Sender::settle(StreamState& s, size_t n) {
+    Piece& p = s.queue.front();
+    p.next += n;
+    s.attempt = 0;
+    if (p.next >= p.recs.size()) {
+        --p.batch->open_pieces;
+        s.queue.pop_front();
+    }
+}
+
+void Sender::backoff(StreamState& s, int64_t now) {
     static thread_local std::mt19937 rng{std::random_device{}()};
     int64_t d = cfg_.min_backoff_ms;
-    for (int i = 0; i < attempt && d < cfg_.max_backoff_ms; ++i) d *= 2;
+    for (int i = 0; i < s.attempt && d < cfg_.max_backoff_ms; ++i) d *= 2;
     d = std::min(d, cfg_.max_backoff_ms);
     d = d / 2 + static_cast<int64_t>(rng() % static_cast<uint32_t>(d / 2 + 1));  // jitter: [d/2, d]
-    for (int64_t slept = 0; slept < d && !stop; slept += 50)
-        std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(50, d - slept)));
+    s.next_try_ns = std::max(s.next_try_ns, now + d * 1'000'000);
+    ++s.attempt;
 }
 
-bool Sender::deliver(const std::vector<const spool::Record*>& recs, size_t from, size_t to,
-                     const std::atomic<bool>& stop) {
-    // Group by stream, keeping each stream's order (the spool's order). Lines of one stream
-    // mostly come in runs, so the previous record's stream is tried before the map.
-    std::vector<loki::StreamRef> streams;
-    std::unordered_map<std::string_view, size_t> index;
-    size_t bytes = 0, last = 0;
-    for (size_t i = from; i < to; ++i) {
-        const auto& r = *recs[i];
-        if (streams.empty() || streams[last].labels != r.stream) {
-            auto [it, fresh] = index.emplace(r.stream, streams.size());
-            if (fresh) streams.push_back({r.stream, {}});
-            last = it->second;
+void Sender::handle(const Job& job) {
+    auto& s = streams_.find(job.stream)->second;
+    s.in_flight = false;
+    --in_flight_;
+    ++m_.pushes;
+    const auto& res = job.result;
+    const int64_t now = monotonic_ns();
+    const auto v = loki::classify_push_response(res.status, res.body);
+    const Piece& p = s.queue.front();
+    uint64_t line_bytes = 0;
+    for (size_t i = p.next; i < p.next + s.sent_n; ++i) line_bytes += p.recs[i]->line.size();
+    const auto paced = [&] {
+        // The stream's bucket refills at the named rate: the next request waits for what this took.
+        if (s.rate_bps)
+            s.next_try_ns = std::max(s.next_try_ns, now + int64_t(s.sent_bytes * 1'000'000'000 / s.rate_bps));
+    };
+    switch (v.verdict) {
+        case loki::Verdict::kAccepted:
+            m_.sent += s.sent_n;
+            m_.sent_bytes += line_bytes;
+            m_.last_success_ns = realtime_ns();
+            s.single_refusals = 0;
+            paced();
+            settle(s, s.sent_n);
+            return;
+        case loki::Verdict::kRejected: {
+            // One stream per request: everything the body names is of these entries. Entries
+            // that reached the ingester are its "out of M"; those fewer went unreported.
+            uint64_t n = std::min<uint64_t>(v.rejected_count(), s.sent_n);
+            std::map<std::string, uint64_t> by_reason = v.rejected;
+            if (v.total_entries && v.total_entries < s.sent_n && n < s.sent_n) {
+                const uint64_t unreported = std::min<uint64_t>(s.sent_n - v.total_entries, s.sent_n - n);
+                by_reason["unreported"] += unreported;
+                n += unreported;
+            }
+            {
+                std::lock_guard<std::mutex> lk(m_.mu);
+                for (const auto& [reason, count] : by_reason) m_.rejected[reason] += count;
+            }
+            // Bytes of the accepted part: exact where the body gives lengths, else the average.
+            const uint64_t known_n = std::min(v.rejected_known_entries, n);
+            const uint64_t known_b = std::min(v.rejected_known_bytes, line_bytes);
+            const uint64_t rest_n = s.sent_n - known_n, rest_b = line_bytes - known_b;
+            const uint64_t other_rejected = n - known_n;
+            m_.sent += s.sent_n - n;
+            m_.sent_bytes += rest_n ? rest_b - rest_b * other_rejected / rest_n : 0;
+            m_.last_success_ns = realtime_ns();
+            events_.emit(Severity::kWarning, "sender", "rejected",
+                         "Loki rejected " + std::to_string(n) + " of " + std::to_string(s.sent_n) + " entries (HTTP " +
+                             std::to_string(res.status) + "), not retried: " + v.first_message);
+            paced();
+            settle(s, s.sent_n);
+            return;
         }
-        bytes += r.line.size();
-        streams[last].entries.push_back({r.ts_ns, r.line, &r.metadata});
-    }
-    const std::string body = loki::encode_push(streams, cfg_.structured_metadata);
-    for (int attempt = 0;; ++attempt) {
-        if (stop) return false;
-        const auto res = client_.push(body);
-        ++m_.pushes;
-        const auto verdict = loki::classify_push_response(res.status, res.body);
-        switch (verdict.verdict) {
-            case loki::Verdict::kAccepted:
-                m_.sent += to - from;
-                m_.sent_bytes += bytes;
-                m_.last_success_ns = realtime_ns();
-                return true;
-            case loki::Verdict::kRejected: {
-                uint64_t n = 0;
+        case loki::Verdict::kSplit:
+            if (s.sent_n <= 1) {
                 {
                     std::lock_guard<std::mutex> lk(m_.mu);
-                    for (const auto& [reason, count] : verdict.rejected) {
-                        m_.rejected[reason] += count;
-                        n += count;
-                    }
+                    m_.rejected["request_too_large"] += 1;
                 }
-                m_.sent += (to - from) - std::min<uint64_t>(n, to - from);
-                m_.last_success_ns = realtime_ns();
-                events_.emit(Severity::kWarning, "sender", "rejected",
-                             "Loki rejected " + std::to_string(n) + " of " + std::to_string(to - from) +
-                                 " entries (HTTP " + std::to_string(res.status) +
-                                 "), not retried: " + verdict.first_message);
-                return true;
+                events_.emit(Severity::kWarning, "sender", "entry_too_large",
+                             "Loki refused a single entry as too large (HTTP 413); dropped");
+                settle(s, 1);
+                return;
             }
-            case loki::Verdict::kSplit:
-                if (to - from <= 1) {
-                    {
-                        std::lock_guard<std::mutex> lk(m_.mu);
-                        m_.rejected["request_too_large"] += 1;
-                    }
-                    events_.emit(Severity::kWarning, "sender", "entry_too_large",
-                                 "Loki refused a single entry as too large (HTTP 413); dropped");
-                    return true;
-                }
-                return deliver(recs, from, from + (to - from) / 2, stop) &&
-                       deliver(recs, from + (to - from) / 2, to, stop);
-            case loki::Verdict::kAuthFailure:
-            case loki::Verdict::kRetry:
-                ++m_.retries;
-                if (attempt == 0 || attempt % 10 == 0) {
-                    const bool auth = verdict.verdict == loki::Verdict::kAuthFailure;
-                    events_.emit(auth ? Severity::kError : Severity::kWarning, "sender",
-                                 auth ? "auth_failed" : "push_failed",
-                                 std::string(auth ? "Loki refused our credentials" : "Loki push failed") + " (" +
-                                     (res.status ? "HTTP " + std::to_string(res.status) + ": " + verdict.first_message
-                                                 : res.error) +
-                                     "); retrying, data stays in the spool");
-                }
-                sleep_backoff(attempt, stop);
-                break;
+            s.cap_bytes = std::max<uint64_t>(1, s.sent_bytes / 2);
+            return;
+        case loki::Verdict::kAuthFailure:
+        case loki::Verdict::kRetry:
+            break;
+    }
+    ++m_.retries;
+    if (v.stream_rate_limit) {
+        // Per-stream rate: below it with room for the burst to refill, paced at it. Refused
+        // again after a paced wait, the burst is smaller than our piece: halve.
+        const bool repeat = s.rate_bps == v.stream_rate_limit && s.cap_bytes && s.sent_bytes <= s.cap_bytes;
+        s.rate_bps = v.stream_rate_limit;
+        m_.loki_stream_rate_limit_bytes = v.stream_rate_limit;
+        const uint64_t below = std::max<uint64_t>(1, v.stream_rate_limit * 3 / 4);
+        s.cap_bytes =
+            repeat ? std::max<uint64_t>(1, s.sent_bytes / 2) : std::min(s.cap_bytes ? s.cap_bytes : below, below);
+        if (s.sent_n == 1 && ++s.single_refusals >= 3) {
+            // One entry the stream's limit never lets in: counted, not retried forever.
+            {
+                std::lock_guard<std::mutex> lk(m_.mu);
+                m_.rejected["per_stream_rate_limit"] += 1;
+            }
+            events_.emit(Severity::kWarning, "sender", "entry_over_stream_limit",
+                         "Loki's per-stream rate limit refused one entry of " + std::to_string(s.sent_bytes) +
+                             " bytes three times; dropped: " + v.first_message);
+            s.single_refusals = 0;
+            settle(s, 1);
+            return;
+        }
+        s.next_try_ns = now + std::max<int64_t>(cfg_.min_backoff_ms * 1'000'000,
+                                                int64_t(s.sent_bytes * 1'000'000'000 / s.rate_bps));
+        return;
+    }
+    if (v.tenant_rate_limit) {
+        // The tenant's limit takes a push whole: pieces below its rate, then ordinary backoff.
+        m_.loki_tenant_rate_limit_bytes = v.tenant_rate_limit;
+        if (s.sent_bytes > v.tenant_rate_limit / 2) {
+            const uint64_t below = std::max<uint64_t>(1, v.tenant_rate_limit / 2);
+            tenant_cap_ = tenant_cap_ ? std::min(tenant_cap_, below) : below;
         }
     }
+    if (s.attempt == 0 || s.attempt % 10 == 0) {
+        const bool auth = v.verdict == loki::Verdict::kAuthFailure;
+        // Loki without a tenant says "no org id": name the setting that fixes it.
+        const bool no_tenant = res.status == 401 && v.first_message.find("no org id") != std::string::npos;
+        events_.emit(auth ? Severity::kError : Severity::kWarning, "sender", auth ? "auth_failed" : "push_failed",
+                     std::string(no_tenant ? "Loki wants a tenant: set shipper.loki.tenant (sent as X-Scope-OrgID)"
+                                 : auth    ? "Loki refused our credentials"
+                                           : "Loki push failed") +
+                         " (" +
+                         (res.status ? "HTTP " + std::to_string(res.status) + ": " + v.first_message : res.error) +
+                         "); retrying, data stays in the spool");
+    }
+    backoff(s, now);
 }
 
-bool Sender::send_batch(const std::atomic<bool>& stop) {
+// Acknowledges the spool up to the end of the last batch before which all is answered for.
+void Sender::ack_done() {
     spool::Position end;
-    if (spool_.read(batch_, 100'000, cfg_.batch_max_bytes, end) == 0) {
-        m_.oldest_pending_ns = 0;
-        return false;
+    bool any = false;
+    while (!window_.empty() && window_.front().open_pieces == 0) {
+        end = window_.front().end;
+        any = true;
+        window_.pop_front();
     }
-    busy_ = true;
-    // Batches start at the acknowledged position: the first record is the oldest waiting.
-    m_.oldest_pending_ns = batch_.front().ts_ns;
-    // Entries Loki would reject as too old forever are dropped, counted, instead of retried.
-    const int64_t oldest = realtime_ns() - cfg_.max_age_ms * 1'000'000;
-    std::vector<const spool::Record*> keep;
-    keep.reserve(batch_.size());
-    for (const auto& r : batch_) {
-        if (r.ts_ns < oldest)
-            m_.drop("too_old");
-        else
-            keep.push_back(&r);
-    }
-    const bool ok = keep.empty() || deliver(keep, 0, keep.size(), stop);
-    if (ok)
-        spool_.ack(end);
-    else
-        spool_.rewind();
-    busy_ = false;
-    return ok;
+    if (any) spool_.ack(end);
+    m_.oldest_pending_ns =
+        window_.empty() || window_.front().records.empty() ? 0 : window_.front().records.front().ts_ns;
 }
 
 void Sender::run(const std::atomic<bool>& stop) {
+    start_workers();
     while (!stop) {
-        if (!send_batch(stop)) {
+        const bool read = fill_window();
+        for (auto it = streams_.begin(); it != streams_.end();) {
+            // Forget idle streams: the map stays the size of what is pending.
+            if (!it->second.in_flight && it->second.queue.empty() && it->second.next_try_ns <= monotonic_ns() &&
+                !it->second.rate_bps)
+                it = streams_.erase(it);
+            else
+                ++it;
+        }
+        ack_done();  // batches that were all too old
+        busy_ = !window_.empty();
+        if (window_.empty() && !read) {
             for (int64_t t = 0; t < cfg_.batch_wait_ms && !stop; t += 50)
                 std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            continue;
         }
+        dispatch(monotonic_ns());
+        std::deque<Job> done;
+        {
+            std::unique_lock<std::mutex> lk(mu_);
+            done_cv_.wait_for(lk, std::chrono::milliseconds(50), [&] { return !done_.empty() || stop; });
+            done.swap(done_);
+        }
+        for (const auto& job : done) handle(job);
+        ack_done();
     }
+    stop_workers();
+    // Whatever was not answered for stays in the spool; read it again from the acknowledged point.
+    todo_.clear();
+    done_.clear();
+    window_.clear();
+    streams_.clear();
+    in_flight_ = 0;
+    spool_.rewind();
+    busy_ = false;
 }
 
 }  // namespace jobtrail::shipper

@@ -1,12 +1,21 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
 #include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "config/shipper_config.hpp"
 #include "loki/client.hpp"
+#include "loki/response.hpp"
 #include "shipper/event.hpp"
 #include "shipper/internal_events.hpp"
 #include "shipper/metrics.hpp"
@@ -14,31 +23,99 @@
 
 namespace jobtrail::shipper {
 
-// Reads batches from the spool and pushes them to Loki, acknowledging in the spool only what
-// Loki answered for: 2xx, or a 400 naming the rejected entries (counted, logged, never retried:
-// Loki stored the rest). 413 splits the batch. 429, 5xx, 401/403 and transport errors retry the
-// same bytes with capped, jittered exponential backoff, for as long as it takes.
+// Drains the spool to Loki so that Loki cannot drop a line without us knowing.
+//
+// One stream per push request: Loki 3 answers a push with the ingester's result for the last
+// stream only (an earlier stream over its rate limit is silently not stored, reply 204), so a
+// request carries exactly one stream and its answer is about every entry in it. Throughput
+// comes from up to kMaxInFlight requests in flight at once, each for a different stream, each
+// worker with its own connection.
+//
+// The spool is one FIFO. Batches read from it form a window; each batch's records are split by
+// stream into pieces queued per stream, sent in the spool's order within a stream (one request
+// in flight per stream). The spool is acknowledged up to a batch's end only when that batch and
+// every earlier one are wholly answered for, so after a kill -9 reading resumes at a point
+// before which everything is in Loki; what follows is re-sent byte-identical and Loki drops the
+// duplicates. A stream in backoff holds only its own pieces: other streams keep going through
+// later batches of the window (kWindowBatches batches, bounding memory) meanwhile.
+//
+// Answers: 2xx: all stored. 400: Loki stored the rest; the rejected entries are counted by
+// reason, never retried. 413: the piece is halved. A 429 that names a limit (tenant rate,
+// per-stream rate) shrinks that stream's pieces below it and paces the stream at the named
+// rate; a single entry over a per-stream limit it can never fit is counted rejected. 429s
+// without a limit, 5xx, 401/403 and transport errors retry with capped, jittered exponential
+// backoff, for as long as it takes.
 class Sender {
 public:
-    Sender(const config::ShipperConfig& cfg, spool::Spool& spool, Metrics& m, Events events);
+    using TransportFactory = std::function<std::unique_ptr<loki::PushTransport>()>;
+    static constexpr size_t kMaxInFlight = 4;
+    static constexpr size_t kWindowBatches = 16;
 
-    // Sends one batch if there is one; false if the spool had nothing durable to send.
-    bool send_batch(const std::atomic<bool>& stop);
+    Sender(const config::ShipperConfig& cfg, spool::Spool& spool, Metrics& m, Events events);
+    // For tests: each worker gets its own transport from `make`.
+    Sender(const config::ShipperConfig& cfg, spool::Spool& spool, Metrics& m, Events events, TransportFactory make);
+    ~Sender();
+
     // Loops until stop, waiting batch_wait between empty polls.
     void run(const std::atomic<bool>& stop);
+    // True while read records wait for Loki's answer.
     bool busy() const { return busy_; }
 
 private:
-    bool deliver(const std::vector<const spool::Record*>& recs, size_t from, size_t to, const std::atomic<bool>& stop);
-    void sleep_backoff(int attempt, const std::atomic<bool>& stop);
+    struct Batch {
+        std::vector<spool::Record> records;
+        spool::Position end;
+        size_t open_pieces = 0;  // pieces not yet answered for
+    };
+    struct Piece {
+        Batch* batch;
+        std::vector<const spool::Record*> recs;
+        size_t next = 0;  // records before it are answered for
+    };
+    struct StreamState {
+        std::deque<Piece> queue;
+        bool in_flight = false;
+        int64_t next_try_ns = 0;
+        int attempt = 0;
+        uint64_t cap_bytes = 0;  // largest request this stream may send (0: batch_max_bytes)
+        uint64_t rate_bps = 0;   // per-stream rate Loki named; pushes paced at it
+        uint64_t sent_n = 0;     // the request in flight: records and bytes
+        uint64_t sent_bytes = 0;
+        int single_refusals = 0;  // a lone entry refused by the per-stream rate limit, in a row
+    };
+    struct Job {
+        std::string stream;
+        std::string body;
+        loki::HttpResult result;
+    };
+
+    void start_workers();
+    void stop_workers();
+    void worker();
+    bool fill_window();
+    void dispatch(int64_t now);
+    void handle(const Job& job);
+    void settle(StreamState& s, size_t n);
+    void backoff(StreamState& s, int64_t now);
+    void ack_done();
 
     const config::ShipperConfig& cfg_;
     spool::Spool& spool_;
     Metrics& m_;
     Events events_;
-    loki::Client client_;
+    TransportFactory make_;
     std::atomic<bool> busy_{false};
-    std::vector<spool::Record> batch_;  // reused: its strings keep their capacity between batches
+    uint64_t tenant_cap_ = 0;  // learned from the tenant's rate limit (0: none)
+
+    std::list<Batch> window_;  // stable addresses: pieces point into it
+    std::map<std::string, StreamState, std::less<>> streams_;
+    size_t in_flight_ = 0;
+
+    std::mutex mu_;
+    std::condition_variable work_cv_, done_cv_;
+    std::deque<Job> todo_, done_;
+    bool quit_ = false;
+    std::vector<std::thread> workers_;
 };
 
 }  // namespace jobtrail::shipper

@@ -261,6 +261,52 @@ def go_time(ns):
         ("." + frac if frac else "") + " +0000 UTC"
 
 
+# Where Loki 3 takes service_name from (discover_service_name), in its order.
+SERVICE_NAME_LABELS = ["service", "app", "application", "app_name", "name", "app_kubernetes_io_name", "container",
+                       "container_name", "k8s_container_name", "component", "workload", "job", "k8s_job_name"]
+
+
+def entry_bytes(e):
+    """What Loki's rate limits count of an entry: the line and its structured metadata."""
+    _, line, sm = e
+    return len(line.encode()) + sum(len(k) + len(v) for k, v in sm.items())
+
+
+def human_kb(kb):
+    return "%dMB" % (kb // 1024) if kb >= 1024 and kb % 1024 == 0 else "%dKB" % kb
+
+
+def reason_of(text):
+    """The double's own count of why it refused an entry (for /-/stats; tests compare the
+    shipper's metrics with it)."""
+    for needle, reason in (("timestamp too old", "too_old"), ("timestamp too new", "too_new"),
+                           ("Max entry size", "line_too_long"), ("label names; limit", "label_names"),
+                           ("structured metadata", "structured_metadata"), ("label value too long", "labels"),
+                           ("label name too long", "labels")):
+        if needle in text:
+            return reason
+    return "other"
+
+
+def group_errors(errors):
+    """Loki 3's distributor: identical texts merge into 'N errors like: <text>', different texts
+    are joined by '; ' and then all get the prefix; a lone single error has none."""
+    if len(errors) == 1 and next(iter(errors.values())) == 1:
+        return next(iter(errors)) + "\n"
+    return "; ".join("%d errors like: %s" % (n, t) for t, n in errors.items()) + "\n"
+
+
+def detected_level(labels, line):
+    """Loki 3's discover_log_levels: the stream's level label, else a logfmt or JSON level field."""
+    if labels.get("level"):
+        return labels["level"]
+    m = re.search(r'(?:^|\s)level=("?)([A-Za-z]+)\1(?:\s|$)', line) or re.search(r'"level"\s*:\s*"([A-Za-z]+)"', line)
+    if not m:
+        return "unknown"
+    v = m.group(m.lastindex).lower()
+    return {"warning": "warn", "err": "error", "eror": "error", "crit": "critical", "dbg": "debug", "inf": "info"}.get(v, v)
+
+
 class Loki:
     def __init__(self, a):
         self.a = a
@@ -271,40 +317,49 @@ class Loki:
         self.streams = {}  # (tenant, labels text) -> {"labels": dict, "entries": [(ts, line, sm)], "keys": set}
         self.rate = {}
         self.stream_rate = {}
-        self.stats = {"pushes": 0, "by_status": {}, "entries_received": 0, "entries_stored": 0, "duplicates": 0}
+        self.stats = {"pushes": 0, "by_status": {}, "entries_received": 0, "entries_stored": 0, "duplicates": 0,
+                      "rejected": {}}
         self.fault = {"mode": "none"}
 
     def push(self, tenant, streams, now_ns):
+        """Loki 3.4's distributor, then its ingester (reference sections 1-6, 8): validation
+        errors are grouped; the tenant's rate covers the whole push's valid entries at once; the
+        per-stream rate covers a stream's whole share at once; the reply follows the ingester's
+        result for the *last* stream it was given, so an earlier stream's rejection goes unsaid."""
         a = self.a
-        errors, ingester_errors, total, ignored = [], [], 0, 0
-        accepted = []
-        size = sum(len(l.encode()) + sum(len(k) + len(v) for k, v in sm.items()) for _, es in streams for _, l, sm in es)
-        lines = sum(len(es) for _, es in streams)
-        bucket = self.rate.setdefault(tenant, Bucket(a.ingestion_rate_mb * 2**20, a.burst_mb * 2**20))
-        if not bucket.take(size):
-            raise PushError(429, "Ingestion rate limit exceeded for user %s (limit: %d bytes/sec) while attempting to "
-                                 "ingest '%d' lines totaling '%d' bytes, reduce log volume or contact your Loki "
-                                 "administrator to see if the limit can be increased\n"
-                                 % (tenant, a.ingestion_rate_mb * 2**20, lines, size))
+        if not streams:
+            raise PushError(422, "error at least one valid stream is required for ingestion\n")
+        errors = {}  # distributor validation texts -> count, in first-seen order
+        valid = []   # (key, labels, canon, [(ts, line, sm)])
+        total = 0
+
+        def err(text):
+            errors[text] = errors.get(text, 0) + 1
+
+        parsed = []
         for labels_text, entries in streams:
+            try:
+                pairs = parse_labels(labels_text) if labels_text.strip() not in ("", "{}") else []
+            except PushError as e:
+                raise PushError(400, "couldn't parse labels: " + e.body)  # the whole push is refused
+            parsed.append((pairs, entries))
+        for pairs, entries in parsed:
             total += len(entries)
-            pairs = [(k, v) for k, v in parse_labels(labels_text) if v != ""]
-            if not pairs:
-                raise PushError(400, "error at least one label pair is required per stream\n")
-            names = [k for k, _ in pairs]
-            canon = format_labels(dict(pairs))
-            if len(set(names)) != len(names):
-                dup = next(n for n in names if names.count(n) > 1)
-                raise PushError(400, "stream '%s' has duplicate label name: '%s'\n" % (canon, dup))
-            counted = [n for n in names if n != "service_name"]
-            if len(counted) > a.max_label_names:
-                errors.append("entry for stream '%s' has %d label names; limit %d" % (canon, len(counted), a.max_label_names))
-                ignored += len(entries)
+            labels = {k: v for k, v in pairs if v != ""}
+            if "service_name" not in labels:
+                labels["service_name"] = next((labels[n] for n in SERVICE_NAME_LABELS if n in labels),
+                                              "unknown_service")
+            canon = format_labels(labels)
+            if len(labels) - 1 > a.max_label_names:
+                err("entry for stream '%s' has %d label names; limit %d" % (canon, len(labels) - 1, a.max_label_names))
                 continue
-            too_long = [v for v in dict(pairs).values() if len(v) > a.max_label_value_len]
+            long_name = [k for k in labels if len(k) > a.max_label_name_len]
+            if long_name:
+                err("stream '%s' has label name too long: '%s'" % (canon, long_name[0]))
+                continue
+            too_long = [v for v in labels.values() if len(v) > a.max_label_value_len]
             if too_long:
-                errors.append("stream '%s' has label value too long: '%s'" % (canon, too_long[0]))
-                ignored += len(entries)
+                err("stream '%s' has label value too long: '%s'" % (canon, too_long[0]))
                 continue
             key = (tenant, canon)
             if key not in self.streams:
@@ -313,62 +368,85 @@ class Loki:
                     raise PushError(429, "Maximum active stream limit exceeded, reduce the number of active streams "
                                          "(reduce labels or reduce label values), or contact your Loki administrator "
                                          "to see if the limit can be increased\n")
+            good = []
+            oldest_ok = now_ns - a.reject_old_samples_max_age * NS
             for ts, line, sm in entries:
-                if len(line.encode()) > a.max_line_size:
-                    errors.append("Max entry size '%d' bytes exceeded for stream '%s' while adding an entry with "
-                                  "length '%d' bytes" % (a.max_line_size, canon, len(line.encode())))
-                    ignored += 1
-                elif ts < now_ns - a.reject_old_samples_max_age * NS:
-                    errors.append("entry for stream '%s' has timestamp too old: %s, oldest acceptable timestamp is: %s"
-                                  % (canon, rfc3339(ts), rfc3339(now_ns - a.reject_old_samples_max_age * NS)))
-                    ignored += 1
+                n = len(line.encode())
+                if n > a.max_line_size:
+                    err("Max entry size '%d' bytes exceeded for stream '%s' while adding an entry with length '%d' "
+                        "bytes" % (a.max_line_size, canon, n))
+                elif ts < oldest_ok:
+                    err("entry for stream '%s' has timestamp too old: %s, oldest acceptable timestamp is: %s"
+                        % (canon, rfc3339(ts), rfc3339(oldest_ok)))
                 elif ts > now_ns + a.creation_grace_period * NS:
-                    errors.append("entry for stream '%s' has timestamp too new: %s" % (canon, rfc3339(ts)))
-                    ignored += 1
+                    err("entry for stream '%s' has timestamp too new: %s" % (canon, rfc3339(ts)))
                 elif sm and not a.allow_structured_metadata:
-                    errors.append("stream '%s' includes structured metadata, but this feature is disallowed. Please "
-                                  "see `limits_config.structured_metadata` or contact your Loki administrator to "
-                                  "enable it." % canon)
-                    ignored += 1
+                    err("stream '%s' includes structured metadata, but this feature is disallowed. Please see "
+                        "`limits_config.structured_metadata` or contact your Loki administrator to enable it." % canon)
                 else:
-                    accepted.append((key, dict(pairs), canon, ts, line, sm))
-        # "Ingester": the out-of-order window, per-stream rate, dedup.
-        rate_limited = []
-        for key, labels, canon, ts, line, sm in accepted:
-            st = self.streams.setdefault(key, {"labels": labels, "entries": [], "keys": set(), "newest": 0, "order": []})
-            window = a.max_chunk_age * NS // 2
-            if st["entries"] and ts < st["newest"] - window:
-                ingester_errors.append("entry with timestamp %s ignored, reason: 'entry too far behind, entry timestamp "
-                                       "is: %s, oldest acceptable timestamp is: %s' for stream: %s,"
-                                       % (go_time(ts), rfc3339(ts), rfc3339(st["newest"] - window), canon))
-                ignored += 1
-                continue
-            sb = self.stream_rate.setdefault(key, Bucket(a.per_stream_rate_mb * 2**20, a.per_stream_burst_mb * 2**20))
-            if not sb.take(len(line.encode())):
-                rate_limited.append("entry with timestamp %s ignored, reason: 'Per stream rate limit exceeded (limit: "
-                                    "%dMB/sec) while attempting to ingest for stream '%s' totaling %dB, consider "
-                                    "splitting a stream via additional labels or contact your Loki administrator to "
-                                    "see if the limit can be increased' for stream: %s,"
-                                    % (go_time(ts), a.per_stream_rate_mb, canon, len(line.encode()), canon))
-                ignored += 1
-                continue
-            ek = (ts, line, tuple(sorted(sm.items())))
-            if ek in st["keys"]:
-                self.stats["duplicates"] += 1
-                continue
-            st["keys"].add(ek)
-            st["entries"].append((ts, line, sm))
-            # Time index (ts, arrival): queries bisect it instead of scanning the whole stream.
-            bisect.insort(st["order"], (ts, len(st["entries"]) - 1))
-            st["newest"] = max(st["newest"], ts)
-            self.stats["entries_stored"] += 1
+                    good.append((ts, line, sm))
+            if good:
+                valid.append((key, labels, canon, good))
         self.stats["entries_received"] += total
+        # Tenant rate: the whole push's valid entries at once (the invalid ones not counted).
+        size = sum(entry_bytes(e) for *_, es in valid for e in es)
+        lines = sum(len(es) for *_, es in valid)
+        bucket = self.rate.setdefault(tenant, Bucket(a.ingestion_rate_mb * 2**20, a.burst_mb * 2**20))
+        if size and not bucket.take(size):
+            self.stats["rejected"]["rate_limited"] = self.stats["rejected"].get("rate_limited", 0) + lines
+            raise PushError(429, "Ingestion rate limit exceeded for user %s (limit: %d bytes/sec) while attempting to "
+                                 "ingest '%d' lines totaling '%d' bytes, reduce log volume or contact your Loki "
+                                 "administrator to see if the limit can be increased\n"
+                                 % (tenant, a.ingestion_rate_mb * 2**20, lines, size))
+        for text, n in errors.items():
+            r = reason_of(text)
+            self.stats["rejected"][r] = self.stats["rejected"].get(r, 0) + n
+        # Ingester: each stream in push order; only the last one's result is kept.
+        last = None
+        window = a.max_chunk_age * NS // 2
+        for key, labels, canon, good in valid:
+            last = None
+            st = self.streams.get(key)
+            share = sum(entry_bytes(e) for e in good)
+            sb = self.stream_rate.setdefault(key, Bucket(a.per_stream_rate_kb * 1024, a.per_stream_burst_kb * 1024))
+            if not sb.take(share):
+                lines_ = ["entry with timestamp %s ignored, reason: 'Per stream rate limit exceeded (limit: %s/sec) "
+                          "while attempting to ingest for stream '%s' totaling %dB, consider splitting a stream via "
+                          "additional labels or contact your Loki administrator to see if the limit can be increased',"
+                          % (go_time(ts), human_kb(a.per_stream_rate_kb), canon, len(line.encode()))
+                          for ts, line, _ in good[:10]]
+                last = (429, lines_, len(good), len(good), canon)
+                self.stats["rejected"]["per_stream_rate_limit"] = \
+                    self.stats["rejected"].get("per_stream_rate_limit", 0) + len(good)
+                continue
+            if st is None:
+                st = self.streams[key] = {"labels": labels, "entries": [], "keys": set(), "newest": 0, "order": []}
+            behind = []
+            for ts, line, sm in good:
+                if st["entries"] and ts < st["newest"] - window:
+                    behind.append("entry with timestamp %s ignored, reason: 'entry too far behind, entry timestamp is: "
+                                  "%s, oldest acceptable timestamp is: %s'," % (go_time(ts), rfc3339(ts),
+                                                                               rfc3339(st["newest"] - window)))
+                    continue
+                ek = (ts, line)  # a duplicate is same stream, timestamp and line; the first metadata stays
+                if ek in st["keys"]:
+                    self.stats["duplicates"] += 1
+                    continue
+                st["keys"].add(ek)
+                st["entries"].append((ts, line, sm))
+                # Time index (ts, arrival): queries bisect it instead of scanning the whole stream.
+                bisect.insort(st["order"], (ts, len(st["entries"]) - 1))
+                st["newest"] = max(st["newest"], ts)
+                self.stats["entries_stored"] += 1
+            if behind:
+                last = (400, behind[:10], len(behind), len(good), canon)
+                self.stats["rejected"]["too_far_behind"] = self.stats["rejected"].get("too_far_behind", 0) + len(behind)
+        if last:
+            status, lines_, ignored, of, canon = last
+            raise PushError(status, "\n".join(lines_) + "\nuser '%s', total ignored: %d out of %d for stream: %s\n"
+                            % (tenant, ignored, of, canon))
         if errors:
-            raise PushError(400, "\n".join(errors + ingester_errors) + "\n")
-        if ingester_errors or rate_limited:
-            status = 429 if rate_limited and not ingester_errors else 400
-            raise PushError(status, "\n".join(ingester_errors + rate_limited) +
-                            "\ntotal ignored: %d out of %d\n" % (ignored, total))
+            raise PushError(400, group_errors(errors))
 
     def select_iter(self, tenant, query, start, end, forward=True):
         """[(labels, iterator of (ts, line, sm))] for the matching streams, each iterator in time
@@ -450,8 +528,15 @@ def make_handler(loki):
             if a.auth:
                 if not t:
                     raise PushError(401, "no org id\n")
-                if "/" in t or len(t) > 150:
-                    raise PushError(400, "invalid tenant ID\n")
+                if "|" in t:
+                    if self.path.startswith("/loki/api/v1/push"):
+                        raise PushError(400, "multiple org IDs present\n")
+                    return t  # queries may span tenants (as the CLI's federated queries do)
+                if t in (".", ".."):
+                    raise PushError(400, "tenant ID is '.' or '..'\n")
+                bad = next((c for c in t if not (c.isalnum() or c in "!-_.*'()")), None)
+                if bad:
+                    raise PushError(400, "tenant ID '%s' contains unsupported character '%s'\n" % (t, bad))
                 return t
             return "fake"
 
@@ -563,8 +648,9 @@ def make_handler(loki):
                                for (t, _), st in sorted(loki.streams.items())]
                     return self.reply(200, json.dumps(doc), "application/json")
                 if u.path == "/-/stats":
-                    with loki.lock:
-                        return self.reply(200, json.dumps(loki.stats), "application/json")
+                    with loki.lock:  # reply() takes the lock itself: not under it
+                        doc = json.dumps(loki.stats)
+                    return self.reply(200, doc, "application/json")
                 tenant = self.tenant()
                 now = time.time_ns()
                 if u.path == "/loki/api/v1/query_range":
@@ -594,6 +680,8 @@ def make_handler(loki):
                     result = {}
                     for ts, i, line, sm in flat:
                         labels = dict(found[i][0])
+                        if a.discover_log_levels:  # Loki 3 stores it as structured metadata of every entry
+                            sm = dict(sm, detected_level=sm.get("detected_level") or detected_level(labels, line))
                         key = (i, tuple(sorted(sm.items())) if not categorize else ())
                         if not categorize:
                             labels.update(sm)
@@ -637,21 +725,27 @@ def main():
     p.add_argument("--burst-mb", type=float, default=6)
     p.add_argument("--per-stream-rate-mb", type=float, default=3)
     p.add_argument("--per-stream-burst-mb", type=float, default=15)
+    p.add_argument("--per-stream-rate-kb", type=int, help="overrides --per-stream-rate-mb (Loki's 64KB and such)")
+    p.add_argument("--per-stream-burst-kb", type=int)
     p.add_argument("--max-line-size", type=int, default=256 * 1024)
     p.add_argument("--max-label-names", type=int, default=15)
     p.add_argument("--max-label-value-len", type=int, default=2048)
+    p.add_argument("--max-label-name-len", type=int, default=1024)
     p.add_argument("--max-streams", type=int, default=5000)
     p.add_argument("--reject-old-samples-max-age", type=int, default=7 * 86400, help="seconds")
     p.add_argument("--creation-grace-period", type=int, default=600, help="seconds")
-    p.add_argument("--max-chunk-age", type=int, default=7200, help="seconds; the out-of-order window is half")
+    p.add_argument("--max-chunk-age", type=int, default=7200, help="seconds; the too-far-behind window is half")
     p.add_argument("--max-entries-limit", type=int, default=5000)
     p.add_argument("--max-query-length", type=int, default=0, help="seconds; 0 = no limit (Loki's default: 721h)")
     p.add_argument("--max-query-lookback", type=int, default=0, help="seconds; 0 = no limit")
     p.add_argument("--max-recv-bytes", type=int, default=100 * 2**20)
+    p.add_argument("--no-discover-log-levels", dest="discover_log_levels", action="store_false")
     p.add_argument("--no-structured-metadata", dest="allow_structured_metadata", action="store_false")
     p.add_argument("--tls-cert", help="serve HTTPS with this certificate (PEM) ...")
     p.add_argument("--tls-key", help="... and this key")
     a = p.parse_args()
+    a.per_stream_rate_kb = a.per_stream_rate_kb or int(a.per_stream_rate_mb * 1024)
+    a.per_stream_burst_kb = a.per_stream_burst_kb or int(a.per_stream_burst_mb * 1024)
     loki = Loki(a)
     srv = ThreadingHTTPServer(("127.0.0.1", a.port), make_handler(loki))
     srv.daemon_threads = True

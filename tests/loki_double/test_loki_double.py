@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""The Loki test double answers like the real Loki in ../shared/reference/loki-observed-responses.md."""
+"""The Loki test double answers like the real Loki 3.4 in ../shared/reference/loki3-observed-responses.md
+(section numbers below are that file's)."""
 import gzip, json, os, subprocess, sys, tempfile, time, unittest, urllib.error, urllib.parse, urllib.request
 
 import snappy
@@ -119,7 +120,7 @@ class DoubleTest(unittest.TestCase):
         st, _ = self.d.push_proto([('{job="kmsg", node="n1"}', [(self.now, "NVRM: Xid 79", {"xid": "79"})])])
         self.assertEqual(st, 204)
         store = json.loads(self.d.req("GET", "/-/store")[1])
-        self.assertEqual(store[0]["labels"], {"job": "kmsg", "node": "n1"})
+        self.assertEqual(store[0]["labels"], {"job": "kmsg", "node": "n1", "service_name": "kmsg"})
         self.assertEqual(store[0]["entries"], [[str(self.now), "NVRM: Xid 79", {"xid": "79"}]])
         doc = json.loads(self.d.query('{job="kmsg"} | xid="79"')[1])
         self.assertEqual(doc["data"]["result"][0]["stream"]["xid"], "79")  # merged without categorize-labels
@@ -137,8 +138,9 @@ class DoubleTest(unittest.TestCase):
         self.d.push_json([({"job": "w"}, [[str(self.now), "new"]])])
         st, body = self.d.push_json([({"job": "w"}, [[str(self.now - 2 * 3600 * NS), "old"]])])
         self.assertEqual(st, 400)
-        self.assertIn("ignored, reason: 'entry too far behind", body)
-        self.assertTrue(body.endswith("total ignored: 1 out of 1\n"))
+        self.assertIn("ignored, reason: 'entry too far behind, entry timestamp is: ", body)
+        self.assertTrue(body.endswith("',\nuser 'fake', total ignored: 1 out of 1 for stream: "
+                                      '{job="w", service_name="w"}\n'), body)
 
     def test_partial_acceptance_on_400(self):
         st, body = self.d.push_json([({"job": "old"}, [[str(self.now - 200 * 3600 * NS), "too old"], [str(self.now), "fresh"]])])
@@ -150,11 +152,12 @@ class DoubleTest(unittest.TestCase):
     def test_limits_and_label_validation(self):
         st, body = self.d.push_json([({"job": "long"}, [[str(self.now), "x" * 300 * 1024]])])
         self.assertEqual(st, 400)
-        self.assertIn("Max entry size '262144' bytes exceeded for stream '{job=\"long\"}'", body)
+        self.assertIn("Max entry size '262144' bytes exceeded for stream '{job=\"long\", service_name=\"long\"}'", body)
         st, body = self.d.push_proto([('{bad-name="v"}', [(self.now, "x", {})])])
-        self.assertEqual((st, body), (400, "1:5: parse error: unexpected character inside braces: '-'\n"))
-        st, body = self.d.push_proto([("{}", [(self.now, "x", {})])])
-        self.assertEqual((st, body), (400, "error at least one label pair is required per stream\n"))
+        self.assertEqual((st, body), (400, "couldn't parse labels: 1:5: parse error: unexpected character inside "
+                                           "braces: '-'\n"))
+        st, body = self.d.push_proto([("{}", [(self.now, "x", {})])])  # §8: Loki 3 stores it
+        self.assertEqual((st, body), (204, ""))
         labels = {"l%d" % i: "v" for i in range(16)}
         st, body = self.d.push_json([(labels, [[str(self.now), "x"]])])
         self.assertIn("has 16 label names; limit 15", body)
@@ -179,7 +182,7 @@ class DoubleTest(unittest.TestCase):
         self.assertEqual((st, body), (400, "max entries limit per query exceeded, limit > max_entries_limit_per_query (5001 > 5000)\n"))
         st, body = self.d.req("GET", "/loki/api/v1/series?" + urllib.parse.urlencode({"match[]": '{job=~"a|b"}'}))
         self.assertEqual(len(json.loads(body)["data"]), 2)
-        self.assertEqual(json.loads(self.d.req("GET", "/loki/api/v1/labels")[1])["data"], ["job", "node"])
+        self.assertEqual(json.loads(self.d.req("GET", "/loki/api/v1/labels")[1])["data"], ["job", "node", "service_name"])
         self.assertEqual(json.loads(self.d.req("GET", "/loki/api/v1/label/node/values")[1])["data"], ["n1", "n2"])
 
     def test_faults(self):
@@ -194,7 +197,12 @@ class AuthAndRateTest(unittest.TestCase):
         try:
             now = time.time_ns()
             self.assertEqual(d.push_json([({"job": "t"}, [[str(now), "x"]])]), (401, "no org id\n"))
-            self.assertEqual(d.push_json([({"job": "t"}, [[str(now), "x"]])], {"X-Scope-OrgID": "a/b"}), (400, "invalid tenant ID\n"))
+            self.assertEqual(d.push_json([({"job": "t"}, [[str(now), "x"]])], {"X-Scope-OrgID": "a/b"}),
+                             (400, "tenant ID 'a/b' contains unsupported character '/'\n"))
+            self.assertEqual(d.push_json([({"job": "t"}, [[str(now), "x"]])], {"X-Scope-OrgID": ".."}),
+                             (400, "tenant ID is '.' or '..'\n"))
+            self.assertEqual(d.push_json([({"job": "t"}, [[str(now), "x"]])], {"X-Scope-OrgID": "t1|t2"}),
+                             (400, "multiple org IDs present\n"))
             self.assertEqual(d.push_json([({"job": "t"}, [[str(now), "x"]])], {"X-Scope-OrgID": "t1"})[0], 204)
         finally:
             d.close()
@@ -208,6 +216,163 @@ class AuthAndRateTest(unittest.TestCase):
             self.assertEqual(st, 429)
             self.assertTrue(body.startswith("Ingestion rate limit exceeded for user fake (limit: 1048576 bytes/sec)"))
             self.assertEqual(json.loads(d.req("GET", "/-/store")[1]), [])
+        finally:
+            d.close()
+
+
+def stored(d):
+    return {s["labels"].get("s", ""): [e[1] for e in s["entries"]] for s in json.loads(d.req("GET", "/-/store")[1])}
+
+
+class Loki3Reference(unittest.TestCase):
+    """Probe by probe, what the reference file says a real Loki 3.4.6 answered."""
+
+    def test_s1_only_the_last_streams_ingester_error_is_answered(self):
+        d = Double("--per-stream-rate-kb", "64", "--per-stream-burst-kb", "64")  # "perstream"
+        try:
+            now = time.time_ns()
+            A = lambda name: ({"s": name}, [[str(now + i), "a" * 1000] for i in range(100)])
+            B = lambda name: ({"s": name}, [[str(now), "short"]])
+            self.assertEqual(d.push_json([A("a1"), B("b1")]), (204, ""))  # A lost, unsaid
+            st, body = d.push_json([B("b2"), A("a2")])
+            self.assertEqual(st, 429)
+            lines = body.split("\n")
+            self.assertEqual(len(lines), 12)  # 10 entry lines, the trailer, the final ''
+            self.assertTrue(lines[0].startswith("entry with timestamp "), lines[0])
+            self.assertIn("ignored, reason: 'Per stream rate limit exceeded (limit: 64KB/sec) while attempting to "
+                          "ingest for stream '{s=\"a2\", service_name=\"unknown_service\"}' totaling 1000B, consider "
+                          "splitting a stream via additional labels", lines[0])
+            self.assertTrue(lines[0].endswith("limit can be increased',"), lines[0])
+            self.assertEqual(lines[10], "user 'fake', total ignored: 100 out of 100 for stream: "
+                                        '{s="a2", service_name="unknown_service"}')
+            self.assertEqual(d.push_json([B("b3"), A("a3"), B("c3")]), (204, ""))
+            got = stored(d)
+            self.assertEqual(sorted(got), ["b1", "b2", "b3", "c3"])  # no A stream stored at all
+            # 40 x 1000 B fits the 64 KB burst once; the same again at once is refused whole.
+            forty = ({"s": "f"}, [[str(now + i), "f" * 1000] for i in range(40)])
+            self.assertEqual(d.push_json([forty])[0], 204)
+            forty2 = ({"s": "f"}, [[str(now + 100 + i), "f" * 1000] for i in range(40)])
+            st, body = d.push_json([forty2])
+            self.assertEqual(st, 429)
+            self.assertTrue(body.endswith("total ignored: 40 out of 40 for stream: "
+                                          '{s="f", service_name="unknown_service"}\n'))
+            self.assertEqual(len(stored(d)["f"]), 40)
+        finally:
+            d.close()
+
+    def test_s1_a_validation_error_shows_only_when_the_last_stream_was_accepted(self):
+        d = Double("--per-stream-rate-kb", "64", "--per-stream-burst-kb", "64")
+        try:
+            now = time.time_ns()
+            L = ({"s": "L"}, [[str(now), "l" * 300000], [str(now + 1), "short"]])
+            A = ({"s": "A"}, [[str(now + i), "a" * 1000] for i in range(100)])
+            st, body = d.push_json([L, A])
+            self.assertEqual(st, 429)
+            self.assertNotIn("Max entry size", body)
+            L2 = ({"s": "L2"}, [[str(now), "l" * 300000], [str(now + 1), "short"]])
+            A2 = ({"s": "A2"}, [[str(now + i), "a" * 1000] for i in range(100)])
+            st, body = d.push_json([A2, L2])
+            self.assertEqual((st, body), (400, "Max entry size '262144' bytes exceeded for stream "
+                                               "'{s=\"L2\", service_name=\"unknown_service\"}' while adding an entry "
+                                               "with length '300000' bytes\n"))
+            self.assertEqual(stored(d), {"L": ["short"], "L2": ["short"]})
+        finally:
+            d.close()
+
+    def test_s2_tenant_rate_covers_the_whole_push_and_leaves_out_invalid_lines(self):
+        d = Double("--ingestion-rate-mb", "1", "--burst-mb", "2", "--max-line-size", "2048")  # "strict"
+        try:
+            now = time.time_ns()
+            streams = [({"s": "s%d" % k}, [[str(now + i), "x" * 1000] for i in range(500)]) for k in range(5)]
+            streams[0][1].append([str(now + 999), "y" * 3000])
+            st, body = d.push_json(streams)
+            self.assertEqual((st, body), (429, "Ingestion rate limit exceeded for user fake (limit: 1048576 bytes/sec) "
+                                               "while attempting to ingest '2500' lines totaling '2500000' bytes, "
+                                               "reduce log volume or contact your Loki administrator to see if the "
+                                               "limit can be increased\n"))
+            self.assertEqual(stored(d), {})
+            one = [({"s": "p1"}, [[str(now + i), "x" * 1000] for i in range(1500)])]
+            self.assertEqual(d.push_json(one)[0], 204)
+            two = [({"s": "p2"}, [[str(now + i), "x" * 1000] for i in range(1500)])]
+            self.assertEqual(d.push_json(two)[0], 429)
+        finally:
+            d.close()
+
+    def test_s3_s4_validation_errors_are_grouped(self):
+        d = Double("--max-line-size", "2048", "--reject-old-samples-max-age", "3600")
+        try:
+            now = time.time_ns()
+            lab = '{probe="p3", service_name="unknown_service"}'
+            st, body = d.push_json([({"probe": "p3"}, [[str(now + i), "y" * (3000 if i % 2 else 10)] for i in range(13)])])
+            self.assertEqual((st, body), (400, "6 errors like: Max entry size '2048' bytes exceeded for stream '%s' "
+                                               "while adding an entry with length '3000' bytes\n" % lab))
+            self.assertEqual(len(stored(d)[""]), 7)
+            st, body = d.push_json([({"probe": "p3"}, [[str(now + 100), "y" * 2100], [str(now + 101), "y" * 2101]])])
+            self.assertEqual(st, 400)
+            self.assertEqual(sorted(body.rstrip("\n").split("; ")),
+                             ["1 errors like: Max entry size '2048' bytes exceeded for stream '%s' while adding an "
+                              "entry with length '%d' bytes" % (lab, n) for n in (2100, 2101)])
+            old = now - 2 * 3600 * NS
+            old -= old % NS
+            st, body = d.push_json([({"probe": "p3"}, [[str(old + i), "old %d" % i] for i in range(100)] +
+                                     [[str(now + 200), "fresh"]])])
+            self.assertEqual(st, 400)
+            self.assertTrue(body.startswith("100 errors like: entry for stream '%s' has timestamp too old: " % lab))
+            self.assertEqual(body.count("errors like"), 1)
+        finally:
+            d.close()
+
+    def test_s5_too_far_behind_lists_ten_entries_and_counts_all(self):
+        d = Double()
+        try:
+            now = time.time_ns()
+            self.assertEqual(d.push_json([({"probe": "p5"}, [[str(now), "newest"]])])[0], 204)
+            behind = [[str(now - 2 * 3600 * NS + i * NS), "old %d" % i] for i in range(30)]
+            st, body = d.push_json([({"probe": "p5"}, behind + [[str(now + i), "ok %d" % i] for i in range(3)])])
+            self.assertEqual(st, 400)
+            lines = body.split("\n")
+            self.assertEqual(len(lines), 12)
+            self.assertTrue(all("entry too far behind, entry timestamp is: " in l for l in lines[:10]))
+            self.assertEqual(lines[10], "user 'fake', total ignored: 30 out of 33 for stream: "
+                                        '{probe="p5", service_name="unknown_service"}')
+            self.assertEqual(stored(d)[""], ["newest", "ok 0", "ok 1", "ok 2"])
+            # Another stream after it answers for the push: S's rejection goes unsaid.
+            st, body = d.push_json([({"probe": "p5"}, [[str(now - 3 * 3600 * NS), "unsaid"]]),
+                                    ({"probe": "p5b"}, [[str(now), "fresh"]])])
+            self.assertEqual((st, body), (204, ""))
+        finally:
+            d.close()
+
+    def test_s6_duplicates_keep_the_first(self):
+        d = Double()
+        try:
+            t = str(time.time_ns())
+            self.assertEqual(d.push_json([({"s": "d"}, [[t, "x1"], [t, "x2"], [t, "x1"]])])[0], 204)
+            self.assertEqual(d.push_json([({"s": "d"}, [[t, "x1", {"k": "2"}]])])[0], 204)
+            self.assertEqual(stored(d)["d"], ["x1", "x2"])
+            store = json.loads(d.req("GET", "/-/store")[1])
+            self.assertEqual(store[0]["entries"][0][2], {})
+        finally:
+            d.close()
+
+    def test_s8_s9_labels_loki_adds(self):
+        d = Double()
+        try:
+            now = time.time_ns()
+            self.assertEqual(d.push_json([({"job": "smjob"}, [[str(now), "level=error msg=boom"], [str(now + 1), "plain"]]),
+                                          ({"foo": "bar"}, [[str(now), '{"level":"info","msg":"json line"}']]),
+                                          ({"level": "debug", "foo": "lvl"}, [[str(now), "level=error but label"]]),
+                                          ({"job": ""}, [[str(now), "empty"]])])[0], 204)
+            doc = json.loads(d.query('{service_name=~".+"}', direction="forward")[1])
+            got = {r["values"][0][1]: r["stream"] for r in doc["data"]["result"]}
+            self.assertEqual(got["level=error msg=boom"], {"job": "smjob", "service_name": "smjob",
+                                                           "detected_level": "error"})
+            self.assertEqual(got["plain"]["detected_level"], "unknown")
+            self.assertEqual(got['{"level":"info","msg":"json line"}']["detected_level"], "info")
+            self.assertEqual(got['{"level":"info","msg":"json line"}']["service_name"], "unknown_service")
+            self.assertEqual(got["level=error but label"]["detected_level"], "debug")
+            self.assertEqual(got["empty"], {"service_name": "unknown_service", "detected_level": "unknown"})
+            self.assertEqual(d.push_json([]), (422, "error at least one valid stream is required for ingestion\n"))
         finally:
             d.close()
 

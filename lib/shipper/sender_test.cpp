@@ -1,0 +1,266 @@
+#include "shipper/sender.hpp"
+
+#include <snappy.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "common/time.hpp"
+#include "kmsgfs_mount.hpp"
+#include "push.pb.h"
+
+using namespace jobtrail;
+using jobtrail::loki::HttpResult;
+
+namespace {
+
+// One request as Loki would read it (decoded with libprotobuf, not with our encoder).
+struct Request {
+    std::vector<std::string> streams;
+    std::vector<std::string> lines;
+    uint64_t bytes = 0;  // line bytes
+};
+
+Request decode(std::string_view body) {
+    std::string raw;
+    REQUIRE(snappy::Uncompress(body.data(), body.size(), &raw));
+    logproto::PushRequest pr;
+    REQUIRE(pr.ParseFromString(raw));
+    Request r;
+    for (const auto& s : pr.streams()) {
+        r.streams.push_back(s.labels());
+        for (const auto& e : s.entries()) {
+            r.lines.push_back(e.line());
+            r.bytes += e.line().size();
+        }
+    }
+    return r;
+}
+
+// Loki, scripted: `answer` sees each request and says what Loki replies.
+struct Script {
+    std::mutex mu;
+    std::function<HttpResult(const Request&)> answer;
+    std::vector<Request> seen;
+    std::vector<std::string> stored;  // lines of the requests answered 2xx
+};
+
+class ScriptedTransport : public loki::PushTransport {
+public:
+    explicit ScriptedTransport(Script& s) : s_(s) {}
+    HttpResult push(std::string_view body) override {
+        const Request r = decode(body);
+        std::lock_guard<std::mutex> lk(s_.mu);
+        s_.seen.push_back(r);
+        HttpResult res = s_.answer(r);
+        if (res.status / 100 == 2) s_.stored.insert(s_.stored.end(), r.lines.begin(), r.lines.end());
+        return res;
+    }
+
+private:
+    Script& s_;
+};
+
+struct Rig {
+    test::TempDir dir;
+    spool::Spool spool;
+    config::ShipperConfig cfg = config::default_shipper_config();
+    shipper::Metrics m;
+    Script script;
+    std::vector<std::string> log;
+    std::mutex log_mu;
+    std::unique_ptr<shipper::Sender> sender;
+    std::atomic<bool> stop{false};
+    std::thread thread;
+
+    Rig() {
+        std::string err;
+        REQUIRE(spool.open({dir.path() + "/spool"}, err));
+        cfg.min_backoff_ms = 10;
+        cfg.max_backoff_ms = 100;
+        cfg.batch_wait_ms = 20;
+        cfg.batch_max_bytes = 256 << 10;
+    }
+    ~Rig() {
+        stop = true;
+        if (thread.joinable()) thread.join();
+    }
+    void add(const std::string& stream, const std::string& line, int64_t ts) {
+        REQUIRE(spool.append(spool::Record{ts, stream, line, {}}) == spool::Spool::Append::kOk);
+    }
+    void start() {
+        REQUIRE(spool.sync());
+        sender = std::make_unique<shipper::Sender>(
+            cfg, spool, m, shipper::Events([this](const shipper::InternalEvent& e) {
+                std::lock_guard<std::mutex> lk(log_mu);
+                log.push_back(std::string(shipper::severity_name(e.severity)) + ": " + e.message);
+            }),
+            [this] { return std::make_unique<ScriptedTransport>(script); });
+        thread = std::thread([this] { sender->run(stop); });
+    }
+    // Waits (up to a minute: a bound on a hang, not a performance figure) for pred.
+    bool wait_for(const std::function<bool()>& pred) {
+        for (int i = 0; i < 6000; ++i) {
+            {
+                std::lock_guard<std::mutex> lk(script.mu);
+                if (pred()) return true;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        return false;
+    }
+    size_t stored_with(std::string_view prefix) {
+        std::lock_guard<std::mutex> lk(script.mu);
+        return stored_with_locked(prefix);
+    }
+    size_t stored_with_locked(std::string_view prefix) {
+        return static_cast<size_t>(std::count_if(script.stored.begin(), script.stored.end(),
+                                                 [&](const std::string& l) { return l.rfind(prefix, 0) == 0; }));
+    }
+};
+
+const std::string kA = "{job=\"a\", service_name=\"a\"}";
+const std::string kB = "{job=\"b\", service_name=\"b\"}";
+
+HttpResult ok() {
+    return {204, "", "", false};
+}
+
+// Loki 3.4's per-stream 429 for the first entry lines of a request (reference §1).
+HttpResult per_stream_429(const Request& r) {
+    std::string body;
+    for (size_t i = 0; i < std::min<size_t>(10, r.lines.size()); ++i)
+        body +=
+            "entry with timestamp 2026-12-01 08:23:14.337153088 +0000 UTC ignored, reason: 'Per stream rate limit "
+            "exceeded (limit: 64KB/sec) while attempting to ingest for stream '" +
+            r.streams[0] +
+            "' totaling 1000B, consider splitting a stream via additional labels or contact your Loki "
+            "administrator to see if the limit can be increased',\n";
+    body += "user 'fake', total ignored: " + std::to_string(r.lines.size()) + " out of " +
+            std::to_string(r.lines.size()) + " for stream: " + r.streams[0] + "\n";
+    return {429, body, "", false};
+}
+
+}  // namespace
+
+TEST_CASE("sender: each push carries one stream, and everything is acknowledged", "[loki][sender]") {
+    Rig rig;
+    const int64_t t = realtime_ns();
+    for (int i = 0; i < 300; ++i) rig.add(i % 3 ? kA : kB, "line " + std::to_string(i), t + i);
+    rig.script.answer = [](const Request&) { return ok(); };
+    rig.start();
+    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 300; }));
+    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+    std::lock_guard<std::mutex> lk(rig.script.mu);
+    for (const auto& r : rig.script.seen) CHECK(r.streams.size() == 1);
+    CHECK(rig.m.sent == 300);
+}
+
+TEST_CASE("sender: a per-stream 429 splits that stream below the named limit; the other stream is not held",
+          "[loki][sender]") {
+    Rig rig;
+    const int64_t t = realtime_ns();
+    // A: 100 KB at once, over a 64 KB burst; B: a trickle written after it.
+    for (int i = 0; i < 100; ++i) rig.add(kA, "a " + std::to_string(i) + " " + std::string(1000, 'a'), t + i);
+    for (int i = 0; i < 5; ++i) rig.add(kB, "b " + std::to_string(i), t + 200 + i);
+    rig.script.answer = [](const Request& r) {
+        if (r.streams[0] == kA && r.bytes > 64 * 1024) return per_stream_429(r);
+        return ok();
+    };
+    rig.start();
+    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 105; }));
+    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+    std::lock_guard<std::mutex> lk(rig.script.mu);
+    CHECK(rig.m.loki_stream_rate_limit_bytes == 64 * 1024);
+    CHECK(rig.m.sent == 105);
+    // B's lines were stored before A's last (A was still being paced).
+    const auto last_a = std::find_if(rig.script.stored.rbegin(), rig.script.stored.rend(),
+                                     [](const std::string& l) { return l.rfind("a ", 0) == 0; });
+    const auto first_b = std::find(rig.script.stored.begin(), rig.script.stored.end(), "b 0");
+    CHECK(first_b - rig.script.stored.begin() < rig.script.stored.rend() - last_a - 1);
+    std::lock_guard<std::mutex> lk2(rig.m.mu);
+    CHECK(rig.m.rejected.empty());
+}
+
+TEST_CASE("sender: a 429 for the tenant's whole push splits the batch below the named rate", "[loki][sender]") {
+    Rig rig;
+    rig.cfg.batch_max_bytes = 1 << 20;
+    const int64_t t = realtime_ns();
+    for (int i = 0; i < 400; ++i) rig.add(kA, std::to_string(i) + std::string(1000, 'x'), t + i);
+    rig.script.answer = [](const Request& r) -> HttpResult {
+        if (r.bytes > 200'000)
+            return {
+                429,
+                "Ingestion rate limit exceeded for user fake (limit: 262144 bytes/sec) while attempting to ingest '" +
+                    std::to_string(r.lines.size()) + "' lines totaling '" + std::to_string(r.bytes) +
+                    "' bytes, reduce log volume or contact your Loki administrator to see if the limit can be "
+                    "increased\n",
+                "", false};
+        return ok();
+    };
+    rig.start();
+    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 400; }));
+    CHECK(rig.m.loki_tenant_rate_limit_bytes == 262144);
+    CHECK(rig.m.sent == 400);
+}
+
+TEST_CASE("sender: Loki 3 grouped and capped bodies are counted entry by entry", "[loki][sender]") {
+    Rig rig;
+    const int64_t t = realtime_ns();
+    // 13 entries, 6 of them 3000 B (reference §3), in stream A; 33 in stream B, 30 of them too
+    // far behind (reference §5: 10 listed, then the trailer).
+    for (int i = 0; i < 13; ++i) rig.add(kA, i % 2 ? std::string(3000, 'L') : "short " + std::to_string(i), t + i);
+    for (int i = 0; i < 33; ++i) rig.add(kB, "b " + std::to_string(i), t + 100 + i);
+    rig.script.answer = [](const Request& r) -> HttpResult {
+        if (r.streams[0] == kA)
+            return {400,
+                    "6 errors like: Max entry size '2048' bytes exceeded for stream '" + r.streams[0] +
+                        "' while adding an entry with length '3000' bytes\n",
+                    "", false};
+        std::string body;
+        for (int i = 0; i < 10; ++i)
+            body +=
+                "entry with timestamp 2026-12-01 06:24:01.635651333 +0000 UTC ignored, reason: 'entry too far "
+                "behind, entry timestamp is: 2026-12-01T06:24:01Z, oldest acceptable timestamp is: "
+                "2026-12-01T07:24:01Z',\n";
+        return {400, body + "user 'fake', total ignored: 30 out of 33 for stream: " + r.streams[0] + "\n", "", false};
+    };
+    rig.start();
+    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+    CHECK(rig.m.sent == 7 + 3);
+    uint64_t short_bytes = 0;
+    for (int i = 0; i < 13; i += 2) short_bytes += ("short " + std::to_string(i)).size();
+    // B's accepted three: the average of its 33 equal-sized lines (2 B of "b N" and "b NN").
+    const uint64_t b_bytes = [] {
+        uint64_t n = 0;
+        for (int i = 0; i < 33; ++i) n += ("b " + std::to_string(i)).size();
+        return n;
+    }();
+    CHECK(rig.m.sent_bytes == short_bytes + b_bytes - b_bytes * 30 / 33);
+    std::lock_guard<std::mutex> lk(rig.m.mu);
+    CHECK(rig.m.rejected["line_too_long"] == 6);
+    CHECK(rig.m.rejected["too_far_behind"] == 30);
+}
+
+TEST_CASE("sender: the spool is acknowledged only up to the first record not answered for", "[loki][sender]") {
+    Rig rig;
+    rig.cfg.batch_max_bytes = 4096;  // several batches: B's later ones go while A's first waits
+    const int64_t t = realtime_ns();
+    rig.add(kA, "a first", t);
+    for (int i = 0; i < 200; ++i) rig.add(kB, "b " + std::to_string(i) + std::string(100, 'b'), t + 1 + i);
+    std::atomic<bool> loki_up_for_a{false};
+    rig.script.answer = [&](const Request& r) -> HttpResult {
+        if (r.streams[0] == kA && !loki_up_for_a) return {503, "at least 1 live replicas required\n", "", false};
+        return ok();
+    };
+    rig.start();
+    REQUIRE(rig.wait_for([&] { return rig.stored_with_locked("b ") == 200; }));
+    CHECK(rig.spool.pending_bytes() > 0);  // A's record, and so everything after it, not acknowledged
+    CHECK(rig.spool.acked() == spool::Position{1, 0});
+    loki_up_for_a = true;
+    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+    CHECK(rig.stored_with("a ") == 1);
+}
