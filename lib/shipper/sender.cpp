@@ -20,7 +20,7 @@ uint64_t record_bytes(const spool::Record& r) {
 }  // namespace
 
 Sender::Sender(const config::ShipperConfig& cfg, spool::Spool& spool, Metrics& m, Events events)
-    : Sender(cfg, spool, m, log, nullptr) {
+    : Sender(cfg, spool, m, std::move(events), nullptr) {
     auto once = std::make_shared<std::once_flag>();
     make_ = [this, once]() -> std::unique_ptr<loki::PushTransport> {
         auto c = std::make_unique<loki::Client>(config::loki_endpoint(cfg_));
