@@ -44,7 +44,7 @@ namespace {
 // Ranges of the numeric keys (etc/jobtrail.yaml states them). Durations become nanosecond
 // deadlines and sizes are cut into, so each key has a floor below which the code misbehaves
 // (a 10-byte line cap underflows) and a ceiling past which it is a typo (a 106752d timeout).
-constexpr int64_t kMs = 1, kSec = 1'000, kMin = 60'000, kHour = 3'600'000, kDay = 86'400'000;
+constexpr int64_t kMs = 1, kSec = 1'000, kMin = 60'000, kDay = 86'400'000;
 constexpr uint64_t kKiB = 1ULL << 10, kMiB = 1ULL << 20, kGiB = 1ULL << 30;
 constexpr int64_t kTimeoutMin = 100 * kMs, kTimeoutMax = 30 * kDay;  // scripts, probes
 // A line cap under 1KiB leaves no room for the truncation marker; over 16MiB is no cap.
