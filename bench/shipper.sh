@@ -31,7 +31,7 @@ collector: {state_dir: $2, run_dir: $W/run}
 shipper:
   loki: {url: "http://127.0.0.1:$(cat "$W/port")"}
   spool: {fsync: $3}
-  metrics: "127.0.0.1:0"
+  metrics: ""
   sources:
     kmsg: false
     files:

@@ -2,8 +2,10 @@
 
 #include <strings.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <string_view>
 
 #include "node/env.hpp"
 #include "node/nccl_file.hpp"
@@ -104,6 +106,24 @@ bool parse_level(const char* s, Level& out) {
     return false;
 }
 
+std::string log_value(std::string_view v) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string out;
+    const size_t n = std::min(v.size(), kLogValueMax);
+    for (size_t i = 0; i < n; ++i) {
+        const auto c = static_cast<unsigned char>(v[i]);
+        if (c < 0x20 || c >= 0x7f || c == '\\') {
+            out += "\\x";
+            out += kHex[c >> 4];
+            out += kHex[c & 15];
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+    if (v.size() > n) out += "...(" + std::to_string(v.size()) + " bytes)";
+    return out;
+}
+
 bool parse_args(int ac, const char* const* av, PluginConfig& cfg, char* err, size_t errlen) {
     bool ok = true;
     auto fail = [&](const std::string& msg) {
@@ -114,7 +134,7 @@ bool parse_args(int ac, const char* const* av, PluginConfig& cfg, char* err, siz
         const char* arg = av[i];
         const char* eq = std::strchr(arg, '=');
         if (!eq) {
-            fail(std::string("plugstack argument '") + arg + "' is not key=value");
+            fail("plugstack argument '" + log_value(arg) + "' is not key=value");
             continue;
         }
         const std::string key(arg, static_cast<size_t>(eq - arg));
@@ -122,7 +142,7 @@ bool parse_args(int ac, const char* const* av, PluginConfig& cfg, char* err, siz
         Level lvl;
         if (key == "nccl_debug" || key == "trace_level" || key == "max_level") {
             if (!parse_level(v, lvl) || (key != "nccl_debug" && lvl < Level::kWarn)) {
-                fail("bad value '" + std::string(v) + "' for " + key +
+                fail("bad value '" + log_value(v) + "' for " + key +
                      (key == "nccl_debug" ? " (expected VERSION, WARN, INFO, TRACE or off)"
                                           : " (expected WARN, INFO or TRACE)"));
                 continue;
@@ -131,10 +151,10 @@ bool parse_args(int ac, const char* const* av, PluginConfig& cfg, char* err, siz
         } else if (key == "trace_subsys") {
             std::string bad;
             if (!valid_subsys(v, bad) || !copy(cfg.trace_subsys, sizeof cfg.trace_subsys, v))
-                fail("bad value for trace_subsys: unknown NCCL subsystem '" + bad + "'");
+                fail("bad value for trace_subsys: unknown NCCL subsystem '" + log_value(bad) + "'");
         } else if (key == "nccl_dir" || key == "run_dir") {
             if (v[0] != '/') {
-                fail("bad value '" + std::string(v) + "' for " + key + " (expected an absolute path)");
+                fail("bad value '" + log_value(v) + "' for " + key + " (expected an absolute path)");
                 continue;
             }
             char* dst = key == "nccl_dir" ? cfg.nccl_dir : cfg.run_dir;
@@ -147,13 +167,13 @@ bool parse_args(int ac, const char* const* av, PluginConfig& cfg, char* err, siz
             else if (strcasecmp(v, "override") == 0)
                 cfg.user_env = UserEnv::kOverride;
             else
-                fail("bad value '" + std::string(v) + "' for user_env (expected respect, cap or override)");
+                fail("bad value '" + log_value(v) + "' for user_env (expected respect, cap or override)");
         } else if (key == "timestamps") {
             if (!parse_bool(v, cfg.timestamps))
-                fail("bad value '" + std::string(v) + "' for timestamps (expected yes or no)");
+                fail("bad value '" + log_value(v) + "' for timestamps (expected yes or no)");
         } else {
             fail(
-                "unknown plugstack key '" + key +
+                "unknown plugstack key '" + log_value(key) +
                 "' (known: nccl_debug, trace_level, max_level, trace_subsys, nccl_dir, run_dir, user_env, timestamps)");
         }
     }
@@ -180,7 +200,7 @@ bool parse_trace(const char* optarg, const PluginConfig& cfg, TraceRequest& out,
         std::snprintf(
             err, errlen,
             "invalid --trace-capture level '%s'; allowed: %s, optionally with :SUBSYS,... (e.g. INFO:NET,COLL)",
-            lvl.c_str(), allowed_levels(cfg.max_level).c_str());
+            log_value(lvl).c_str(), allowed_levels(cfg.max_level).c_str());
         return false;
     }
     if (l > cfg.max_level) {
@@ -196,7 +216,7 @@ bool parse_trace(const char* optarg, const PluginConfig& cfg, TraceRequest& out,
             std::snprintf(err, errlen,
                           "invalid NCCL subsystem '%s' in --trace-capture; known: INIT, COLL, P2P, SHM, NET, "
                           "GRAPH, TUNING, ENV, ALLOC, CALL, PROXY, NVLS, BOOTSTRAP, REG, PROFILE, RAS, ALL",
-                          bad.c_str());
+                          log_value(bad).c_str());
             return false;
         }
     }

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -47,6 +48,12 @@ struct TraceRequest {
     Level level;
     char subsys[kSubsysMax];  // empty: the site's trace_subsys
 };
+
+// A user's value as it may appear in slurmd's log: control characters, backslashes and bytes
+// past ASCII as \xNN (a newline cannot forge a log line), at most kLogValueMax bytes of it, then
+// "...(N bytes)". Every message carrying a user value goes through it.
+inline constexpr size_t kLogValueMax = 64;
+std::string log_value(std::string_view v);
 
 // Validates a --trace-capture value: empty/null = the site's trace_level; else
 // LEVEL[:SUBSYS,...] with LEVEL one of WARN, INFO, TRACE up to max_level and NCCL subsystem

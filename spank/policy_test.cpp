@@ -79,6 +79,33 @@ TEST_CASE("values of the trace-capture option", "[spank]") {
     CHECK_FALSE(parse_trace("VERSION", c, t, err, sizeof err));
 }
 
+TEST_CASE("a user's value reaches slurmd's log as one escaped, bounded line", "[spank]") {
+    CHECK(log_value("INFO") == "INFO");
+    CHECK(log_value("a\nb\rc\td\x1b[31m") == "a\\x0ab\\x0dc\\x09d\\x1b[31m");
+    CHECK(log_value("back\\slash") == "back\\x5cslash");  // a typed "\x0a" stays distinguishable
+    CHECK(log_value(std::string("nul\0x", 5)) == "nul\\x00x");
+    CHECK(log_value("\xc3\xbc\x7f") == "\\xc3\\xbc\\x7f");
+    const std::string huge(100'000, 'A');
+    CHECK(log_value(huge) == std::string(kLogValueMax, 'A') + "...(100000 bytes)");
+
+    // What trace_cb logs: the user's --trace-capture text, escaped and cut, in every error.
+    const PluginConfig c = default_config();
+    TraceRequest t{};
+    char err[512];
+    const std::string forged = "INFO\njobtrail: error: node drained by admin\n";
+    for (const std::string& v : {std::string("LOUD\nforged: line"), std::string("INFO:NET,NOPE\nforged: line"),
+                                 forged + ":NET", "INFO:" + forged, std::string(5000, 'X') + "\n"}) {
+        INFO(v);
+        CHECK_FALSE(parse_trace(v.c_str(), c, t, err, sizeof err));
+        const std::string e(err);
+        CHECK(e.find('\n') == std::string::npos);
+        CHECK(e.find('\r') == std::string::npos);
+        CHECK(e.size() < 300);
+    }
+    CHECK_FALSE(parse_trace("LOUD\nforged", c, t, err, sizeof err));
+    CHECK(std::string(err).find("'LOUD\\x0aforged'") != std::string::npos);
+}
+
 TEST_CASE("step environment: exactly the policy's variables", "[spank]") {
     const PluginConfig c = default_config();
     TraceRequest none{};

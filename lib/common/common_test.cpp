@@ -56,6 +56,11 @@ TEST_CASE("durations and sizes", "[common]") {
     CHECK(parse_duration_ms("1h") == 3'600'000);
     CHECK_FALSE(parse_duration_ms("soon"));
     CHECK_FALSE(parse_duration_ms("5 parsecs"));
+    // In nanoseconds (how deadlines use them) 106752 days overflow int64.
+    CHECK(parse_duration_ms("106751d") == 106751LL * 86'400'000);
+    CHECK_FALSE(parse_duration_ms("106752d"));
+    CHECK_FALSE(parse_duration_ms("9223372036854775807ms"));
+    CHECK_FALSE(parse_duration_ms("99999999999999999999s"));
     CHECK(parse_size("32MiB") == 32u << 20);
     CHECK(parse_size("1KB") == 1000u);
     CHECK(parse_size("512") == 512u);

@@ -146,7 +146,9 @@ std::optional<int64_t> parse_duration_ms(std::string_view s) {
         mult = 86'400'000;
     else
         return std::nullopt;
-    if (n > static_cast<uint64_t>(INT64_MAX) / mult) return std::nullopt;
+    // Every caller turns durations into nanoseconds (deadlines, "that long ago"): one whose
+    // nanoseconds overflow int64 (106752d and up) is refused here, not wrapped negative there.
+    if (n > static_cast<uint64_t>(kMaxDurationMs) / mult) return std::nullopt;
     return static_cast<int64_t>(n * mult);
 }
 

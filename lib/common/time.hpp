@@ -16,7 +16,9 @@ std::string format_rfc3339_ns(int64_t ns);
 // instant is converted to UTC); returns nullopt on anything else.
 std::optional<int64_t> parse_rfc3339_ns(std::string_view s);
 
-// "30s", "500ms", "2m", "1h", "1d" -> milliseconds; nullopt if malformed.
+// The longest duration whose nanoseconds fit in int64 (about 106751 days).
+inline constexpr int64_t kMaxDurationMs = INT64_MAX / 1'000'000;
+// "30s", "500ms", "2m", "1h", "1d" -> milliseconds; nullopt if malformed or past kMaxDurationMs.
 std::optional<int64_t> parse_duration_ms(std::string_view s);
 // "64MiB", "1KiB", "512", "2GB" -> bytes; nullopt if malformed.
 std::optional<uint64_t> parse_size(std::string_view s);

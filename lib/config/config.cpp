@@ -1,5 +1,8 @@
 #include "config/config.hpp"
 
+#include <arpa/inet.h>
+#include <re2/re2.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <initializer_list>
@@ -38,6 +41,55 @@ std::string ConfigError::text() const {
 
 namespace {
 
+// Ranges of the numeric keys (etc/jobtrail.yaml states them). Durations become nanosecond
+// deadlines and sizes are cut into, so each key has a floor below which the code misbehaves
+// (a 10-byte line cap underflows) and a ceiling past which it is a typo (a 106752d timeout).
+constexpr int64_t kMs = 1, kSec = 1'000, kMin = 60'000, kDay = 86'400'000;
+constexpr uint64_t kKiB = 1ULL << 10, kMiB = 1ULL << 20, kGiB = 1ULL << 30;
+constexpr int64_t kTimeoutMin = 100 * kMs, kTimeoutMax = 30 * kDay;  // scripts, probes
+// A line cap under 1KiB leaves no room for the truncation marker; over 16MiB is no cap.
+constexpr uint64_t kLineMin = kKiB, kLineMax = 16 * kMiB;
+// The spool writes 16MiB segments: less than one cannot hold a segment.
+constexpr uint64_t kSpoolMin = 16 * kMiB, kSpoolMax = 1024 * kGiB;
+
+// Loki label names; Loki refuses a push (every line of the stream) with any other.
+bool valid_label_name(const std::string& s) {
+    if (s.empty() || s.rfind("__", 0) == 0) return false;  // __name__ and the like are Loki's own
+    for (size_t i = 0; i < s.size(); ++i) {
+        const char c = s[i];
+        const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+        if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return false;
+    }
+    return true;
+}
+
+// The labels every stream gets from jobtrail: a source's `labels` may not replace them, or its
+// lines would pose as another node's, job's or stream kind.
+bool reserved_label(const std::string& s) {
+    namespace l = node::label;
+    for (const char* r : {l::kCluster, l::kNode, l::kJob, l::kJobId, l::kServiceName})
+        if (s == r) return true;
+    return false;
+}
+
+// "" when `v` is an IPv4 host:port the metrics server can bind, else why not. Port 0 would
+// listen on a port the kernel picks, where no Prometheus looks.
+std::string listen_error(const std::string& v) {
+    const size_t colon = v.rfind(':');
+    if (colon == std::string::npos) return "expected host:port such as 127.0.0.1:9480, or \"\" for no endpoint";
+    in_addr a{};
+    if (::inet_pton(AF_INET, v.substr(0, colon).c_str(), &a) != 1)
+        return "'" + v.substr(0, colon) + "' is not an IPv4 address (such as 127.0.0.1 or 0.0.0.0)";
+    const std::string port = v.substr(colon + 1);
+    int n = 0;
+    for (char c : port) {
+        if (c < '0' || c > '9' || n > 65535) return "port '" + port + "' is not a number from 1 to 65535";
+        n = n * 10 + (c - '0');
+    }
+    if (port.empty() || n < 1 || n > 65535) return "port '" + port + "' is not a number from 1 to 65535";
+    return "";
+}
+
 void parse_probes(Parser& p, const YAML::Node& n, const std::string& key, std::vector<Probe>& out) {
     if (!n.IsSequence()) {
         p.error(n, key, "expected a list of probes ({name, command, timeout})");
@@ -55,7 +107,7 @@ void parse_probes(Parser& p, const YAML::Node& n, const std::string& key, std::v
             return;
         }
         if (probe.name.empty()) probe.name = probe.argv[0];
-        p.duration(item, where, "timeout", probe.timeout_ms);
+        p.duration(item, where, "timeout", probe.timeout_ms, kTimeoutMin, kTimeoutMax);
         v.push_back(std::move(probe));
     }
     out = std::move(v);
@@ -68,8 +120,8 @@ void parse_phase(Parser& p, const YAML::Node& n, const std::string& where, Phase
         return;
     }
     if (n["scripts"]) p.string_list(n["scripts"], Parser::join(where, "scripts"), out.scripts);
-    p.duration(n, where, "script_timeout", out.script_timeout_ms);
-    p.duration(n, where, "total_timeout", out.total_timeout_ms);
+    p.duration(n, where, "script_timeout", out.script_timeout_ms, kTimeoutMin, kTimeoutMax);
+    p.duration(n, where, "total_timeout", out.total_timeout_ms, kTimeoutMin, kTimeoutMax);
     if (n["probes"]) parse_probes(p, n["probes"], Parser::join(where, "probes"), out.probes);
     if (epilog && n["fail_on_xid"]) {
         const YAML::Node x = n["fail_on_xid"];
@@ -106,13 +158,13 @@ void parse_collector(Parser& p, const YAML::Node& n, CollectorConfig& c) {
     if (const YAML::Node k = n["kernel_context"]) {
         if (p.check_map(k, w + ".kernel_context", {"records", "max_age"})) {
             p.integer(k, w + ".kernel_context", "records", c.context_records, 0, 100'000);
-            p.duration(k, w + ".kernel_context", "max_age", c.context_ms);
+            p.duration(k, w + ".kernel_context", "max_age", c.context_ms, kSec, 30 * kDay);
         }
     }
-    p.size(n, w, "max_log_bytes", c.max_log_bytes);
-    p.size(n, w, "max_line_bytes", c.max_line_bytes);
-    p.duration(n, w, "kill_grace", c.kill_grace_ms);
-    p.duration(n, w, "kmsg_budget", c.kmsg_budget_ms);
+    p.size(n, w, "max_log_bytes", c.max_log_bytes, 64 * kKiB, 4 * kGiB);
+    p.size(n, w, "max_line_bytes", c.max_line_bytes, kLineMin, kLineMax);
+    p.duration(n, w, "kill_grace", c.kill_grace_ms, 10 * kMs, 5 * kMin);
+    p.duration(n, w, "kmsg_budget", c.kmsg_budget_ms, 10 * kMs, kMin);
     if (n["prolog"]) parse_phase(p, n["prolog"], w + ".prolog", c.prolog, false);
     if (n["epilog"]) parse_phase(p, n["epilog"], w + ".epilog", c.epilog, true);
 }
@@ -137,7 +189,7 @@ void parse_shipper(Parser& p, const YAML::Node& n, ShipperConfig& c) {
             p.path(l, lw, "cert_file", c.cert_file);
             p.path(l, lw, "key_file", c.key_file);
             p.boolean(l, lw, "tls_verify", c.tls_verify);
-            p.duration(l, lw, "timeout", c.timeout_ms);
+            p.duration(l, lw, "timeout", c.timeout_ms, kTimeoutMin, 10 * kMin);
             p.boolean(l, lw, "structured_metadata", c.structured_metadata);
             if (!c.loki_url.empty() && c.loki_url.rfind("http://", 0) != 0 && c.loki_url.rfind("https://", 0) != 0)
                 p.error(l["url"], lw + ".url", "expected an http:// or https:// URL");
@@ -146,28 +198,47 @@ void parse_shipper(Parser& p, const YAML::Node& n, ShipperConfig& c) {
     if (const YAML::Node s = n["spool"]; s && p.check_map(s, w + ".spool", {"dir", "max_size", "fsync"})) {
         p.boolean(s, w + ".spool", "fsync", c.spool_fsync);
         p.path(s, w + ".spool", "dir", c.spool_dir);
-        p.size(s, w + ".spool", "max_size", c.spool_max_bytes);
+        p.size(s, w + ".spool", "max_size", c.spool_max_bytes, kSpoolMin, kSpoolMax);
     }
     if (const YAML::Node b = n["batch"]; b && p.check_map(b, w + ".batch", {"max_bytes", "max_wait"})) {
-        p.size(b, w + ".batch", "max_bytes", c.batch_max_bytes);
-        p.duration(b, w + ".batch", "max_wait", c.batch_wait_ms);
+        p.size(b, w + ".batch", "max_bytes", c.batch_max_bytes, 16 * kKiB, 16 * kMiB);
+        p.duration(b, w + ".batch", "max_wait", c.batch_wait_ms, 10 * kMs, kMin);
     }
     if (const YAML::Node r = n["retry"]; r && p.check_map(r, w + ".retry", {"min_backoff", "max_backoff"})) {
-        p.duration(r, w + ".retry", "min_backoff", c.min_backoff_ms);
-        p.duration(r, w + ".retry", "max_backoff", c.max_backoff_ms);
+        p.duration(r, w + ".retry", "min_backoff", c.min_backoff_ms, 10 * kMs, 10 * kMin);
+        p.duration(r, w + ".retry", "max_backoff", c.max_backoff_ms, 10 * kMs, kDay);
+        if (c.min_backoff_ms > c.max_backoff_ms)
+            p.error(r["max_backoff"] ? r["max_backoff"] : r["min_backoff"], w + ".retry.max_backoff",
+                    "max_backoff (" + Parser::format_ms(c.max_backoff_ms) + ") is below min_backoff (" +
+                        Parser::format_ms(c.min_backoff_ms) + ")");
     }
-    p.duration(n, w, "max_age", c.max_age_ms);
-    p.size(n, w, "max_line_bytes", c.max_line_bytes);
-    p.string(n, w, "metrics", c.metrics_listen);
-    p.duration(n, w, "heartbeat", c.heartbeat_ms);
+    p.duration(n, w, "max_age", c.max_age_ms, kMin, 365 * kDay);
+    p.size(n, w, "max_line_bytes", c.max_line_bytes, kLineMin, kLineMax);
+    if (const YAML::Node m = n["metrics"]) {
+        const std::string why = !m.IsScalar() ? "expected host:port such as 127.0.0.1:9480, or \"\" for no endpoint"
+                                : m.Scalar().empty() ? ""
+                                                     : listen_error(m.Scalar());
+        if (!why.empty())
+            p.error(m, w + ".metrics", why);
+        else
+            c.metrics_listen = m.Scalar();  // "": no /metrics endpoint
+    }
+    p.duration(n, w, "heartbeat", c.heartbeat_ms, kSec, kDay, /*zero_is_off=*/true);
     if (const YAML::Node src = n["sources"]; src && p.check_map(src, w + ".sources", {"kmsg", "files", "journald"})) {
         p.boolean(src, w + ".sources", "kmsg", c.kmsg);
         const std::string jw = w + ".sources.journald";
         if (const YAML::Node j = src["journald"]; j && p.check_map(j, jw, {"enabled", "units", "directory", "since"})) {
             p.boolean(j, jw, "enabled", c.journald.enabled);
-            if (j["units"]) p.string_list(j["units"], jw + ".units", c.journald.units);
+            // Absent: the default units. An empty list would match every unit, each session
+            // scope a stream of its own (unbounded), so it is refused rather than read that way.
+            if (const YAML::Node u = j["units"]; u && u.IsSequence() && u.size() == 0)
+                p.error(u, jw + ".units",
+                        "empty: that would ship every unit, one stream per session scope; list the units, or remove "
+                        "the key for the defaults");
+            else if (u)
+                p.string_list(u, jw + ".units", c.journald.units);
             p.path(j, jw, "directory", c.journald.directory);
-            p.duration(j, jw, "since", c.journald.since_ms);
+            p.duration(j, jw, "since", c.journald.since_ms, kSec, 365 * kDay);
         }
         if (const YAML::Node f = src["files"]) {
             if (!f.IsSequence()) {
@@ -212,8 +283,24 @@ void parse_shipper(Parser& p, const YAML::Node& n, ShipperConfig& c) {
                         if (!lb.IsMap()) {
                             p.error(lb, fw + ".labels", "expected a mapping of label names to values");
                         } else {
-                            for (const auto& kv : lb)
-                                fs.labels.emplace_back(kv.first.as<std::string>(""), kv.second.as<std::string>(""));
+                            for (const auto& kv : lb) {
+                                const std::string name = kv.first.as<std::string>("");
+                                const std::string lk = fw + ".labels." + name;
+                                if (!valid_label_name(name))
+                                    p.error(kv.first, lk,
+                                            "'" + name +
+                                                "' is not a Loki label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting "
+                                                "with __): Loki would refuse every line of this source");
+                                else if (reserved_label(name))
+                                    p.error(kv.first, lk,
+                                            "'" + name +
+                                                "' is set by jobtrail on every stream (cluster, node, job, job_id, "
+                                                "service_name); the source's job: key names its stream");
+                                else if (!kv.second.IsScalar() || kv.second.Scalar().empty())
+                                    p.error(kv.second, lk, "expected a non-empty string value");
+                                else
+                                    fs.labels.emplace_back(name, kv.second.Scalar());
+                            }
                         }
                     }
                     if (fs.name.empty()) fs.name = fs.job;
@@ -237,8 +324,15 @@ void parse_shipper(Parser& p, const YAML::Node& n, ShipperConfig& c) {
                     DropRule r;
                     p.string(item, dw, "name", r.name);
                     p.string(item, dw, "pattern", r.pattern);
-                    if (r.pattern.empty())
+                    if (r.pattern.empty()) {
                         p.error(item, dw + ".pattern", "missing: an RE2 pattern");
+                        continue;
+                    }
+                    // Compiled as the stages compile it: a bad pattern would otherwise drop nothing, silently.
+                    RE2::Options o;
+                    o.set_log_errors(false);
+                    if (const RE2 re(r.pattern, o); !re.ok())
+                        p.error(item["pattern"], dw + ".pattern", "not a valid RE2 pattern: " + re.error());
                     else
                         c.drop.push_back(r);
                 }
@@ -323,8 +417,8 @@ LoadResult parse_config(const std::string& text, const std::string& file) {
         if (const YAML::Node c = root["cli"];
             c && p.check_map(c, "cli", {"output_dir", "margin", "lookback", "parallel"})) {
             p.string(c, "cli", "output_dir", r.config.cli.output_dir);
-            p.duration(c, "cli", "margin", r.config.cli.margin_ms);
-            p.duration(c, "cli", "lookback", r.config.cli.lookback_ms);
+            p.duration(c, "cli", "margin", r.config.cli.margin_ms, kSec, kDay);
+            p.duration(c, "cli", "lookback", r.config.cli.lookback_ms, kMin, 365 * kDay);
             p.integer(c, "cli", "parallel", r.config.cli.parallel, 1, 32);
         }
     } catch (const YAML::Exception& e) {

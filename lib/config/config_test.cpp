@@ -146,3 +146,142 @@ TEST_CASE("shipper section: errors name the key", "[config]") {
     CHECK(r.errors[1].key == "shipper.sources.files[0].job");
     CHECK(r.errors[2].key == "shipper.sources.files[0].format");
 }
+
+namespace {
+// The one error a snippet gives; fails the test if there is not exactly one.
+ConfigError only_error(const std::string& yaml) {
+    auto r = parse_config(yaml, "h.yaml");
+    std::string all;
+    for (const auto& e : r.errors) all += e.text() + "\n";
+    INFO(yaml << "gave:\n" << all);
+    REQUIRE(r.errors.size() == 1);
+    return r.errors[0];
+}
+}  // namespace
+
+TEST_CASE("file source labels: Loki label names only, never the ones jobtrail sets", "[config]") {
+    auto e = only_error(
+        "shipper:\n  sources:\n    files:\n      - name: a\n        paths: [/a]\n        job: app\n"
+        "        labels: {team: ml, bad-name: x}\n");
+    CHECK(e.key == "shipper.sources.files[0].labels.bad-name");
+    CHECK(e.line == 7);
+    CHECK(e.text().find("h.yaml:7:") == 0);
+    CHECK(e.message.find("not a Loki label name") != std::string::npos);
+    for (const char* reserved : {"cluster", "node", "job", "job_id", "service_name"}) {
+        INFO(reserved);
+        e = only_error("shipper:\n  sources:\n    files:\n      - {paths: [/a], job: app, labels: {" +
+                       std::string(reserved) + ": evil}}\n");
+        CHECK(e.key == "shipper.sources.files[0].labels." + std::string(reserved));
+        CHECK(e.line == 4);
+        CHECK(e.message.find("set by jobtrail") != std::string::npos);
+    }
+    CHECK(only_error("shipper:\n  sources:\n    files:\n      - {paths: [/a], job: app, labels: {__x: y}}\n").key ==
+          "shipper.sources.files[0].labels.__x");
+    CHECK(only_error("shipper:\n  sources:\n    files:\n      - {paths: [/a], job: app, labels: {x: {a: b}}}\n").key ==
+          "shipper.sources.files[0].labels.x");
+    auto ok = parse_config("shipper:\n  sources:\n    files:\n      - {paths: [/a], job: app, labels: {Team_2: ml}}\n",
+                           "h.yaml");
+    REQUIRE(ok.errors.empty());
+    CHECK(ok.config.shipper.files[0].labels == std::vector<std::pair<std::string, std::string>>{{"Team_2", "ml"}});
+}
+
+TEST_CASE("a drop pattern RE2 cannot compile is an error with RE2's reason", "[config]") {
+    auto e = only_error(
+        "shipper:\n  stages:\n    drop:\n      - {name: ok, pattern: \"GET /health\"}\n"
+        "      - {name: bad, pattern: \"(unclosed\"}\n");
+    CHECK(e.key == "shipper.stages.drop[1].pattern");
+    CHECK(e.line == 5);
+    CHECK(e.message.find("not a valid RE2 pattern") != std::string::npos);
+    CHECK(e.message.find("missing )") != std::string::npos);  // RE2's own words
+    auto r = parse_config("shipper:\n  stages:\n    drop:\n      - {name: bad, pattern: \"a{2,1}\"}\n", "h.yaml");
+    CHECK(r.config.shipper.drop.empty());
+}
+
+TEST_CASE("metrics: an IPv4 host and a port from 1 to 65535, or empty for none", "[config]") {
+    for (const char* bad : {"127.0.0.1:notaport", "127.0.0.1:0", "127.0.0.1:65536", "127.0.0.1:", "localhost:9480",
+                            "9480", "127.0.0.1:99999999999999999999"}) {
+        INFO(bad);
+        auto e = only_error("shipper:\n  heartbeat: 1m\n  metrics: \"" + std::string(bad) + "\"\n");
+        CHECK(e.key == "shipper.metrics");
+        CHECK(e.line == 3);
+    }
+    CHECK(only_error("shipper:\n  metrics: \"127.0.0.1:notaport\"\n").message.find("notaport") != std::string::npos);
+    auto off = parse_config("shipper:\n  metrics: \"\"\n", "h.yaml");
+    CHECK(off.errors.empty());
+    CHECK(off.config.shipper.metrics_listen.empty());
+    auto on = parse_config("shipper:\n  metrics: \"0.0.0.0:65535\"\n", "h.yaml");
+    CHECK(on.errors.empty());
+    CHECK(on.config.shipper.metrics_listen == "0.0.0.0:65535");
+}
+
+TEST_CASE("heartbeat: 0 means none, as documented", "[config]") {
+    auto r = parse_config("shipper:\n  heartbeat: 0\n", "h.yaml");
+    CHECK(r.errors.empty());
+    CHECK(r.config.shipper.heartbeat_ms == 0);
+    CHECK(only_error("shipper:\n  heartbeat: 10ms\n").key == "shipper.heartbeat");
+}
+
+TEST_CASE("sizes have floors and ceilings, and say them", "[config]") {
+    auto e = only_error("shipper:\n  spool:\n    max_size: 1\n");
+    CHECK(e.key == "shipper.spool.max_size");
+    CHECK(e.line == 3);
+    CHECK(e.message.find("16MiB") != std::string::npos);
+    e = only_error("shipper:\n  max_line_bytes: 10\n");
+    CHECK(e.key == "shipper.max_line_bytes");
+    CHECK(e.line == 2);
+    CHECK(e.message.find("1KiB") != std::string::npos);
+    e = only_error("collector:\n  log_dir: /l\n  max_line_bytes: 10\n");
+    CHECK(e.key == "collector.max_line_bytes");
+    CHECK(e.line == 3);
+    CHECK(only_error("collector:\n  max_log_bytes: 1KiB\n").key == "collector.max_log_bytes");
+    CHECK(only_error("shipper:\n  batch: {max_bytes: 100}\n").key == "shipper.batch.max_bytes");
+    CHECK(only_error("shipper:\n  batch: {max_bytes: 1GiB}\n").key == "shipper.batch.max_bytes");
+    CHECK(only_error("shipper:\n  max_line_bytes: 1GiB\n").key == "shipper.max_line_bytes");
+    auto ok = parse_config("shipper:\n  spool: {max_size: 16MiB}\n  max_line_bytes: 1KiB\n", "h.yaml");
+    CHECK(ok.errors.empty());
+    CHECK(ok.config.shipper.spool_max_bytes == 16u << 20);
+}
+
+TEST_CASE("durations are bounded: no overflowing or never-ending timeouts", "[config]") {
+    // 106752d overflowed the prolog's nanosecond deadline: it returned 124 without running the
+    // site's script, and slurmd drained the node.
+    auto e = only_error("collector:\n  prolog:\n    total_timeout: 106752d\n");
+    CHECK(e.key == "collector.prolog.total_timeout");
+    CHECK(e.line == 3);
+    CHECK(e.message.find("106752d") != std::string::npos);
+    e = only_error("collector:\n  epilog:\n    script_timeout: 31d\n");
+    CHECK(e.key == "collector.epilog.script_timeout");
+    CHECK(e.message.find("30d") != std::string::npos);
+    auto r = parse_config("collector:\n  prolog:\n    total_timeout: 106752d\n", "h.yaml");
+    CHECK(r.config.collector.prolog.total_timeout_ms == 600'000);  // kept its default
+    CHECK(only_error("collector:\n  prolog:\n    probes:\n      - {command: [x], timeout: 365d}\n").key ==
+          "collector.prolog.probes[0].timeout");
+    CHECK(only_error("collector:\n  kill_grace: 1d\n").key == "collector.kill_grace");
+    CHECK(only_error("collector:\n  kill_grace: 1ms\n").key == "collector.kill_grace");
+    CHECK(only_error("collector:\n  kmsg_budget: 1h\n").key == "collector.kmsg_budget");
+    CHECK(only_error("collector:\n  kernel_context: {max_age: 999d}\n").key == "collector.kernel_context.max_age");
+    CHECK(only_error("shipper:\n  loki: {timeout: 1d}\n").key == "shipper.loki.timeout");
+    CHECK(only_error("shipper:\n  batch: {max_wait: 1h}\n").key == "shipper.batch.max_wait");
+    CHECK(only_error("shipper:\n  retry: {min_backoff: 1ms}\n").key == "shipper.retry.min_backoff");
+    CHECK(only_error("shipper:\n  retry: {max_backoff: 30d}\n").key == "shipper.retry.max_backoff");
+    CHECK(only_error("shipper:\n  retry: {min_backoff: 5m, max_backoff: 1m}\n").key == "shipper.retry.max_backoff");
+    CHECK(only_error("shipper:\n  max_age: 1000d\n").key == "shipper.max_age");
+    CHECK(only_error("shipper:\n  sources:\n    journald: {since: 1000d}\n").key == "shipper.sources.journald.since");
+    CHECK(only_error("cli:\n  lookback: 106752d\n").key == "cli.lookback");
+    CHECK(only_error("cli:\n  margin: 0\n").key == "cli.margin");
+    auto ok = parse_config("collector:\n  prolog: {total_timeout: 30d, script_timeout: 100ms}\n", "h.yaml");
+    CHECK(ok.errors.empty());
+    CHECK(ok.config.collector.prolog.total_timeout_ms == 30LL * 86'400'000);
+}
+
+TEST_CASE("journald units: absent means the defaults, an explicit empty list is refused", "[config]") {
+    auto e = only_error("shipper:\n  sources:\n    journald:\n      units: []\n");
+    CHECK(e.key == "shipper.sources.journald.units");
+    CHECK(e.line == 4);
+    CHECK(e.message.find("every unit") != std::string::npos);
+    auto r = parse_config("shipper:\n  sources:\n    journald: {units: []}\n", "h.yaml");
+    CHECK(r.config.shipper.journald.units == default_shipper_config().journald.units);
+    auto absent = parse_config("shipper:\n  sources:\n    journald: {enabled: true}\n", "h.yaml");
+    CHECK(absent.errors.empty());
+    CHECK(absent.config.shipper.journald.units == default_shipper_config().journald.units);
+}

@@ -29,7 +29,7 @@ struct FileSourceConfig {
 // The systemd journal (slurmd, fabric manager, ...): one stream per unit and priority.
 struct JournaldConfig {
     bool enabled = true;                  // ignored, with a warning, by a build without libsystemd
-    std::vector<std::string> units;       // _SYSTEMD_UNIT values; empty: every unit
+    std::vector<std::string> units;       // _SYSTEMD_UNIT values; empty: every unit (the config refuses [])
     std::string directory;                // journal files from here instead of the system journal
     int64_t since_ms = 12LL * 3'600'000;  // first start, no cursor yet: how far back to begin
 };
@@ -56,10 +56,10 @@ struct ShipperConfig {
     int64_t batch_wait_ms = 1'000;
     int64_t min_backoff_ms = 500;
     int64_t max_backoff_ms = 300'000;
-    int64_t max_age_ms = 7LL * 86'400'000;   // Loki's reject_old_samples_max_age
-    uint64_t max_line_bytes = 256ULL << 10;  // Loki's max_line_size
-    std::string metrics_listen = "127.0.0.1:9480";
-    int64_t heartbeat_ms = 300'000;  // {job="jobtrail-shipper"} heartbeat; 0: none
+    int64_t max_age_ms = 7LL * 86'400'000;          // Loki's reject_old_samples_max_age
+    uint64_t max_line_bytes = 256ULL << 10;         // Loki's max_line_size
+    std::string metrics_listen = "127.0.0.1:9480";  // IPv4 host:port; empty: no endpoint
+    int64_t heartbeat_ms = 300'000;                 // {job="jobtrail-shipper"} heartbeat; 0: none
     // Sources
     bool kmsg = true;
     std::vector<FileSourceConfig> files;

@@ -7,6 +7,7 @@
 
 #include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/time.hpp"
@@ -77,30 +78,56 @@ public:
         out = v;
     }
 
-    void duration(const YAML::Node& parent, const std::string& where, const char* key, int64_t& out_ms) {
+    // A duration within [min_ms, max_ms]. zero_is_off: 0 is also accepted and means "none"
+    // (heartbeat: 0). Bounds keep a typo from overflowing a deadline or never timing out.
+    void duration(const YAML::Node& parent, const std::string& where, const char* key, int64_t& out_ms, int64_t min_ms,
+                  int64_t max_ms, bool zero_is_off = false) {
         const YAML::Node n = parent[key];
         if (!n) return;
+        const std::string got = n.IsScalar() ? n.Scalar() : std::string("(not a scalar)");
+        const std::string range = (zero_is_off ? "0 (none) or " : "") + format_ms(min_ms) + " to " + format_ms(max_ms);
         auto v = n.IsScalar() ? parse_duration_ms(n.Scalar()) : std::nullopt;
-        if (!v || *v <= 0) {
+        if (!v) {
             error(n, join(where, key),
-                  "expected a positive duration such as 500ms, 30s, 5m, got '" +
-                      (n.IsScalar() ? n.Scalar() : std::string("(not a scalar)")) + "'");
+                  "expected a duration such as 500ms, 30s, 5m or 1d (" + range + "), got '" + got + "'");
+            return;
+        }
+        if (!(zero_is_off && *v == 0) && (*v < min_ms || *v > max_ms)) {
+            error(n, join(where, key), "'" + got + "' is out of range: expected " + range);
             return;
         }
         out_ms = *v;
     }
 
-    void size(const YAML::Node& parent, const std::string& where, const char* key, uint64_t& out) {
+    // A size in bytes within [min, max].
+    void size(const YAML::Node& parent, const std::string& where, const char* key, uint64_t& out, uint64_t min,
+              uint64_t max) {
         const YAML::Node n = parent[key];
         if (!n) return;
+        const std::string got = n.IsScalar() ? n.Scalar() : std::string("(not a scalar)");
+        const std::string range = format_bytes(min) + " to " + format_bytes(max);
         auto v = n.IsScalar() ? parse_size(n.Scalar()) : std::nullopt;
-        if (!v || *v == 0) {
-            error(n, join(where, key),
-                  "expected a size such as 64KiB or 32MiB, got '" +
-                      (n.IsScalar() ? n.Scalar() : std::string("(not a scalar)")) + "'");
+        if (!v) {
+            error(n, join(where, key), "expected a size such as 64KiB or 32MiB (" + range + "), got '" + got + "'");
+            return;
+        }
+        if (*v < min || *v > max) {
+            error(n, join(where, key), "'" + got + "' is out of range: expected " + range);
             return;
         }
         out = *v;
+    }
+
+    // The largest unit that divides exactly: 30d, 5m, 100ms.
+    static std::string format_ms(int64_t ms) {
+        for (auto [unit, div] : {std::pair{"d", 86'400'000LL}, {"h", 3'600'000LL}, {"m", 60'000LL}, {"s", 1'000LL}})
+            if (ms >= div && ms % div == 0) return std::to_string(ms / div) + unit;
+        return std::to_string(ms) + "ms";
+    }
+    static std::string format_bytes(uint64_t b) {
+        for (auto [unit, div] : {std::pair{"GiB", 1ULL << 30}, {"MiB", 1ULL << 20}, {"KiB", 1ULL << 10}})
+            if (b >= div && b % div == 0) return std::to_string(b / div) + unit;
+        return std::to_string(b) + "B";
     }
 
     void integer(const YAML::Node& parent, const std::string& where, const char* key, int& out, int lo, int hi) {

@@ -215,6 +215,31 @@ class Files(unittest.TestCase):
             self.assertIn(want, titles)
         self.assertTrue(any(p.get("datasource", {}).get("type") == "prometheus" for p in d["panels"]))
 
+    def test_logrotate_works_only_in_root_owned_directories(self):
+        # logrotate runs as root: in a directory a job's user owns (the NCCL job directories) a
+        # planted link makes root compress or chown the user's pick. Each rotated glob's
+        # directory must be one tmpfiles.d makes root:root and writable by nobody else, and the
+        # NCCL files are aged out by tmpfiles.d instead.
+        dirs = {}
+        with open(src("etc/tmpfiles.d/jobtrail.conf")) as fh:
+            for line in fh:
+                f = line.split()
+                if f and f[0] == "d":
+                    dirs[f[1]] = {"mode": int(f[2], 8), "owner": (f[3], f[4]), "age": f[5] if len(f) > 5 else "-"}
+        with open(src("etc/logrotate.d/jobtrail")) as fh:
+            text = re.sub(r"#.*", "", fh.read())
+        stanzas = re.findall(r"([^{}]+)\{([^{}]*)\}", text)
+        self.assertGreaterEqual(len(stanzas), 1)
+        for paths, body in stanzas:
+            self.assertNotRegex(body, r"\bsu\b", "a stanza needing su is in a user's directory")
+            for p in paths.split():
+                d = os.path.dirname(p)
+                self.assertIn(d, dirs, "%s: its directory is not one tmpfiles.d creates" % p)
+                self.assertEqual(dirs[d]["owner"], ("root", "root"), p)
+                self.assertEqual(dirs[d]["mode"] & 0o022, 0, p)
+                self.assertFalse(p.startswith("/var/log/slurm/nccl/"), p)
+        self.assertNotEqual(dirs["/var/log/slurm/nccl"]["age"], "-", "nothing would remove old NCCL files")
+
     def test_maintainer_scripts_never_restart_slurmd(self):
         for f in glob.glob(src("packaging/debian/*/*")):
             text = open(f).read()

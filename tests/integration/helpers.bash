@@ -50,7 +50,7 @@ shipper:
   loki: {url: "${LOKI_URL:-$(cat "$D/loki.url" 2>/dev/null || echo http://127.0.0.1:9)}", timeout: 5s}
   batch: {max_wait: 200ms}
   retry: {min_backoff: 100ms, max_backoff: 2s}
-  metrics: "127.0.0.1:0"
+  metrics: ""
   sources:
     files:
       - {name: prolog-epilog, paths: ["$D/log/{prolog,epilog}/*.log"], job: slurm-prolog-epilog, format: joblog}

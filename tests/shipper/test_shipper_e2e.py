@@ -2,7 +2,7 @@
 """jobtrail-shipper end to end against the Loki test double: every line arrives exactly once
 through Loki outages, 429 storms, partial 400s, timeouts, SIGKILLs at random moments, file
 rotation and a full spool. Needs JOBTRAIL_BUILD (the build directory) and root (kmsg fixture)."""
-import json, os, random, shutil, signal, ssl, subprocess, sys, tempfile, time, unittest, urllib.request
+import json, os, random, re, shutil, signal, ssl, subprocess, sys, tempfile, time, unittest, urllib.request
 
 BUILD = os.environ.get("JOBTRAIL_BUILD", os.path.join(os.path.dirname(__file__), "../../build"))
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "../.."))
@@ -24,7 +24,7 @@ def http(method, url, body=None):
 
 
 class Env:
-    def __init__(self, loki_args=(), shipper_yaml="", scheme="http", loki_extra="", metrics="127.0.0.1:0"):
+    def __init__(self, loki_args=(), shipper_yaml="", scheme="http", loki_extra="", metrics=""):
         self.dir = tempfile.mkdtemp(prefix="jobtrail-e2e-")
         os.makedirs(self.dir + "/logs")
         os.makedirs(self.dir + "/mnt")
@@ -335,27 +335,27 @@ class LokiAnswers(unittest.TestCase):
             env.close()
 
     def test_spool_full_pauses_sources_and_loses_nothing(self):
-        env = Env(shipper_yaml="  spool: {max_size: 9MiB}")
+        env = Env(shipper_yaml="  spool: {max_size: 16MiB}")  # the smallest spool the config takes
         try:
             env.fault(mode="status", status=503, body="unavailable\n")  # until told otherwise
             with open(env.dir + "/logs/app.log", "w") as f:
-                for i in range(60_000):
+                for i in range(110_000):
                     f.write("spooled line %06d %s\n" % (i, "z" * 150))
             env.start()
             time.sleep(4)
             env.kill()
             spool_bytes = sum(os.path.getsize(os.path.join(env.dir, "state/spool", f))
                               for f in os.listdir(env.dir + "/state/spool") if f.startswith("seg-"))
-            self.assertLess(spool_bytes, 9 << 20)
+            self.assertLess(spool_bytes, 16 << 20)
             env.fault(mode="none")
             r = env.once(timeout=120)
             self.assertEqual(r.returncode, 0, r.stderr.decode()[-2000:])
             got = env.store_lines("app")
-            expected = {"spooled line %06d %s" % (i, "z" * 150) for i in range(60_000)}
+            expected = {"spooled line %06d %s" % (i, "z" * 150) for i in range(110_000)}
             extra = [g for g in got if g not in expected]
             self.assertEqual(extra, [], "lines that were never written (first 2): %s" % [e[:60] for e in extra[:2]])
-            self.assertEqual(len(got), 60_000)
-            self.assertEqual(len(set(got)), 60_000)
+            self.assertEqual(len(got), 110_000)
+            self.assertEqual(len(set(got)), 110_000)
         finally:
             env.close()
 
@@ -707,6 +707,49 @@ class Stamps(unittest.TestCase):
             self.assertGreaterEqual(stats["duplicates"], 11)  # re-sent, identical, dropped
         finally:
             env.close()
+
+
+class CheckConfig(unittest.TestCase):
+    """--check-config is what an operator runs after an edit: each value that would fail later
+    (a label Loki refuses, a port that is none, an overflowing timeout) fails it now, naming
+    file:line and key."""
+
+    def check(self, yaml):
+        d = tempfile.mkdtemp(prefix="jobtrail-check-")
+        try:
+            path = d + "/jobtrail.yaml"
+            with open(path, "w") as f:
+                f.write(yaml)
+            r = subprocess.run([SHIPPER, "--check-config", "--config", path], capture_output=True, timeout=30)
+            return r.returncode, r.stderr.decode(), path
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+    def test_each_bad_value_fails_with_file_line_and_key(self):
+        rc, err, path = self.check("""shipper:
+  metrics: "127.0.0.1:notaport"
+  spool: {max_size: 1}
+  sources:
+    files:
+      - {paths: [/var/log/a.log], job: a, labels: {bad-name: x, node: other}}
+  stages:
+    drop:
+      - {name: broken, pattern: "(unclosed"}
+collector:
+  prolog:
+    total_timeout: 106752d
+""")
+        self.assertNotEqual(rc, 0, err)
+        for line, key in [(2, "shipper.metrics"), (3, "shipper.spool.max_size"),
+                          (6, "shipper.sources.files[0].labels.bad-name"),
+                          (6, "shipper.sources.files[0].labels.node"),
+                          (9, "shipper.stages.drop[0].pattern"), (12, "collector.prolog.total_timeout")]:
+            self.assertRegex(err, r"%s:%d:\d+: key '%s'" % (re.escape(path), line, re.escape(key)), err)
+        self.assertIn("missing )", err)  # RE2's reason
+
+    def test_documented_off_values_pass(self):
+        rc, err, _ = self.check('shipper:\n  metrics: ""\n  heartbeat: 0\n')
+        self.assertEqual(rc, 0, err)
 
 
 if __name__ == "__main__":
