@@ -116,20 +116,31 @@ private:
 // endless (or grow while we read), and we run as root.
 class BoundedLines {
 public:
-    BoundedLines(int fd, uint64_t max) : fd_(fd), left_(max) {}
+    // A line longer than max_line comes in pieces: a sparse file of zeros is one "line" as long
+    // as the file, and must not be held (or escaped) whole.
+    BoundedLines(int fd, uint64_t max, size_t max_line = 256 << 10) : fd_(fd), left_(max), max_line_(max_line) {}
+    uint64_t consumed() const { return consumed_; }
     bool next(std::string& line) {
         while (true) {
             // From where the last search stopped: a long line costs one scan, not one per read.
             const size_t nl = buf_.find('\n', std::max(pos_, scanned_));
-            if (nl != std::string::npos) {
+            if (nl != std::string::npos && nl - pos_ <= max_line_) {
                 line.assign(buf_, pos_, nl - pos_);
+                consumed_ += nl + 1 - pos_;
                 pos_ = nl + 1;
+                return true;
+            }
+            if (buf_.size() - pos_ > max_line_) {
+                line.assign(buf_, pos_, max_line_);
+                consumed_ += max_line_;
+                pos_ += max_line_;
                 return true;
             }
             scanned_ = buf_.size();
             if (!fill()) {
                 if (pos_ >= buf_.size()) return false;
                 line.assign(buf_, pos_);  // the last line, without its newline
+                consumed_ += buf_.size() - pos_;
                 pos_ = buf_.size();
                 return true;
             }
@@ -159,6 +170,8 @@ private:
     }
     int fd_;
     uint64_t left_;
+    size_t max_line_;
+    uint64_t consumed_ = 0;
     std::string buf_;
     size_t pos_ = 0, scanned_ = 0;
     bool eof_ = false, cut_ = false;
@@ -493,9 +506,21 @@ public:
                                    e.symlink_status(ec).type() == fs::file_type::directory);
         }
         std::sort(names.begin(), names.end());
+        // The user decides how many files and how many bytes there are: the bundle takes a bounded
+        // share of them, and says what it left.
+        size_t files_read = 0;
+        uint64_t bytes_read = 0;
         for (const auto& [name, is_dir] : names) {
             const std::string path = nccl_dir + "/" + name;
             SafeFile f;
+            if (files_read >= o_.max_local_files || bytes_read >= o_.max_local_bytes) {
+                f.refused = Refusal::kTooMany;
+                f.error = path + ": past the bundle's limit of " + std::to_string(o_.max_local_files) + " files or " +
+                          std::to_string(o_.max_local_bytes) + " bytes of NCCL output";
+                nr.truncated = true;
+                refuse(name, f);
+                continue;
+            }
             if (is_dir) {
                 f.refused = Refusal::kNotRegular;
                 f.error = path + ": is a directory (not followed)";
@@ -507,7 +532,8 @@ public:
                 continue;
             }
             const std::string rel = "nccl/" + path_component(node) + "/" + path_component(name);
-            BoundedLines in(f.fd.get(), o_.max_file_bytes);
+            ++files_read;
+            BoundedLines in(f.fd.get(), std::min(o_.max_file_bytes, o_.max_local_bytes - bytes_read));
             std::string raw;
             int64_t last = w.start_ns;
             while (in.next(raw)) {
@@ -519,10 +545,12 @@ public:
                 ++nr.lines;
                 record(path_component(node), "nccl", rel, last, raw);
             }
+            bytes_read += in.consumed();
             if (in.cut()) {
                 nr.truncated = true;
                 record(path_component(node), "nccl", rel, last,
-                       "[jobtrail] cut here: the file is longer than " + std::to_string(o_.max_file_bytes) + " bytes");
+                       "[jobtrail] cut here: the file is longer than " +
+                           std::to_string(std::min(o_.max_file_bytes, in.consumed())) + " bytes");
             }
         }
         out.push_back(nr);

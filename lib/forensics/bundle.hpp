@@ -32,6 +32,8 @@ struct BundleOptions {
     std::string log_dir = "/var/log/slurm";
     std::string nccl_dir;                    // default <log_dir>/nccl (the plugin's nccl_dir)
     uint64_t max_file_bytes = 256ULL << 20;  // per local file read; the rest is cut, with a marker
+    uint64_t max_local_bytes = 1ULL << 30;   // all of a job's local NCCL files together
+    size_t max_local_files = 1024;           // NCCL files read locally; the rest are refused, counted
     std::string out_dir = ".";
     std::string cluster = "default";
     node::Schema schema;  // the site's `job` values (config::stream_schema)

@@ -95,12 +95,13 @@ std::string FileSource::sanitize(std::string_view s) {
 }
 
 FileSource::FileSource(config::FileSourceConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m, int64_t idle_ms,
-                       Events events)
+                       Events events, int64_t scan_interval_ms)
     : cfg_(std::move(cfg)),
       node_(std::move(node)),
       max_line_(max_line),
       m_(m),
       idle_ns_(idle_ms * 1'000'000),
+      scan_interval_ns_(scan_interval_ms * 1'000'000),
       events_(std::move(events)) {
     format_ = cfg_.format == "joblog" ? Format::kJoblog
               : cfg_.format == "nccl" ? Format::kNccl
@@ -119,10 +120,10 @@ void FileSource::restore(const nlohmann::json& j) {
     }
 }
 
-void FileSource::refuse(const std::string& path, const SafeFile& f) {
+void FileSource::refuse(const std::string& path, const SafeFile& f, ino_t ino) {
     if (f.refused == Refusal::kMissing) return;
-    refused_now_.emplace(path, f.refused);
-    if (refused_.count({path, f.refused})) return;
+    refused_now_[path] = {f.refused, ino};
+    if (auto it = refused_.find(path); it != refused_.end() && it->second.why == f.refused) return;
     {
         std::lock_guard<std::mutex> lk(m_.mu);
         ++m_.files_refused[refusal_name(f.refused)];
@@ -130,6 +131,10 @@ void FileSource::refuse(const std::string& path, const SafeFile& f) {
     // Ten thousand files over a limit are one line per scan (below), not ten thousand.
     if (f.refused == Refusal::kTooMany) {
         ++over_limit_now_;
+        return;
+    }
+    if (++said_now_ > 10) {
+        ++unsaid_now_;
         return;
     }
     events_.emit(Severity::kWarning, cfg_.name, "file_refused", "not reading " + f.error);
@@ -141,7 +146,7 @@ void FileSource::adopt(const std::string& path, const struct stat& st, bool seen
     // and only if it is still the file the scan saw.
     SafeFile f = open_read_safe(path);
     if (f.refused == Refusal::kNone && (f.st.st_dev != st.st_dev || f.st.st_ino != st.st_ino)) return;
-    if (f.refused != Refusal::kNone) return refuse(path, f);
+    if (f.refused != Refusal::kNone) return refuse(path, f, st.st_ino);
     t.fd = std::move(f.fd);
     t.path = path;
     t.dev = st.st_dev;
@@ -239,9 +244,24 @@ void FileSource::scan() {
                 const std::string path = g.gl_pathv[i];
                 struct stat st {};
                 // lstat: a symlink is refused (and counted) when adopted, never followed.
-                if (::lstat(path.c_str(), &st) != 0) continue;
+                if (::lstat(path.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) continue;
+                if (auto r = refused_.find(path);
+                    r != refused_.end() && r->second.ino == st.st_ino && r->second.why != Refusal::kTooMany) {
+                    refused_now_.insert(*r);  // the same entry, refused before: not opened again
+                    ++per_dir[path.substr(0, path.rfind('/'))];
+                    continue;
+                }
                 if (!S_ISREG(st.st_mode)) {
-                    if (!S_ISDIR(st.st_mode)) refuse(path, open_read_safe(path));
+                    // Counts against its directory's cap like a file: past it, not even opened.
+                    size_t& in_dir = per_dir[path.substr(0, path.rfind('/'))];
+                    if (in_dir >= cfg_.max_files_per_dir) {
+                        SafeFile over;
+                        over.refused = Refusal::kTooMany;
+                        refuse(path, over, st.st_ino);
+                    } else {
+                        refuse(path, open_read_safe(path), st.st_ino);
+                    }
+                    ++in_dir;
                     continue;
                 }
                 const std::string key = key_of(st.st_dev, st.st_ino);
@@ -259,7 +279,7 @@ void FileSource::scan() {
                         path + ": over the limit of " +
                         std::to_string(files_.size() >= cfg_.max_files ? cfg_.max_files : cfg_.max_files_per_dir) +
                         (files_.size() >= cfg_.max_files ? " files for this source" : " files in its directory");
-                    refuse(path, over);
+                    refuse(path, over, st.st_ino);
                     continue;
                 }
                 adopt(path, st, true);
@@ -274,6 +294,12 @@ void FileSource::scan() {
     }
     refused_.swap(refused_now_);
     refused_now_.clear();
+    if (unsaid_now_)
+        events_.emit(Severity::kWarning, cfg_.name, "file_refused",
+                     "not reading " + std::to_string(unsaid_now_) +
+                         " more files (links, FIFOs, devices, hard links or "
+                         "other owners' files; counted in jobtrail_shipper_files_refused_total)");
+    said_now_ = unsaid_now_ = 0;
     if (over_limit_now_)
         events_.emit(Severity::kWarning, cfg_.name, "too_many_files",
                      "not reading " + std::to_string(over_limit_now_) + " more files: over the limit of " +
@@ -395,7 +421,11 @@ void FileSource::read_file(Tracked& t, std::vector<Event>& out, size_t& budget) 
 }
 
 bool FileSource::poll(std::vector<Event>& out, size_t max_bytes) {
-    scan();
+    // Listing a directory a user filled costs one lstat per entry: not on every pass.
+    if (const int64_t now = monotonic_ns(); first_scan_ || now - last_scan_ns_ >= scan_interval_ns_) {
+        last_scan_ns_ = now;
+        scan();
+    }
     size_t budget = max_bytes;
     backlog_ = 0;
     for (auto it = files_.begin(); it != files_.end();) {

@@ -21,8 +21,9 @@ namespace jobtrail::shipper {
 // max_line are cut with a marker; invalid UTF-8 becomes U+FFFD and NUL bytes show as \x00.
 class FileSource : public Source {
 public:
+    // scan_interval_ms: how often the globs are listed again (new files appear within it).
     FileSource(config::FileSourceConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m, int64_t idle_ms = 2000,
-               Events events = {});
+               Events events = {}, int64_t scan_interval_ms = 0);
     const std::string& name() const override { return cfg_.name; }
     bool poll(std::vector<Event>& out, size_t max_bytes) override;
     nlohmann::json checkpoint() const override;
@@ -53,7 +54,7 @@ private:
 
     void scan();
     void adopt(const std::string& path, const struct stat& st, bool seen);
-    void refuse(const std::string& path, const SafeFile& f);
+    void refuse(const std::string& path, const SafeFile& f, ino_t ino);
     void find_renamed();
     void read_file(Tracked& t, std::vector<Event>& out, size_t& budget);
     void emit_line(Tracked& t, std::string_view line, std::vector<Event>& out);
@@ -69,8 +70,16 @@ private:
     std::map<std::string, Tracked> files_;                           // by dev:ino
     std::map<std::string, std::pair<std::string, uint64_t>> saved_;  // dev:ino -> (fingerprint, offset)
     std::map<std::string, std::string> saved_paths_;                 // dev:ino -> path when saved
-    // Refused paths are counted once while they keep matching: last scan's, and this scan's.
-    std::set<std::pair<std::string, Refusal>> refused_, refused_now_;
+    // Refused paths are counted once while they keep matching (last scan's, and this scan's), and
+    // the same entry is not opened again: a user's hundred thousand links cost one lstat each.
+    struct Refused {
+        Refusal why;
+        ino_t ino;
+    };
+    std::map<std::string, Refused> refused_, refused_now_;
+    size_t said_now_ = 0, unsaid_now_ = 0;  // refusals said one by one in this scan, and the rest
+    int64_t scan_interval_ns_ = 0;
+    int64_t last_scan_ns_ = 0;
     Events events_;
     bool first_scan_ = true;
     bool glob_failed_ = false;

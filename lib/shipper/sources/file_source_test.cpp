@@ -264,3 +264,24 @@ TEST_CASE("files past a source's limits are refused and counted once, the others
     REQUIRE(said.size() == 1);
     CHECK(said[0].rfind("too_many_files: not reading 3 more files", 0) == 0);
 }
+
+TEST_CASE("a directory full of links costs one line and no opens past its cap", "[shipper]") {
+    Fixture f("nccl", "nccl/5");
+    f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
+    f.cfg.max_files_per_dir = 20;
+    const std::string d = f.dir.path() + "/nccl/5";
+    for (int i = 0; i < 200; ++i)
+        REQUIRE(::symlink("/etc/shadow", (d + "/" + std::to_string(i) + ".n.1.log").c_str()) == 0);
+    std::vector<std::string> said;
+    FileSource s(f.cfg, NodeInfo{"c", "n"}, 1024, f.m, 100000,
+                 Events([&](const InternalEvent& e) { said.push_back(e.message); }));
+    for (int pass = 0; pass < 3; ++pass) {
+        std::vector<Event> ev;
+        s.poll(ev, 1 << 20);
+        CHECK(ev.empty());
+    }
+    CHECK(f.m.files_refused["symlink"] == 20);          // opened (and refused) up to the cap
+    CHECK(f.m.files_refused["too_many_files"] == 180);  // the rest not even opened
+    // Ten said one by one, the rest in one line each: not two hundred lines.
+    CHECK(said.size() == 12);
+}

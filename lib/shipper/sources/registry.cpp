@@ -14,7 +14,8 @@ void build_kmsg(const SourceContext& c, std::vector<std::unique_ptr<Source>>& ou
 
 void build_files(const SourceContext& c, std::vector<std::unique_ptr<Source>>& out) {
     for (const auto& f : c.cfg.shipper.files)
-        out.push_back(std::make_unique<FileSource>(f, c.node, c.cfg.shipper.max_line_bytes, c.metrics, 2000, c.events));
+        out.push_back(
+            std::make_unique<FileSource>(f, c.node, c.cfg.shipper.max_line_bytes, c.metrics, 2000, c.events, 1000));
 }
 
 void build_journald(const SourceContext& c, std::vector<std::unique_ptr<Source>>& out) {
