@@ -71,9 +71,24 @@ std::vector<std::string> environment_with(const std::vector<std::string>& overri
 namespace {
 
 struct Pipe {
-    int fd = -1;
+    Fd fd;
     std::string partial;
     Stream stream;
+};
+
+// Both ends of a pipe, each closed on every way out.
+struct PipePair {
+    Fd read, write;
+    bool open(std::string& err) {
+        int fds[2];
+        if (::pipe2(fds, O_CLOEXEC) != 0) {
+            err = "pipe: " + errno_text(errno);
+            return false;
+        }
+        read.reset(fds[0]);
+        write.reset(fds[1]);
+        return true;
+    }
 };
 
 int open_pidfd(pid_t pid) {
@@ -120,22 +135,8 @@ RunResult run(const std::vector<std::string>& argv, const RunOptions& opts, cons
         res.error = "empty command";
         return res;
     }
-    int out[2], err[2], exec_err[2];
-    if (::pipe2(out, O_CLOEXEC) != 0) {
-        res.error = "pipe: " + errno_text(errno);
-        return res;
-    }
-    if (::pipe2(err, O_CLOEXEC) != 0) {
-        res.error = "pipe: " + errno_text(errno);
-        ::close(out[0]);
-        ::close(out[1]);
-        return res;
-    }
-    if (::pipe2(exec_err, O_CLOEXEC) != 0) {
-        res.error = "pipe: " + errno_text(errno);
-        for (int fd : {out[0], out[1], err[0], err[1]}) ::close(fd);
-        return res;
-    }
+    PipePair out, err, exec_err;
+    if (!out.open(res.error) || !err.open(res.error) || !exec_err.open(res.error)) return res;
 
     // Everything the child needs is prepared before fork: only async-signal-safe calls after.
     std::vector<char*> cargv;
@@ -150,7 +151,6 @@ RunResult run(const std::vector<std::string>& argv, const RunOptions& opts, cons
     const pid_t pid = ::fork();
     if (pid < 0) {
         res.error = "fork: " + errno_text(errno);
-        for (int fd : {out[0], out[1], err[0], err[1], exec_err[0], exec_err[1]}) ::close(fd);
         return res;
     }
     if (pid == 0) {
@@ -161,27 +161,27 @@ RunResult run(const std::vector<std::string>& argv, const RunOptions& opts, cons
         ::signal(SIGPIPE, SIG_DFL);
         const int devnull = ::open("/dev/null", O_RDONLY);
         if (devnull >= 0) ::dup2(devnull, 0);
-        ::dup2(out[1], 1);
-        ::dup2(err[1], 2);
+        ::dup2(out.write.get(), 1);
+        ::dup2(err.write.get(), 2);
         ::execve(cargv[0], cargv.data(), cenv.data());
         const int e = errno;
-        (void)!::write(exec_err[1], &e, sizeof e);
+        (void)!::write(exec_err.write.get(), &e, sizeof e);
         ::_exit(e == ENOENT ? 127 : 126);
     }
     ::setpgid(pid, pid);  // also from the parent, so killpg works even before the child runs
-    ::close(out[1]);
-    ::close(err[1]);
-    ::close(exec_err[1]);
+    out.write.reset();
+    err.write.reset();
+    exec_err.write.reset();
 
     int exec_errno = 0;
-    if (::read(exec_err[0], &exec_errno, sizeof exec_errno) == sizeof exec_errno) {
+    if (::read(exec_err.read.get(), &exec_errno, sizeof exec_errno) == sizeof exec_errno) {
         res.error = "cannot execute " + argv[0] + ": " + errno_text(exec_errno);
     }
-    ::close(exec_err[0]);
+    exec_err.read.reset();
     res.started = true;
 
-    Pipe pipes[2] = {{out[0], {}, Stream::kStdout}, {err[0], {}, Stream::kStderr}};
-    for (auto& p : pipes) ::fcntl(p.fd, F_SETFL, ::fcntl(p.fd, F_GETFL) | O_NONBLOCK);
+    Pipe pipes[2] = {{std::move(out.read), {}, Stream::kStdout}, {std::move(err.read), {}, Stream::kStderr}};
+    for (auto& p : pipes) ::fcntl(p.fd.get(), F_SETFL, ::fcntl(p.fd.get(), F_GETFL) | O_NONBLOCK);
     Fd pidfd(open_pidfd(pid));
 
     const int64_t deadline = t0 + opts.timeout_ms * 1'000'000;
@@ -204,7 +204,7 @@ RunResult run(const std::vector<std::string>& argv, const RunOptions& opts, cons
                 drain_until = now + 200'000'000;
             }
         }
-        const bool pipes_open = pipes[0].fd >= 0 || pipes[1].fd >= 0;
+        const bool pipes_open = pipes[0].fd.valid() || pipes[1].fd.valid();
         if (reaped && (!pipes_open || now >= drain_until)) break;
         if (!res.timed_out && now >= deadline) {
             res.timed_out = true;
@@ -225,9 +225,9 @@ RunResult run(const std::vector<std::string>& argv, const RunOptions& opts, cons
         nfds_t n = 0;
         int idx[3] = {-1, -1, -1};
         for (int i = 0; i < 2; ++i)
-            if (pipes[i].fd >= 0) {
+            if (pipes[i].fd.valid()) {
                 idx[n] = i;
-                pfds[n++] = {pipes[i].fd, POLLIN, 0};
+                pfds[n++] = {pipes[i].fd.get(), POLLIN, 0};
             }
         if (!reaped && pidfd.valid()) pfds[n++] = {pidfd.get(), POLLIN, 0};
         int64_t wait_ns = 50'000'000;  // upper bound if pidfd is unavailable
@@ -246,23 +246,22 @@ RunResult run(const std::vector<std::string>& argv, const RunOptions& opts, cons
             if (idx[k] < 0 || pfds[k].revents == 0) continue;
             Pipe& p = pipes[idx[k]];
             for (;;) {
-                const ssize_t r = ::read(p.fd, buf, sizeof buf);
+                const ssize_t r = ::read(p.fd.get(), buf, sizeof buf);
                 if (r > 0) {
                     emit_lines(p, buf, static_cast<size_t>(r), opts.max_line_bytes, stamps, sink);
                     continue;
                 }
                 if (r < 0 && (errno == EAGAIN || errno == EINTR)) break;
                 flush_partial(p, stamps, sink);
-                ::close(p.fd);
-                p.fd = -1;
+                p.fd.reset();
                 break;
             }
         }
     }
     for (auto& p : pipes)
-        if (p.fd >= 0) {
+        if (p.fd.valid()) {
             flush_partial(p, stamps, sink);
-            ::close(p.fd);
+            p.fd.reset();
         }
     // Like slurmd: whatever the script left behind in its process group goes with it.
     if (reaped) ::killpg(pid, SIGKILL);
