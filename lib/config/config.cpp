@@ -200,9 +200,13 @@ void parse_shipper(Parser& p, const YAML::Node& n, ShipperConfig& c) {
         p.path(s, w + ".spool", "dir", c.spool_dir);
         p.size(s, w + ".spool", "max_size", c.spool_max_bytes, kSpoolMin, kSpoolMax);
     }
-    if (const YAML::Node b = n["batch"]; b && p.check_map(b, w + ".batch", {"max_bytes", "max_wait"})) {
+    if (const YAML::Node b = n["batch"];
+        b && p.check_map(b, w + ".batch", {"max_bytes", "max_wait", "max_in_flight"})) {
         p.size(b, w + ".batch", "max_bytes", c.batch_max_bytes, 16 * kKiB, 16 * kMiB);
         p.duration(b, w + ".batch", "max_wait", c.batch_wait_ms, 10 * kMs, kMin);
+        int in_flight = static_cast<int>(c.max_in_flight);
+        p.integer(b, w + ".batch", "max_in_flight", in_flight, 1, 16);
+        c.max_in_flight = static_cast<size_t>(in_flight);
     }
     if (const YAML::Node r = n["retry"]; r && p.check_map(r, w + ".retry", {"min_backoff", "max_backoff"})) {
         p.duration(r, w + ".retry", "min_backoff", c.min_backoff_ms, 10 * kMs, 10 * kMin);
@@ -310,9 +314,15 @@ void parse_shipper(Parser& p, const YAML::Node& n, ShipperConfig& c) {
             }
         }
     }
-    if (const YAML::Node st = n["stages"]; st && p.check_map(st, w + ".stages", {"drop", "drop_blank", "nccl_noise"})) {
+    if (const YAML::Node st = n["stages"];
+        st && p.check_map(st, w + ".stages", {"drop", "drop_blank", "nccl_noise", "nccl_budget"})) {
         p.boolean(st, w + ".stages", "drop_blank", c.drop_blank);
         p.boolean(st, w + ".stages", "nccl_noise", c.nccl_noise);
+        const std::string bw = w + ".stages.nccl_budget";
+        if (const YAML::Node b = st["nccl_budget"]; b && p.check_map(b, bw, {"bytes", "window"})) {
+            p.size(b, bw, "bytes", c.nccl_budget_bytes, 64 * kKiB, 64 * kGiB, /*zero_is_off=*/true);
+            p.duration(b, bw, "window", c.nccl_budget_window_ms, kSec, 60 * kMin);
+        }
         if (const YAML::Node d = st["drop"]) {
             if (!d.IsSequence()) {
                 p.error(d, w + ".stages.drop", "expected a list of {name, pattern}");

@@ -54,6 +54,7 @@ struct ShipperConfig {
     bool spool_fsync = true;  // false: what was read but not sent is lost in a crash (benchmarks)
     uint64_t batch_max_bytes = 1ULL << 20;
     int64_t batch_wait_ms = 1'000;
+    size_t max_in_flight = 4;  // push requests at once per spool lane, each for another stream
     int64_t min_backoff_ms = 500;
     int64_t max_backoff_ms = 300'000;
     int64_t max_age_ms = 7LL * 86'400'000;          // Loki's reject_old_samples_max_age
@@ -68,6 +69,10 @@ struct ShipperConfig {
     std::vector<DropRule> drop;
     bool drop_blank = true;
     bool nccl_noise = true;  // drop NCCL INFO Net/Channel/Comm lines of jobs without trace capture
+    // NCCL line bytes one job may ship from this node per window; past it its lines are dropped,
+    // counted, and said in one line of its stream per window. 0 bytes: no budget.
+    uint64_t nccl_budget_bytes = 64ULL << 20;
+    int64_t nccl_budget_window_ms = 60'000;
 };
 
 ShipperConfig default_shipper_config();

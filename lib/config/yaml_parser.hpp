@@ -99,19 +99,19 @@ public:
         out_ms = *v;
     }
 
-    // A size in bytes within [min, max].
+    // A size in bytes within [min, max]; zero_is_off as for duration().
     void size(const YAML::Node& parent, const std::string& where, const char* key, uint64_t& out, uint64_t min,
-              uint64_t max) {
+              uint64_t max, bool zero_is_off = false) {
         const YAML::Node n = parent[key];
         if (!n) return;
         const std::string got = n.IsScalar() ? n.Scalar() : std::string("(not a scalar)");
-        const std::string range = format_bytes(min) + " to " + format_bytes(max);
+        const std::string range = (zero_is_off ? "0 (none) or " : "") + format_bytes(min) + " to " + format_bytes(max);
         auto v = n.IsScalar() ? parse_size(n.Scalar()) : std::nullopt;
         if (!v) {
             error(n, join(where, key), "expected a size such as 64KiB or 32MiB (" + range + "), got '" + got + "'");
             return;
         }
-        if (*v < min || *v > max) {
+        if (!(zero_is_off && *v == 0) && (*v < min || *v > max)) {
             error(n, join(where, key), "'" + got + "' is out of range: expected " + range);
             return;
         }

@@ -1,11 +1,14 @@
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
 #include <utility>
+
+#include "shipper/lanes.hpp"
 
 namespace jobtrail::shipper {
 
@@ -14,7 +17,8 @@ struct Metrics {
     std::atomic<uint64_t> read{0}, spooled{0}, sent{0}, sent_bytes{0}, retries{0}, pushes{0}, spool_full{0},
         kmsg_lost{0};
     std::atomic<int64_t> last_success_ns{0};
-    std::atomic<int64_t> oldest_pending_ns{0};  // timestamp of the oldest unacknowledged record; 0: none
+    // Per spool lane, the timestamp of the oldest unacknowledged record; 0: none.
+    std::array<std::atomic<int64_t>, kLanes> oldest_pending_ns{};
     // Limits Loki named in a 429 (bytes/s; 0: none seen): the sender sizes and paces pushes below them.
     std::atomic<uint64_t> loki_tenant_rate_limit_bytes{0}, loki_stream_rate_limit_bytes{0};
     std::mutex mu;
@@ -30,7 +34,8 @@ struct Metrics {
     }
 };
 
-// Prometheus text for /metrics; spool_pending_bytes is the spool's, sampled by the caller.
-std::string render_metrics(Metrics& m, uint64_t spool_pending_bytes);
+// Prometheus text for /metrics; pending is each spool lane's unacknowledged bytes, sampled by
+// the caller.
+std::string render_metrics(Metrics& m, const std::array<uint64_t, kLanes>& pending);
 
 }  // namespace jobtrail::shipper

@@ -75,8 +75,10 @@ void MetricsServer::stop() {
     fd_ = -1;
 }
 
-std::string render_metrics(Metrics& m, uint64_t spool_pending_bytes) {
+std::string render_metrics(Metrics& m, const std::array<uint64_t, kLanes>& pending) {
     std::string s;
+    uint64_t spool_pending_bytes = 0;
+    for (const uint64_t p : pending) spool_pending_bytes += p;
     auto counter = [&](const char* name, const char* help, uint64_t v) {
         s += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" + name + " " +
              std::to_string(v) + "\n";
@@ -93,6 +95,11 @@ std::string render_metrics(Metrics& m, uint64_t spool_pending_bytes) {
     s += "# HELP jobtrail_shipper_spool_bytes Unacknowledged bytes in the spool.\n# TYPE jobtrail_shipper_spool_bytes "
          "gauge\njobtrail_shipper_spool_bytes " +
          std::to_string(spool_pending_bytes) + "\n";
+    s += "# HELP jobtrail_shipper_spool_lane_bytes Unacknowledged bytes in each spool lane (node: kernel, job logs, "
+         "journal, fabric manager; jobs: NCCL).\n# TYPE jobtrail_shipper_spool_lane_bytes gauge\n";
+    for (size_t i = 0; i < kLanes; ++i)
+        s += "jobtrail_shipper_spool_lane_bytes{lane=\"" + std::string(lane_name(static_cast<Lane>(i))) + "\"} " +
+             std::to_string(pending[i]) + "\n";
     s += "# HELP jobtrail_shipper_last_success_timestamp_seconds Last acknowledged push.\n# TYPE "
          "jobtrail_shipper_last_success_timestamp_seconds gauge\njobtrail_shipper_last_success_timestamp_seconds " +
          std::to_string(m.last_success_ns / 1'000'000'000) + "\n";
@@ -102,7 +109,9 @@ std::string render_metrics(Metrics& m, uint64_t spool_pending_bytes) {
          std::to_string(m.loki_tenant_rate_limit_bytes) +
          "\njobtrail_shipper_loki_limit_bytes_per_second{limit=\"per_stream\"} " +
          std::to_string(m.loki_stream_rate_limit_bytes) + "\n";
-    const int64_t oldest = m.oldest_pending_ns;
+    int64_t oldest = 0;
+    for (const auto& o : m.oldest_pending_ns)
+        if (const int64_t v = o; v && (!oldest || v < oldest)) oldest = v;
     s += "# HELP jobtrail_shipper_spool_oldest_age_seconds Age of the oldest record Loki has not acknowledged (0: "
          "none).\n# TYPE jobtrail_shipper_spool_oldest_age_seconds gauge\njobtrail_shipper_spool_oldest_age_seconds " +
          std::to_string(oldest && spool_pending_bytes ? std::max<int64_t>(0, realtime_ns() - oldest) / 1'000'000'000

@@ -56,36 +56,67 @@ void Pipeline::note(Severity s, const std::string& name, const std::string& msg)
     events_.emit(s, "pipeline", name, msg);
 }
 
+uint64_t Pipeline::pending_bytes() const {
+    uint64_t n = 0;
+    for (const auto& l : lanes_) n += l.spool.pending_bytes();
+    return n;
+}
+
+bool Pipeline::carry_empty() const {
+    return std::all_of(lanes_.begin(), lanes_.end(), [](const LaneState& l) { return l.carry.empty(); });
+}
+
 bool Pipeline::can_defer_commit() const {
-    return spool_.used_bytes_now() - std::min(spool_.used_bytes_now(), spool_.pending_bytes()) < 4 * pass_bytes_;
+    uint64_t unsynced = 0, pass = 0;
+    for (const auto& l : lanes_) {
+        unsynced += l.spool.used_bytes_now() - std::min(l.spool.used_bytes_now(), l.spool.pending_bytes());
+        pass = std::max(pass, l.pass_bytes);
+    }
+    return unsynced < 4 * pass;
 }
 
 bool Pipeline::pass(std::vector<Event>& events, bool final_flush) {
     bool more = false;
-    // Records a full spool refused last time go first; sources wait until they are in.
-    while (!carry_.empty()) {
-        if (spool_.append(carry_.front()) != spool::Spool::Append::kOk) return true;
-        carry_.erase(carry_.begin());
-        ++uncommitted_;
-        checkpoint_dirty_ = true;
+    reading_ = false;
+    for (size_t i = 0; i < kLanes; ++i) {
+        LaneState& l = lanes_[i];
+        l.paused = false;
+        // Records the full lane refused last time go first; its sources wait until they are in.
+        while (!l.carry.empty()) {
+            if (l.spool.append(l.carry.front()) != spool::Spool::Append::kOk) {
+                l.paused = true;
+                break;
+            }
+            l.carry.erase(l.carry.begin());
+            ++uncommitted_;
+            checkpoint_dirty_ = true;
+        }
+        const uint64_t used = l.spool.used_bytes_now();
+        const uint64_t room = l.max_bytes - std::min(l.max_bytes, used);
+        // A pass can add up to ~3x its line budget to the lane (labels, metadata, framing).
+        if (l.paused || room < (l.sources + 1) * l.pass_bytes * 3) {
+            // Only this lane's sources pause; kmsg keeps its position (the ring overrunning is
+            // reported as loss).
+            if (!l.full_logged)
+                note(Severity::kWarning, "spool_full",
+                     "spool lane '" + std::string(lane_name(static_cast<Lane>(i))) + "' is full (" +
+                         std::to_string(used) + " bytes); its sources paused until Loki takes more");
+            l.full_logged = true;
+            l.paused = true;
+            ++metrics_.spool_full;
+            more = true;  // not drained: there is more to read once the lane has room
+        } else {
+            l.full_logged = false;
+        }
     }
-    const uint64_t used = spool_.used_bytes_now();
-    const uint64_t room = cfg_.shipper.spool_max_bytes - std::min(cfg_.shipper.spool_max_bytes, used);
-    // A pass can add up to ~3x its line budget to the spool (labels, metadata, framing).
-    if (room < (sources_.size() + 1) * pass_bytes_ * 3) {
-        // Sources pause; kmsg keeps its position (the ring overrunning is reported as loss).
-        if (!spool_full_logged_)
-            note(Severity::kWarning, "spool_full",
-                 "spool is full (" + std::to_string(used) + " bytes); sources paused until Loki takes more");
-        spool_full_logged_ = true;
-        ++metrics_.spool_full;
-        return true;  // not drained: there is more to read once the spool has room
-    }
-    spool_full_logged_ = false;
     size_t appended = 0;
     for (auto& src : sources_) {
+        LaneState& l = lane_for(*src);
+        if (l.paused) continue;
         events.clear();
-        more |= src->poll(events, pass_bytes_);
+        const bool src_more = src->poll(events, l.pass_bytes);
+        more |= src_more;
+        reading_ |= src_more;
         if (final_flush) src->flush_partial(events);
         metrics_.read += events.size();
         {
@@ -105,30 +136,44 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush) {
             const spool::RecordRef r{e.ts_ns, e.origin->stream, e.line, &e.origin->metadata, &e.metadata};
             // The room check above leaves space for a whole pass; should a pass still not fit,
             // keep its records in memory (bounded by one pass) rather than lose what was read.
-            if (spool_.append(r) != spool::Spool::Append::kOk) {
+            if (l.spool.append(r) != spool::Spool::Append::kOk) {
                 spool::Record c{e.ts_ns, e.origin->stream, std::move(e.line), e.origin->metadata};
                 c.metadata.insert(c.metadata.end(), e.metadata.begin(), e.metadata.end());
-                carry_.push_back(std::move(c));
+                l.carry.push_back(std::move(c));
                 continue;
             }
             ++appended;
         }
     }
+    // Lines the stages made themselves (a job's "dropped over its budget"), into their lane.
+    events.clear();
+    stages_->flush(events);
+    for (auto& e : events) {
+        LaneState& l = lanes_[lane_index(lane_of(e.origin->kind))];
+        if (l.spool.append(spool::RecordRef{e.ts_ns, e.origin->stream, e.line, &e.origin->metadata, &e.metadata}) ==
+            spool::Spool::Append::kOk)
+            ++appended;
+        else
+            l.carry.push_back({e.ts_ns, e.origin->stream, std::move(e.line), e.origin->metadata});
+    }
     if (appended == 0 && !checkpoint_dirty_) return more;
     uncommitted_ += appended;
-    // Group commit: one fdatasync + checkpoint per ~200 ms of busy reading, at once when idle
-    // or when a few passes are waiting.
-    if (more && !final_flush && carry_.empty() && can_defer_commit() && monotonic_ns() - last_commit_ns_ < 200'000'000)
+    // Group commit: one fdatasync per lane + checkpoint per ~200 ms of busy reading, at once
+    // when idle or when a few passes are waiting.
+    if (reading_ && !final_flush && carry_empty() && can_defer_commit() &&
+        monotonic_ns() - last_commit_ns_ < 200'000'000)
         return more;
     appended = uncommitted_;
-    if (!spool_.sync()) {
-        note(Severity::kError, "spool_sync_failed", "spool: " + spool_.error() + "; positions not advanced");
-        return false;
-    }
-    // One durable file holds every source's position and the spool end they correspond to; the
-    // sender may read up to that end only. A crash anywhere leaves them consistent.
-    const spool::Position end = spool_.durable_end();
-    if (auto st = write_file_atomic(checkpoint_path_, checkpoint_text(end, sources_), 0644,
+    for (auto& l : lanes_)
+        if (!l.spool.sync()) {
+            note(Severity::kError, "spool_sync_failed", "spool: " + l.spool.error() + "; positions not advanced");
+            return false;
+        }
+    // One durable file holds every source's position and the lane ends they correspond to; each
+    // sender may read up to its lane's end only. A crash anywhere leaves them consistent.
+    LaneEnds ends;
+    for (size_t i = 0; i < kLanes; ++i) ends[i] = lanes_[i].spool.durable_end();
+    if (auto st = write_file_atomic(checkpoint_path_, checkpoint_text(ends, sources_), 0644,
                                     /*durable=*/cfg_.shipper.spool_fsync);
         !st.ok) {
         note(Severity::kError, "checkpoint_failed", "checkpoint: " + st.error);
@@ -137,7 +182,7 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush) {
     checkpoint_dirty_ = false;
     uncommitted_ = 0;
     last_commit_ns_ = monotonic_ns();
-    spool_.set_readable_end(end);
+    for (size_t i = 0; i < kLanes; ++i) lanes_[i].spool.set_readable_end(ends[i]);
     metrics_.spooled += appended;
     return more;
 }
@@ -157,27 +202,38 @@ int Pipeline::run(const RunOptions& opts, const std::atomic<bool>& stop) {
     self_ = self.get();
     sources_.push_back(std::move(self));
     checkpoint_path_ = state + "/shipper-checkpoint.json";
-    pass_bytes_ = std::clamp<uint64_t>(sc.spool_max_bytes / (8 * (sources_.size() + 1)), 16 << 10, kPassBytes);
+    for (const auto& src : sources_) ++lane_for(*src).sources;
+    for (auto& l : lanes_) {
+        // Each lane its half of the spool: a job cannot take the node's share.
+        l.max_bytes = sc.spool_max_bytes / kLanes;
+        l.pass_bytes = std::clamp<uint64_t>(l.max_bytes / (8 * (l.sources + 1)), 16 << 10, kPassBytes);
+    }
     const Checkpoint cp = read_checkpoint(checkpoint_path_);
     restore_sources(cp, sources_);
     stages_ = std::make_unique<Stages>(sc, cfg_.collector.layout(), metrics_);
 
     if (opts.dry_run) {
-        print_dry_run(sources_, *stages_, pass_bytes_, stdout);
+        print_dry_run(sources_, *stages_, lanes_[0].pass_bytes, stdout);
         return 0;
     }
 
-    spool::Spool::Recovery rec;
-    if (!spool_.open({sc.spool_dir.empty() ? state + "/spool" : sc.spool_dir, 16ULL << 20, sc.spool_max_bytes, true,
-                      sc.spool_fsync},
-                     err, &rec)) {
-        note(Severity::kError, "spool_open_failed", "spool: " + err);
-        return 1;
-    }
-    if (!rec.note.empty()) note(Severity::kInfo, "spool_recovered", "spool recovery: " + rec.note);
-    if (!recover_spool(spool_, cp, err)) {
-        note(Severity::kError, "spool_recovery_failed", "spool: " + err);
-        return 1;
+    const std::string base = sc.spool_dir.empty() ? state + "/spool" : sc.spool_dir;
+    for (size_t i = 0; i < kLanes; ++i) {
+        const Lane lane = static_cast<Lane>(i);
+        LaneState& l = lanes_[i];
+        // The node lane is the spool directory itself (as before lanes), the others inside it.
+        const std::string dir = lane == Lane::kNode ? base : base + "/" + std::string(lane_name(lane));
+        const uint64_t segment = std::clamp<uint64_t>(l.max_bytes / 4, 1 << 20, 16ULL << 20);
+        spool::Spool::Recovery rec;
+        if (!l.spool.open({dir, segment, l.max_bytes, true, sc.spool_fsync}, err, &rec)) {
+            note(Severity::kError, "spool_open_failed", "spool: " + err);
+            return 1;
+        }
+        if (!rec.note.empty()) note(Severity::kInfo, "spool_recovered", "spool " + dir + " recovery: " + rec.note);
+        if (!recover_spool(l.spool, lane, cp, err)) {
+            note(Severity::kError, "spool_recovery_failed", "spool " + dir + ": " + err);
+            return 1;
+        }
     }
     return main_loop(opts, stop);
 }
@@ -192,13 +248,17 @@ int Pipeline::main_loop(const RunOptions& opts, const std::atomic<bool>& stop) {
         note(Severity::kWarning, "metrics_listen_failed", "metrics: " + err);
 
     std::atomic<bool> sender_stop{false};
-    std::unique_ptr<Sender> sender;
+    std::array<std::unique_ptr<Sender>, kLanes> senders;
     // Joined on every way out of this function, exceptions included: a joinable std::thread
     // destroyed while unwinding would abort the process.
-    std::jthread sender_thread;
+    std::array<std::jthread, kLanes> sender_threads;
     if (!sc.loki_url.empty()) {
-        sender = std::make_unique<Sender>(sc, spool_, metrics_, events_);
-        sender_thread = std::jthread([&] { sender->run(sender_stop); });
+        for (size_t i = 0; i < kLanes; ++i) {
+            // A lane without sources has a sender only for what an earlier configuration left.
+            if (lanes_[i].sources == 0 && lanes_[i].spool.pending_bytes() == 0) continue;
+            senders[i] = std::make_unique<Sender>(sc, lanes_[i].spool, metrics_, events_, static_cast<Lane>(i));
+            sender_threads[i] = std::jthread([&, i] { senders[i]->run(sender_stop); });
+        }
     } else {
         note(Severity::kInfo, "no_loki", "no shipper.loki.url configured: spooling only (logs stay on this node)");
     }
@@ -225,31 +285,35 @@ int Pipeline::main_loop(const RunOptions& opts, const std::atomic<bool>& stop) {
             std::this_thread::sleep_for(std::chrono::seconds(1));
         }
         if (opts.once) {
-            if (!more && drained_pass && carry_.empty() && (spool_.pending_bytes() == 0 || sc.loki_url.empty()) &&
-                !(sender && sender->busy()))
+            const bool sending =
+                std::any_of(senders.begin(), senders.end(), [](const auto& s) { return s && s->busy(); });
+            if (!more && drained_pass && carry_empty() && (pending_bytes() == 0 || sc.loki_url.empty()) && !sending)
                 break;
             drained_pass = !more;
             if (monotonic_ns() > deadline) {
                 note(Severity::kError, "once_timeout",
-                     "--once: " + std::to_string(spool_.pending_bytes()) +
+                     "--once: " + std::to_string(pending_bytes()) +
                          " bytes not acknowledged by Loki within the timeout; they stay in the spool");
                 status = 2;
                 break;
             }
         }
-        if (!more || spool_full_logged_) std::this_thread::sleep_for(std::chrono::milliseconds(opts.once ? 50 : 250));
+        if (!reading_) std::this_thread::sleep_for(std::chrono::milliseconds(opts.once ? 50 : 250));
     }
     // SIGTERM: what was read is durable (pass() synced it); the sender stops within one request
     // timeout, leaving the unacknowledged rest in the spool for next time.
     if (!opts.once) service.stopping();
     sender_stop = true;
-    if (sender_thread.joinable()) sender_thread.join();
+    for (auto& t : sender_threads)
+        if (t.joinable()) t.join();
     metrics_server.stop();
     return status;
 }
 
 std::string Pipeline::render_metrics() const {
-    return shipper::render_metrics(metrics_, spool_.pending_bytes());
+    std::array<uint64_t, kLanes> pending{};
+    for (size_t i = 0; i < kLanes; ++i) pending[i] = lanes_[i].spool.pending_bytes();
+    return shipper::render_metrics(metrics_, pending);
 }
 
 }  // namespace jobtrail::shipper

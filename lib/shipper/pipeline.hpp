@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -10,6 +11,7 @@
 #include "kmsg/boot_clock.hpp"
 #include "shipper/event.hpp"
 #include "shipper/internal_events.hpp"
+#include "shipper/lanes.hpp"
 #include "shipper/metrics.hpp"
 #include "shipper/sender.hpp"
 #include "shipper/sources/registry.hpp"
@@ -27,9 +29,9 @@ struct RunOptions {
     bool dry_run = false;  // print what would be sent; touch no position, no spool
 };
 
-// sources -> stages -> spool -> sender. The main thread polls the sources, runs the stages,
-// appends to the spool, syncs it and only then commits the sources' positions; the sender
-// thread drains the spool to Loki. Building the sources is the registry's
+// sources -> stages -> spool lanes -> senders. The main thread polls the sources, runs the
+// stages, appends each source's records to its lane (lanes.hpp), syncs the lanes and only then
+// commits the sources' positions; each lane's sender thread drains it to Loki. Building the sources is the registry's
 // (sources/registry.hpp), recovery at start recovery.hpp's, --dry-run dry_run.hpp's and the
 // metrics text metrics_server's; this is the main loop and the group commit.
 class Pipeline {
@@ -44,6 +46,19 @@ public:
     std::string render_metrics() const;
 
 private:
+    struct LaneState {
+        spool::Spool spool;
+        std::vector<spool::Record> carry;  // read, refused by the full lane, appended first next pass
+        uint64_t max_bytes = 0;            // this lane's share of spool.max_size
+        uint64_t pass_bytes = 1 << 20;     // line bytes per source per pass
+        size_t sources = 0;
+        bool paused = false;  // full this pass: its sources are not polled
+        bool full_logged = false;
+    };
+    LaneState& lane_for(const Source& s) { return lanes_[lane_index(lane_of(s.kind()))]; }
+    uint64_t pending_bytes() const;
+    bool carry_empty() const;
+
     void on_event(const InternalEvent& e);
     void note(Severity s, const std::string& name, const std::string& msg) const;
     int main_loop(const RunOptions& opts, const std::atomic<bool>& stop);
@@ -58,14 +73,12 @@ private:
     std::vector<std::unique_ptr<Source>> sources_;
     SelfSource* self_ = nullptr;  // one of sources_: the shipper's own stream
     std::unique_ptr<Stages> stages_;
-    spool::Spool spool_;
-    bool spool_full_logged_ = false;
+    std::array<LaneState, kLanes> lanes_;
+    bool reading_ = false;          // a source polled in the last pass has more right away
     bool checkpoint_dirty_ = true;  // write one at start even if nothing new is read
     std::string checkpoint_path_;
-    uint64_t pass_bytes_ = 1 << 20;     // line bytes per source per pass
-    uint64_t uncommitted_ = 0;          // records appended since the last checkpoint
-    std::vector<spool::Record> carry_;  // read, refused by a full spool, appended first next pass
-    bool can_defer_commit() const;      // few enough unsynced bytes that the commit may wait
+    uint64_t uncommitted_ = 0;      // records appended since the last checkpoint
+    bool can_defer_commit() const;  // few enough unsynced bytes that the commit may wait
     int64_t last_commit_ns_ = 0;
 };
 

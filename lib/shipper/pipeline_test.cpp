@@ -82,7 +82,7 @@ TEST_CASE("pipeline: a line is in the spool once, and the checkpoint covers exac
     const auto c = config(d.path());
     REQUIRE(run(c, 100) == 0);
     const Checkpoint cp = read_checkpoint(d.path() + "/shipper-checkpoint.json");
-    REQUIRE(cp.spool_end);
+    REQUIRE(cp.end(Lane::kNode));
     CHECK(cp.sources["count"]["next"] == 100);
     auto lines = spooled(d.path());
     CHECK(lines.size() == 100);
@@ -114,7 +114,7 @@ TEST_CASE("pipeline: a damaged spool position in the checkpoint is ignored, the 
                                         R"({"spool": {"segment": "x"}, "sources": {"count": {"next": 7}}})", 0644)
                 .ok);
     const Checkpoint cp = read_checkpoint(d.path() + "/shipper-checkpoint.json");
-    CHECK_FALSE(cp.spool_end);
+    CHECK_FALSE(cp.end(Lane::kNode));
     REQUIRE(run(c, 20) == 0);
     // The sources' part was readable: the source resumed at 7.
     CHECK(spooled(d.path()).size() == 13);
@@ -127,6 +127,91 @@ TEST_CASE("pipeline: a checkpoint with bytes that are not UTF-8 is still written
         nlohmann::json checkpoint() const override { return {{"path", std::string("/nccl/1/\xff.log")}}; }
     };
     sources.push_back(std::make_unique<Odd>());
-    const std::string text = checkpoint_text({1, 0}, sources);
+    const std::string text =
+        checkpoint_text({jobtrail::spool::Position{1, 0}, jobtrail::spool::Position{1, 0}}, sources);
     CHECK(nlohmann::json::parse(text)["sources"]["count"]["path"] == "/nccl/1/\xef\xbf\xbd.log");
+}
+
+namespace {
+
+// A job's NCCL file that never ends: as many lines as a pass takes.
+class FloodSource : public Source {
+public:
+    explicit FloodSource(NodeInfo node)
+        : origin_(make_origin({{"job", "nccl"}, {"job_id", "4242"}, {"node", node.node}}, {},
+                              jobtrail::node::Stream::kNccl, "4242")) {}
+    const std::string& name() const override { return name_; }
+    jobtrail::node::Stream kind() const override { return jobtrail::node::Stream::kNccl; }
+    bool poll(std::vector<Event>& out, size_t max_bytes) override {
+        for (size_t b = 0; b < max_bytes; ++next_) {
+            out.push_back({1'700'000'000'000'000'000 + static_cast<int64_t>(next_),
+                           origin_,
+                           "nccl " + std::to_string(next_) + " " + std::string(100, 'n'),
+                           {},
+                           false});
+            b += out.back().line.size();
+        }
+        return true;
+    }
+    nlohmann::json checkpoint() const override { return {{"next", next_}}; }
+    void restore(const nlohmann::json& s) override {
+        if (s.contains("next")) next_ = s["next"].get<uint64_t>();
+    }
+
+private:
+    std::string name_ = "flood";
+    uint64_t next_ = 0;
+    std::shared_ptr<const Origin> origin_;
+};
+
+}  // namespace
+
+TEST_CASE("pipeline: a job's NCCL flood fills only the jobs lane; the node's records keep being spooled", "[shipper]") {
+    jobtrail::test::TempDir d;
+    auto c = config(d.path());
+    c.shipper.spool_max_bytes = 4 << 20;  // 2 MiB a lane
+    c.shipper.nccl_budget_bytes = 0;      // the lane, not the budget, is under test
+    Pipeline p(c, [](const SourceContext& ctx) {
+        std::vector<std::unique_ptr<Source>> v;
+        v.push_back(std::make_unique<FloodSource>(ctx.node));
+        v.push_back(std::make_unique<CountingSource>(2000, ctx.node));
+        return v;
+    });
+    std::atomic<bool> stop{false};
+    RunOptions o;
+    o.once = true;
+    o.once_timeout_ms = 3'000;
+    // No Loki takes anything: the jobs lane stays full until the timeout.
+    CHECK(p.run(o, stop) == 2);
+    CHECK(p.metrics().spool_full > 0);
+
+    // Every line of the node's source is in the node lane, once (beside the shipper's own
+    // "lane is full" warning).
+    size_t counted = 0;
+    for (const auto& [l, n] : spooled(d.path())) {
+        if (l.rfind("line ", 0) != 0) continue;
+        ++counted;
+        CHECK(n == 1);
+    }
+    CHECK(counted == 2000);
+
+    // The flood is in its own lane, bounded by its share, and what the checkpoint says was read
+    // is exactly what that lane holds: the pause lost nothing.
+    jobtrail::spool::Spool s;
+    std::string err;
+    REQUIRE(s.open({d.path() + "/spool/jobs"}, err));
+    CHECK(s.pending_bytes() <= (2u << 20));
+    std::vector<jobtrail::spool::Record> recs;
+    jobtrail::spool::Position end;
+    uint64_t n = 0;
+    while (s.read(recs, 1000, 1 << 20, end) > 0)
+        for (const auto& r : recs) {
+            CHECK(r.line.rfind("nccl " + std::to_string(n) + " ", 0) == 0);
+            ++n;
+        }
+    CHECK(n > 1000);
+    const Checkpoint cp = read_checkpoint(d.path() + "/shipper-checkpoint.json");
+    CHECK(cp.sources["flood"]["next"] == n);
+    CHECK(cp.sources["count"]["next"] == 2000);
+    REQUIRE(cp.end(Lane::kJobs));
 }

@@ -3,6 +3,14 @@
 #include "common/fs.hpp"
 
 namespace jobtrail::shipper {
+namespace {
+
+// The node lane keeps the key of the single spool before lanes: an upgrade resumes where it was.
+std::string key(Lane l) {
+    return l == Lane::kNode ? "spool" : "spool_" + std::string(lane_name(l));
+}
+
+}  // namespace
 
 Checkpoint read_checkpoint(const std::string& path) {
     Checkpoint cp;
@@ -15,15 +23,20 @@ Checkpoint read_checkpoint(const std::string& path) {
         auto it = o.find(k);
         return it != o.end() && it->is_number_unsigned() ? it->get<uint64_t>() : uint64_t{0};
     };
-    if (auto sp = j.find("spool"); sp != j.end() && sp->is_object() && number(*sp, "segment") > 0)
-        cp.spool_end = spool::Position{number(*sp, "segment"), number(*sp, "offset")};
+    for (Lane l : {Lane::kNode, Lane::kJobs})
+        if (auto sp = j.find(key(l)); sp != j.end() && sp->is_object() && number(*sp, "segment") > 0)
+            cp.spool_end[lane_index(l)] = spool::Position{number(*sp, "segment"), number(*sp, "offset")};
     return cp;
 }
 
-std::string checkpoint_text(const spool::Position& end, const std::vector<std::unique_ptr<Source>>& sources) {
+std::string checkpoint_text(const LaneEnds& ends, const std::vector<std::unique_ptr<Source>>& sources) {
     nlohmann::json s = nlohmann::json::object();
     for (const auto& src : sources) s[src->name()] = src->checkpoint();
-    const nlohmann::json cp = {{"spool", {{"segment", end.segment}, {"offset", end.offset}}}, {"sources", s}};
+    nlohmann::json cp = {{"sources", s}};
+    for (Lane l : {Lane::kNode, Lane::kJobs}) {
+        const auto& e = ends[lane_index(l)];
+        cp[key(l)] = {{"segment", e.segment}, {"offset", e.offset}};
+    }
     return cp.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
@@ -32,8 +45,14 @@ void restore_sources(const Checkpoint& cp, std::vector<std::unique_ptr<Source>>&
         if (auto it = cp.sources.find(src->name()); it != cp.sources.end()) src->restore(*it);
 }
 
-bool recover_spool(spool::Spool& spool, const Checkpoint& cp, std::string& err) {
-    return spool.discard_after(cp.spool_end ? *cp.spool_end : spool.acked(), err);
+bool recover_spool(spool::Spool& spool, Lane lane, const Checkpoint& cp, std::string& err) {
+    const auto& end = cp.end(lane);
+    if (end) return spool.discard_after(*end, err);
+    // A checkpoint from a shipper that did not know this lane (a downgrade and back): its
+    // sources' positions may be past what this lane holds, so nothing of it goes.
+    for (const auto& e : cp.spool_end)
+        if (e) return true;
+    return spool.discard_after(spool.acked(), err);
 }
 
 }  // namespace jobtrail::shipper

@@ -19,8 +19,8 @@ uint64_t record_bytes(const spool::Record& r) {
 
 }  // namespace
 
-Sender::Sender(const config::ShipperConfig& cfg, spool::Spool& spool, Metrics& m, Events events)
-    : Sender(cfg, spool, m, std::move(events), nullptr) {
+Sender::Sender(const config::ShipperConfig& cfg, spool::Spool& spool, Metrics& m, Events events, Lane lane)
+    : Sender(cfg, spool, m, std::move(events), nullptr, lane) {
     auto once = std::make_shared<std::once_flag>();
     make_ = [this, once]() -> std::unique_ptr<loki::PushTransport> {
         auto c = std::make_unique<loki::Client>(config::loki_endpoint(cfg_));
@@ -34,8 +34,15 @@ Sender::Sender(const config::ShipperConfig& cfg, spool::Spool& spool, Metrics& m
     };
 }
 
-Sender::Sender(const config::ShipperConfig& cfg, spool::Spool& spool, Metrics& m, Events events, TransportFactory make)
-    : cfg_(cfg), spool_(spool), m_(m), events_(std::move(events)), make_(std::move(make)) {}
+Sender::Sender(const config::ShipperConfig& cfg, spool::Spool& spool, Metrics& m, Events events, TransportFactory make,
+               Lane lane)
+    : cfg_(cfg),
+      spool_(spool),
+      m_(m),
+      events_(std::move(events)),
+      make_(std::move(make)),
+      lane_(lane),
+      max_in_flight_(std::max<size_t>(1, cfg.max_in_flight)) {}
 
 Sender::~Sender() {
     stop_workers();
@@ -43,7 +50,7 @@ Sender::~Sender() {
 
 void Sender::start_workers() {
     quit_ = false;
-    for (size_t i = 0; i < kMaxInFlight; ++i) workers_.emplace_back([this] { worker(); });
+    for (size_t i = 0; i < max_in_flight_; ++i) workers_.emplace_back([this] { worker(); });
 }
 
 void Sender::stop_workers() {
@@ -106,6 +113,7 @@ bool Sender::fill_window() {
             auto it = streams_.find(stream);
             if (it == streams_.end()) it = streams_.emplace(std::string(stream), StreamState{}).first;
             it->second.queue.push_back(std::move(piece));
+            it->second.last_active_ns = monotonic_ns();
             ++batch.open_pieces;
         }
     }
@@ -114,7 +122,7 @@ bool Sender::fill_window() {
 
 void Sender::dispatch(int64_t now) {
     for (auto& [name, s] : streams_) {
-        if (in_flight_ >= kMaxInFlight) return;
+        if (in_flight_ >= max_in_flight_) return;
         if (s.in_flight || s.queue.empty() || s.next_try_ns > now) continue;
         Piece& p = s.queue.front();
         uint64_t cap = cfg_.batch_max_bytes;
@@ -293,22 +301,28 @@ void Sender::ack_done() {
         window_.pop_front();
     }
     if (any) spool_.ack(end);
-    m_.oldest_pending_ns =
+    m_.oldest_pending_ns[lane_index(lane_)] =
         window_.empty() || window_.front().records.empty() ? 0 : window_.front().records.front().ts_ns;
+}
+
+// The map stays the size of what is pending, plus the streams whose learned rate is recent: a
+// node sees a new NCCL stream per job, for months.
+void Sender::forget_idle(int64_t now) {
+    for (auto it = streams_.begin(); it != streams_.end();) {
+        const StreamState& s = it->second;
+        const bool idle = !s.in_flight && s.queue.empty() && s.next_try_ns <= now;
+        if (idle && (!s.rate_bps || now - s.last_active_ns > kForgetIdleNs))
+            it = streams_.erase(it);
+        else
+            ++it;
+    }
 }
 
 void Sender::run(const std::atomic<bool>& stop) {
     start_workers();
     while (!stop) {
         const bool read = fill_window();
-        for (auto it = streams_.begin(); it != streams_.end();) {
-            // Forget idle streams: the map stays the size of what is pending.
-            if (!it->second.in_flight && it->second.queue.empty() && it->second.next_try_ns <= monotonic_ns() &&
-                !it->second.rate_bps)
-                it = streams_.erase(it);
-            else
-                ++it;
-        }
+        forget_idle(monotonic_ns());
         ack_done();  // batches that were all too old
         busy_ = !window_.empty();
         if (window_.empty() && !read) {

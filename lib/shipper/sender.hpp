@@ -18,6 +18,7 @@
 #include "loki/response.hpp"
 #include "shipper/event.hpp"
 #include "shipper/internal_events.hpp"
+#include "shipper/lanes.hpp"
 #include "shipper/metrics.hpp"
 #include "spool/spool.hpp"
 
@@ -28,10 +29,12 @@ namespace jobtrail::shipper {
 // One stream per push request: Loki 3 answers a push with the ingester's result for the last
 // stream only (an earlier stream over its rate limit is silently not stored, reply 204), so a
 // request carries exactly one stream and its answer is about every entry in it. Throughput
-// comes from up to kMaxInFlight requests in flight at once, each for a different stream, each
-// worker with its own connection.
+// comes from up to `batch.max_in_flight` requests in flight at once, each for a different
+// stream, each worker with its own connection.
 //
-// The spool is one FIFO. Batches read from it form a window; each batch's records are split by
+// One Sender drains one spool lane (lanes.hpp): the node's own records and the jobs' NCCL
+// output each have their own, so a job's stream held back by Loki never delays the kernel's.
+// A lane's spool is one FIFO. Batches read from it form a window; each batch's records are split by
 // stream into pieces queued per stream, sent in the spool's order within a stream (one request
 // in flight per stream). The spool is acknowledged up to a batch's end only when that batch and
 // every earlier one are wholly answered for, so after a kill -9 reading resumes at a point
@@ -48,12 +51,16 @@ namespace jobtrail::shipper {
 class Sender {
 public:
     using TransportFactory = std::function<std::unique_ptr<loki::PushTransport>()>;
-    static constexpr size_t kMaxInFlight = 4;
     static constexpr size_t kWindowBatches = 16;
+    // A stream's learned rate is kept this long after its last record, then forgotten.
+    static constexpr int64_t kForgetIdleNs = 600'000'000'000;
 
-    Sender(const config::ShipperConfig& cfg, spool::Spool& spool, Metrics& m, Events events);
+    Sender(const config::ShipperConfig& cfg, spool::Spool& spool, Metrics& m, Events events, Lane lane = Lane::kNode);
     // For tests: each worker gets its own transport from `make`.
-    Sender(const config::ShipperConfig& cfg, spool::Spool& spool, Metrics& m, Events events, TransportFactory make);
+    Sender(const config::ShipperConfig& cfg, spool::Spool& spool, Metrics& m, Events events, TransportFactory make,
+           Lane lane = Lane::kNode);
+    // Streams with state kept (pending pieces or a learned rate); for tests.
+    size_t tracked_streams() const { return streams_.size(); }
     ~Sender();
 
     // Loops until stop, waiting batch_wait between empty polls.
@@ -82,6 +89,7 @@ private:
         uint64_t sent_n = 0;     // the request in flight: records and bytes
         uint64_t sent_bytes = 0;
         int single_refusals = 0;  // a lone entry refused by the per-stream rate limit, in a row
+        int64_t last_active_ns = 0;
     };
     struct Job {
         std::string stream;
@@ -98,12 +106,15 @@ private:
     void settle(StreamState& s, size_t n);
     void backoff(StreamState& s, int64_t now);
     void ack_done();
+    void forget_idle(int64_t now);
 
     const config::ShipperConfig& cfg_;
     spool::Spool& spool_;
     Metrics& m_;
     Events events_;
     TransportFactory make_;
+    Lane lane_;
+    size_t max_in_flight_;
     std::atomic<bool> busy_{false};
     uint64_t tenant_cap_ = 0;  // learned from the tenant's rate limit (0: none)
 

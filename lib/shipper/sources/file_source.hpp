@@ -25,6 +25,7 @@ public:
     FileSource(config::FileSourceConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m, int64_t idle_ms = 2000,
                Events events = {}, int64_t scan_interval_ms = 0);
     const std::string& name() const override { return cfg_.name; }
+    node::Stream kind() const override { return cfg_.stream; }
     bool poll(std::vector<Event>& out, size_t max_bytes) override;
     nlohmann::json checkpoint() const override;
     void restore(const nlohmann::json& state) override;

@@ -45,8 +45,12 @@ int JobTable::traced(const std::string& id, const std::string& step) const {
     return it->second.traced ? 1 : 0;
 }
 
-Stages::Stages(const config::ShipperConfig& cfg, node::Layout layout, Metrics& m)
-    : drop_blank_(cfg.drop_blank), nccl_noise_(cfg.nccl_noise), jobs_(std::move(layout)), m_(m) {
+Stages::Stages(const config::ShipperConfig& cfg, node::Layout layout, Metrics& m, NcclBudget::Clock clock)
+    : drop_blank_(cfg.drop_blank),
+      nccl_noise_(cfg.nccl_noise),
+      jobs_(std::move(layout)),
+      budget_(cfg.nccl_budget_bytes, cfg.nccl_budget_window_ms, m, std::move(clock)),
+      m_(m) {
     for (const auto& r : cfg.drop) {
         RE2::Options o;
         o.set_log_errors(false);
@@ -71,11 +75,14 @@ void Stages::apply(std::vector<Event>& events) {
         }
         if (e.dropped) continue;
         const Origin& o = *e.origin;
-        if (o.kind == node::Stream::kNccl && nccl_noise_) {
+        if (o.kind == node::Stream::kNccl) {
             // Unknown jobs keep their lines: dropping is only for jobs known not to trace.
-            if (!o.job_id.empty() && jobs_.traced(o.job_id, o.step) == 0 && RE2::PartialMatch(e.line, noise_)) {
+            if (nccl_noise_ && !o.job_id.empty() && jobs_.traced(o.job_id, o.step) == 0 &&
+                RE2::PartialMatch(e.line, noise_)) {
                 e.dropped = true;
                 m_.drop("nccl_noise");
+            } else if (!budget_.take(e)) {
+                e.dropped = true;
             }
         } else if (o.kind == node::Stream::kKernel) {
             if (auto ids = jobs_.running_at(e.ts_ns); !ids.empty()) e.metadata.emplace_back("slurm_job_id", ids);

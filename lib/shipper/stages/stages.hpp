@@ -12,6 +12,7 @@
 #include "shipper/event.hpp"
 #include "shipper/internal_events.hpp"
 #include "shipper/metrics.hpp"
+#include "shipper/stages/nccl_budget.hpp"
 
 namespace jobtrail::shipper {
 
@@ -40,11 +41,14 @@ private:
 };
 
 // Stages, applied in order to each pass's events: drop blank lines, drop by RE2 rules, drop NCCL
-// INFO noise of jobs without trace capture, tag kernel records with the running jobs.
+// INFO noise of jobs without trace capture, hold each job's NCCL lines to its budget, tag kernel
+// records with the running jobs.
 class Stages {
 public:
-    Stages(const config::ShipperConfig& cfg, node::Layout layout, Metrics& m);
+    Stages(const config::ShipperConfig& cfg, node::Layout layout, Metrics& m, NcclBudget::Clock clock = {});
     void apply(std::vector<Event>& events);
+    // Lines the stages say themselves (a job over its NCCL budget), once per pass.
+    void flush(std::vector<Event>& out) { budget_.flush(out); }
 
 private:
     struct Rule {
@@ -56,6 +60,7 @@ private:
     std::vector<Rule> rules_;
     RE2 noise_{R"(NCCL INFO (Net|Channel|Comm))"};
     JobTable jobs_;
+    NcclBudget budget_;
     Metrics& m_;
 };
 

@@ -84,3 +84,82 @@ TEST_CASE("stages key on the kind of stream: a renamed `job` and a step's own tr
     REQUIRE(e[3].metadata.size() == 1);
     CHECK(e[3].metadata[0].second == "20");
 }
+
+TEST_CASE("stages: a job's NCCL lines past its budget are dropped, counted and said once per window in its stream",
+          "[shipper]") {
+    jobtrail::test::TempDir run;
+    auto cfg = jobtrail::config::default_shipper_config();
+    cfg.nccl_budget_bytes = 1000;
+    cfg.nccl_budget_window_ms = 60'000;
+    Metrics m;
+    int64_t now = 1'000'000'000;
+    Stages st(cfg, layout(run.path()), m, [&] { return now; });
+    const std::string line(99, 'x');  // 99 bytes: ten fit in 1000
+    std::vector<Event> e;
+    for (int i = 0; i < 30; ++i) e.push_back(ev("nccl", line, "4242", 3000 + i));
+    for (int i = 0; i < 5; ++i) e.push_back(ev("nccl", line, "4343", 3000 + i));  // another job: its own budget
+    e.push_back(ev("kmsg", "mlx5_core 0000:3b:00.0: port down"));
+    st.apply(e);
+    size_t kept_4242 = 0, kept_4343 = 0;
+    for (const auto& x : e) {
+        if (x.dropped) continue;
+        if (x.origin->job_id == "4242") ++kept_4242;
+        if (x.origin->job_id == "4343") ++kept_4343;
+    }
+    CHECK(kept_4242 == 10);
+    CHECK(kept_4343 == 5);
+    CHECK_FALSE(e.back().dropped);  // the kernel is never held to a job's budget
+    CHECK(m.dropped["nccl_budget"] == 20);
+
+    // Nothing is said before the window is over.
+    std::vector<Event> said;
+    st.flush(said);
+    CHECK(said.empty());
+
+    now += 61'000'000'000;
+    st.flush(said);
+    REQUIRE(said.size() == 1);
+    CHECK(said[0].line ==
+          "jobtrail dropped 20 NCCL lines (1980 bytes) of job 4242 over its budget of 1000 bytes per 1m on this node "
+          "(shipper.stages.nccl_budget)");
+    CHECK(said[0].origin->label("job") == "nccl");
+    CHECK(said[0].origin->label("job_id") == "4242");
+    CHECK(said[0].origin->kind == Stream::kNccl);
+
+    // A new window: the job has its budget again, and a window without drops says nothing.
+    std::vector<Event> next = {ev("nccl", line, "4242")};
+    st.apply(next);
+    CHECK_FALSE(next[0].dropped);
+    now += 61'000'000'000;
+    said.clear();
+    st.flush(said);
+    CHECK(said.empty());
+}
+
+TEST_CASE("stages: the NCCL budget's window is the shipper's clock, not the lines' own timestamps", "[shipper]") {
+    jobtrail::test::TempDir run;
+    auto cfg = jobtrail::config::default_shipper_config();
+    cfg.nccl_budget_bytes = 100;
+    Metrics m;
+    const int64_t now = 5'000'000'000;
+    Stages st(cfg, layout(run.path()), m, [&] { return now; });
+    // A user stamping each line an hour apart does not get a fresh budget per line.
+    std::vector<Event> e;
+    for (int i = 0; i < 10; ++i) e.push_back(ev("nccl", std::string(50, 'y'), "7", int64_t(i) * 3'600'000'000'000));
+    st.apply(e);
+    size_t kept = 0;
+    for (const auto& x : e) kept += !x.dropped;
+    CHECK(kept == 2);
+}
+
+TEST_CASE("stages: no NCCL budget when its bytes are 0", "[shipper]") {
+    jobtrail::test::TempDir run;
+    auto cfg = jobtrail::config::default_shipper_config();
+    cfg.nccl_budget_bytes = 0;
+    Metrics m;
+    Stages st(cfg, layout(run.path()), m);
+    std::vector<Event> e;
+    for (int i = 0; i < 1000; ++i) e.push_back(ev("nccl", std::string(1000, 'z'), "8"));
+    st.apply(e);
+    for (const auto& x : e) CHECK_FALSE(x.dropped);
+}
