@@ -13,6 +13,8 @@ namespace jobtrail::shipper {
 struct Metrics {
     std::atomic<uint64_t> read{0}, spooled{0}, sent{0}, sent_bytes{0}, retries{0}, pushes{0}, spool_full{0},
         kmsg_lost{0};
+    // Unterminated lines shipped before their end to keep a source under max_partial_bytes.
+    std::atomic<uint64_t> partial_lines_cut{0};
     std::atomic<int64_t> last_success_ns{0};
     std::atomic<int64_t> oldest_pending_ns{0};  // timestamp of the oldest unacknowledged record; 0: none
     // Limits Loki named in a 429 (bytes/s; 0: none seen): the sender sizes and paces pushes below them.
