@@ -805,6 +805,7 @@ class CheckConfig(unittest.TestCase):
   sources:
     files:
       - {paths: [/var/log/a.log], job: a, labels: {bad-name: x, node: other}}
+      - {paths: [/var/log/b.log], job: b, max_files_per_owner: 0, max_open_files: 0, idle_close: 1ms, max_partial_bytes: 1}
   stages:
     drop:
       - {name: broken, pattern: "(unclosed"}
@@ -816,7 +817,11 @@ collector:
         for line, key in [(2, "shipper.metrics"), (3, "shipper.spool.max_size"),
                           (6, "shipper.sources.files[0].labels.bad-name"),
                           (6, "shipper.sources.files[0].labels.node"),
-                          (9, "shipper.stages.drop[0].pattern"), (12, "collector.prolog.total_timeout")]:
+                          (7, "shipper.sources.files[1].max_files_per_owner"),
+                          (7, "shipper.sources.files[1].max_open_files"),
+                          (7, "shipper.sources.files[1].idle_close"),
+                          (7, "shipper.sources.files[1].max_partial_bytes"),
+                          (10, "shipper.stages.drop[0].pattern"), (13, "collector.prolog.total_timeout")]:
             self.assertRegex(err, r"%s:%d:\d+: key '%s'" % (re.escape(path), line, re.escape(key)), err)
         self.assertIn("missing )", err)  # RE2's reason
 

@@ -185,6 +185,7 @@ bool FileSource::adopt(const std::string& path, const struct stat& st, bool seen
     if (auto s = saved_.find(key); s != saved_.end() && same_file(t.fd.get(), s->second.first)) {
         t.read_off = t.emitted_off = s->second.second;
         t.fingerprint = s->second.first;
+        saved_.erase(s);  // tracked now; ten thousand of them need not be held twice
     } else {
         // Now, not at the first read: the file may be closed before it is read, and is known
         // again by it when it is opened again.
@@ -292,19 +293,35 @@ void FileSource::make_room() {
 void FileSource::find_renamed() {
     // A file we had not finished may have been renamed away (rotation) while we were down: it
     // no longer matches the globs, so look for its inode beside its old name and finish it.
+    // One listing per directory, d_ino compared: ten thousand renamed files are not ten
+    // thousand listings of their directory.
+    std::map<std::string, std::map<ino_t, std::string>> by_dir;  // dir -> inode -> key
     for (const auto& [key, saved] : saved_) {
-        if (files_.count(key) || saved_paths_.count(key) == 0) continue;
-        const std::string& old = saved_paths_[key];
-        const std::string dir = old.substr(0, old.rfind('/'));
-        std::error_code ec;
-        for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-            struct stat st {};
-            if (::lstat(e.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode) || key_of(st.st_dev, st.st_ino) != key)
-                continue;
-            if (static_cast<uint64_t>(st.st_size) > saved.second) adopt(e.path().string(), st, false);
-            break;
-        }
+        const auto p = saved_paths_.find(key);
+        if (files_.count(key) || p == saved_paths_.end()) continue;
+        by_dir[dir_of(p->second)][static_cast<ino_t>(std::strtoull(key.c_str() + key.find(':') + 1, nullptr, 10))] =
+            key;
     }
+    std::vector<std::pair<std::string, struct stat>> found;
+    for (const auto& [dir, want] : by_dir) {
+        Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (!dfd.valid()) continue;
+        DIR* d = ::fdopendir(dfd.get());
+        if (d == nullptr) continue;
+        dfd.release();  // closedir closes it
+        while (const dirent* e = ::readdir(d)) {
+            const auto w = want.find(e->d_ino);
+            if (w == want.end()) continue;
+            struct stat st {};
+            if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+                key_of(st.st_dev, st.st_ino) != w->second)
+                continue;
+            if (static_cast<uint64_t>(st.st_size) > saved_[w->second].second)
+                found.emplace_back(dir + "/" + e->d_name, st);
+        }
+        ::closedir(d);
+    }
+    for (const auto& [path, st] : found) adopt(path, st, false);
 }
 
 void FileSource::scan() {
@@ -414,6 +431,7 @@ void FileSource::scan() {
     if (first_scan_) {
         first_scan_ = false;
         find_renamed();
+        saved_paths_.clear();  // needed by find_renamed only
     }
     find_moved();
     refused_.swap(refused_now_);

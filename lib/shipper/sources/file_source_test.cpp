@@ -333,6 +333,30 @@ TEST_CASE("an idle file is closed, its position kept, and read on when it grows"
     CHECK(f.lines(*s) == std::vector<std::string>{"new content, longer than before"});
 }
 
+TEST_CASE("a closed file renamed away after its last lines is finished, running and across a restart", "[shipper]") {
+    Fixture f;
+    f.cfg.idle_close_ms = 0;
+    const std::string app = f.dir.path() + "/logs/app.log";
+    f.append("app.log", "1\n");
+    auto s = f.source();
+    CHECK(f.lines(*s) == std::vector<std::string>{"1"});  // and closed
+    auto rotate = [&](const std::string& last, const std::string& to, const std::string& next) {
+        f.append("app.log", last);
+        REQUIRE(::rename(app.c_str(), (app + to).c_str()) == 0);
+        f.append("app.log", next);
+    };
+    rotate("2\n", ".1", "3\n");
+    auto l = f.lines(*s);
+    std::sort(l.begin(), l.end());
+    CHECK(l == std::vector<std::string>{"2", "3"});
+    s.reset();
+    rotate("4\n", ".2", "5\n");  // while the shipper is down
+    auto again = f.source();
+    l = f.lines(*again);
+    std::sort(l.begin(), l.end());
+    CHECK(l == std::vector<std::string>{"4", "5"});
+}
+
 TEST_CASE("one owner's files take at most their share of a source, root's are not counted", "[shipper]") {
     Fixture f("nccl", "nccl/0");
     f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
