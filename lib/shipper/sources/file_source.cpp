@@ -654,55 +654,63 @@ bool FileSource::poll(std::vector<Event>& out, size_t max_bytes) {
     backlog_ = 0;
     size_t waiting = 0;
     uint64_t held = 0;
-    for (auto it = files_.begin(); it != files_.end();) {
-        Tracked& t = it->second;
-        // Not one make_room just closed: those that waited longer go first.
-        if (!t.fd.valid() && t.stale && open_ < cfg_.max_open_files && t.closed_ns < started) {
-            SafeFile f;
-            switch (reopen(t, f)) {
-                case Reopen::kOk:
-                    break;
-                case Reopen::kGone:
-                    t.stale = false;  // what is left of it is not ours to read
-                    break;
-                case Reopen::kOther:
-                    // Read from its start as the new file it is, labelled by its name; what
-                    // was read of the old one is shipped first.
-                    if (!t.partial.empty()) take_partial(t, out);
-                    saved_.erase(it->first);
-                    t.fd = std::move(f.fd);
-                    ++open_;
-                    t.uid = f.st.st_uid;
-                    t.read_off = t.emitted_off = 0;
-                    t.fingerprint = fingerprint(t.fd.get(), static_cast<uint64_t>(f.st.st_size));
-                    t.stale = false;
-                    t.opened_ns = realtime_ns();
-                    label(t);
-                    break;
-                case Reopen::kRefused:
-                    // Hard-linked or given away since: not read, but its position kept in case
-                    // it comes back as it was.
-                    refuse(t.path, f, t.ino);
-                    saved_[it->first] = {t.fingerprint, t.emitted_off};
-                    it = forget(it);
-                    continue;
+    // Files gone from the globs first: renamed away by a rotation, they hold the older lines,
+    // which must not come out (and be stamped) after the new file's.
+    for (int round = 0; round < 2; ++round)
+        for (auto it = files_.begin(); it != files_.end();) {
+            Tracked& t = it->second;
+            if (t.seen != (round == 1)) {
+                ++it;
+                continue;
             }
+            // Not one make_room just closed: those that waited longer go first.
+            if (!t.fd.valid() && t.stale && open_ < cfg_.max_open_files && t.closed_ns < started) {
+                SafeFile f;
+                switch (reopen(t, f)) {
+                    case Reopen::kOk:
+                        break;
+                    case Reopen::kGone:
+                        t.stale = false;  // what is left of it is not ours to read
+                        break;
+                    case Reopen::kOther:
+                        // Read from its start as the new file it is, labelled by its name; what
+                        // was read of the old one is shipped first.
+                        if (!t.partial.empty()) take_partial(t, out);
+                        saved_.erase(it->first);
+                        t.fd = std::move(f.fd);
+                        ++open_;
+                        t.uid = f.st.st_uid;
+                        t.read_off = t.emitted_off = 0;
+                        t.fingerprint = fingerprint(t.fd.get(), static_cast<uint64_t>(f.st.st_size));
+                        t.stale = false;
+                        t.opened_ns = realtime_ns();
+                        label(t);
+                        break;
+                    case Reopen::kRefused:
+                        // Hard-linked or given away since: not read, but its position kept in case
+                        // it comes back as it was.
+                        refuse(t.path, f, t.ino);
+                        saved_[it->first] = {t.fingerprint, t.emitted_off};
+                        it = forget(it);
+                        continue;
+                }
+            }
+            read_file(t, out, budget);
+            if (struct stat st{}; t.fd.valid() && ::fstat(t.fd.get(), &st) == 0)
+                t.size = static_cast<uint64_t>(st.st_size);
+            const bool at_end = t.fd.valid() ? t.read_off >= t.size : !t.stale;
+            if (!at_end && t.size > t.read_off) backlog_ += static_cast<int64_t>(t.size - t.read_off);
+            waiting += !t.fd.valid() && t.stale;
+            // Gone from the globs (renamed away or deleted) and read to its end: done with it.
+            if (!t.seen && at_end && t.partial.empty()) {
+                it = forget(it);
+                continue;
+            }
+            // Not grown for a while: its descriptor back, its position kept.
+            if (t.fd.valid() && at_end && realtime_ns() - t.last_growth_ns > idle_close_ns_) close_file(t);
+            held += t.partial.size() + t.cri_partial.size();
+            ++it;
         }
-        read_file(t, out, budget);
-        if (struct stat st{}; t.fd.valid() && ::fstat(t.fd.get(), &st) == 0) t.size = static_cast<uint64_t>(st.st_size);
-        const bool at_end = t.fd.valid() ? t.read_off >= t.size : !t.stale;
-        if (!at_end && t.size > t.read_off) backlog_ += static_cast<int64_t>(t.size - t.read_off);
-        waiting += !t.fd.valid() && t.stale;
-        // Gone from the globs (renamed away or deleted) and read to its end: done with it.
-        if (!t.seen && at_end && t.partial.empty()) {
-            it = forget(it);
-            continue;
-        }
-        // Not grown for a while: its descriptor back, its position kept.
-        if (t.fd.valid() && at_end && realtime_ns() - t.last_growth_ns > idle_close_ns_) close_file(t);
-        held += t.partial.size() + t.cri_partial.size();
-        ++it;
-    }
     if (held > cfg_.max_partial_bytes) cut_partials(out, held);
     if (cut_unsaid_ && (cut_said_ns_ == 0 || monotonic_ns() - cut_said_ns_ >= 10'000'000'000)) {
         cut_said_ns_ = monotonic_ns();

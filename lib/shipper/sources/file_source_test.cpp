@@ -336,25 +336,27 @@ TEST_CASE("an idle file is closed, its position kept, and read on when it grows"
 TEST_CASE("a closed file renamed away after its last lines is finished, running and across a restart", "[shipper]") {
     Fixture f;
     f.cfg.idle_close_ms = 0;
-    const std::string app = f.dir.path() + "/logs/app.log";
+    const std::string logs = f.dir.path() + "/logs/", app = logs + "app.log";
+    // The files that take app.log's place are made first: lower inode numbers, so that in the
+    // source's own order they come before the files they replace, and only reading rotated
+    // files first keeps the older lines first.
+    f.append("next2.tmp", "");
+    f.append("next1.tmp", "");
     f.append("app.log", "1\n");
     auto s = f.source();
     CHECK(f.lines(*s) == std::vector<std::string>{"1"});  // and closed
-    auto rotate = [&](const std::string& last, const std::string& to, const std::string& next) {
+    auto rotate = [&](const std::string& last, const std::string& to, const std::string& next, const char* tmp) {
         f.append("app.log", last);
         REQUIRE(::rename(app.c_str(), (app + to).c_str()) == 0);
-        f.append("app.log", next);
+        f.append(tmp, next);
+        REQUIRE(::rename((logs + tmp).c_str(), app.c_str()) == 0);
     };
-    rotate("2\n", ".1", "3\n");
-    auto l = f.lines(*s);
-    std::sort(l.begin(), l.end());
-    CHECK(l == std::vector<std::string>{"2", "3"});
+    rotate("2\n", ".1", "3\n", "next1.tmp");
+    CHECK(f.lines(*s) == std::vector<std::string>{"2", "3"});  // the rotated file's older line first
     s.reset();
-    rotate("4\n", ".2", "5\n");  // while the shipper is down
+    rotate("4\n", ".2", "5\n", "next2.tmp");  // while the shipper is down
     auto again = f.source();
-    l = f.lines(*again);
-    std::sort(l.begin(), l.end());
-    CHECK(l == std::vector<std::string>{"4", "5"});
+    CHECK(f.lines(*again) == std::vector<std::string>{"4", "5"});
 }
 
 TEST_CASE("one owner's files take at most their share of a source, root's are not counted", "[shipper]") {
