@@ -107,7 +107,7 @@ private:
     std::map<uid_t, size_t> owner_over_now_;  // and for their owner's share, by owner
     int64_t backlog_ = 0;
     size_t open_ = 0;  // descriptors held, at most cfg_.max_open_files
-    int64_t idle_close_ns_;
+    int64_t idle_close_ns_ = 0;
     // Unterminated lines cut under max_partial_bytes and not said yet (one line per 10 s).
     uint64_t cut_unsaid_ = 0, cut_bytes_unsaid_ = 0;
     int64_t cut_said_ns_ = 0;
