@@ -333,6 +333,19 @@ TEST_CASE("an idle file is closed, its position kept, and read on when it grows"
     CHECK(f.lines(*s) == std::vector<std::string>{"new content, longer than before"});
 }
 
+TEST_CASE("a closed file is opened again only through the safe open: hard-linked since, it is refused", "[shipper]") {
+    Fixture f;
+    f.cfg.idle_close_ms = 0;
+    f.append("a.log", "1\n");
+    auto s = f.source();
+    CHECK(f.lines(*s) == std::vector<std::string>{"1"});  // and closed
+    // A second name for it, such as a user makes to pass another file off as theirs.
+    REQUIRE(::link((f.dir.path() + "/logs/a.log").c_str(), (f.dir.path() + "/a.link").c_str()) == 0);
+    f.append("a.log", "2\n");
+    CHECK(f.lines(*s).empty());
+    CHECK(f.m.files_refused["hard_link"] == 1);
+}
+
 TEST_CASE("a closed file renamed away after its last lines is finished, running and across a restart", "[shipper]") {
     Fixture f;
     f.cfg.idle_close_ms = 0;
