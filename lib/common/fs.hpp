@@ -53,7 +53,18 @@ FsStatus write_file_atomic(const std::string& path, std::string_view content, mo
 FsStatus create_file_exclusive(const std::string& path, std::string_view content, mode_t mode, bool* created);
 
 // Why open_read_safe refused a path: a metric label and a word in the log.
-enum class Refusal { kNone, kMissing, kSymlink, kNotRegular, kHardLinked, kForeignOwner, kUnreadable, kTooMany };
+// kTooMany: past a source's or directory's cap; kOwnerShare: past one owner's share of a source.
+enum class Refusal {
+    kNone,
+    kMissing,
+    kSymlink,
+    kNotRegular,
+    kHardLinked,
+    kForeignOwner,
+    kUnreadable,
+    kTooMany,
+    kOwnerShare
+};
 const char* refusal_name(Refusal r);
 
 struct SafeFile {

@@ -254,7 +254,8 @@ void parse_shipper(Parser& p, const YAML::Node& n, ShipperConfig& c) {
                     const std::string fw = w + ".sources.files[" + std::to_string(i++) + "]";
                     if (!p.check_map(
                             item, fw,
-                            {"name", "paths", "job", "format", "stream", "labels", "max_files", "max_files_per_dir"}))
+                            {"name", "paths", "job", "format", "stream", "labels", "max_files", "max_files_per_dir",
+                             "max_files_per_owner", "max_open_files", "idle_close", "max_partial_bytes"}))
                         continue;
                     FileSourceConfig fs;
                     p.string(item, fw, "name", fs.name);
@@ -266,6 +267,16 @@ void parse_shipper(Parser& p, const YAML::Node& n, ShipperConfig& c) {
                     p.integer(item, fw, "max_files_per_dir", per_dir, 1, 1'000'000);
                     fs.max_files = static_cast<size_t>(max_files);
                     fs.max_files_per_dir = static_cast<size_t>(per_dir);
+                    int per_owner = static_cast<int>(fs.max_files_per_owner),
+                        open = static_cast<int>(fs.max_open_files);
+                    p.integer(item, fw, "max_files_per_owner", per_owner, 1, 1'000'000);
+                    // Under the unit's LimitNOFILE (65536), with room for the other sources and sockets.
+                    p.integer(item, fw, "max_open_files", open, 1, 16'384);
+                    fs.max_files_per_owner = static_cast<size_t>(per_owner);
+                    fs.max_open_files = static_cast<size_t>(open);
+                    p.duration(item, fw, "idle_close", fs.idle_close_ms, kSec, kDay);
+                    // Below one line's worth lines get cut often; past 1GiB it is no bound under MemoryMax.
+                    p.size(item, fw, "max_partial_bytes", fs.max_partial_bytes, 64 * kKiB, kGiB);
                     if (fs.paths.empty()) p.error(item, fw + ".paths", "missing: at least one path or glob");
                     if (fs.job.empty()) p.error(item, fw + ".job", "missing: the Loki job label for these files");
                     if (fs.format != "plain" && fs.format != "joblog" && fs.format != "nccl" && fs.format != "cri")

@@ -1,6 +1,7 @@
 #include "config/config.hpp"
 
 #include <catch2/catch.hpp>
+#include <tuple>
 
 using namespace jobtrail::config;
 
@@ -110,9 +111,16 @@ TEST_CASE("the shipped etc/jobtrail.yaml parses cleanly and states the real defa
     CHECK(sh.max_age_ms == ds.max_age_ms);
     CHECK(sh.max_line_bytes == ds.max_line_bytes);
     REQUIRE(sh.files.size() == ds.files.size());
+    const FileSourceConfig df;
     for (size_t i = 0; i < sh.files.size(); ++i) {
         CHECK(sh.files[i].job == ds.files[i].job);
         CHECK(sh.files[i].format == ds.files[i].format);
+        CHECK(sh.files[i].max_files == df.max_files);
+        CHECK(sh.files[i].max_files_per_dir == df.max_files_per_dir);
+        CHECK(sh.files[i].max_files_per_owner == df.max_files_per_owner);
+        CHECK(sh.files[i].max_open_files == df.max_open_files);
+        CHECK(sh.files[i].idle_close_ms == df.idle_close_ms);
+        CHECK(sh.files[i].max_partial_bytes == df.max_partial_bytes);
     }
     CHECK(sh.journald.enabled == ds.journald.enabled);
     CHECK(sh.journald.units == ds.journald.units);
@@ -183,6 +191,34 @@ TEST_CASE("file source labels: Loki label names only, never the ones jobtrail se
                            "h.yaml");
     REQUIRE(ok.errors.empty());
     CHECK(ok.config.shipper.files[0].labels == std::vector<std::pair<std::string, std::string>>{{"Team_2", "ml"}});
+}
+
+TEST_CASE("file source bounds: each refused out of range with its line and key, and read when valid", "[config]") {
+    const std::string head = "shipper:\n  sources:\n    files:\n      - paths: [/a]\n        job: app\n";
+    for (const auto& [key, bad, floor] :
+         std::vector<std::tuple<std::string, std::string, std::string>>{{"max_files_per_owner", "0", "1"},
+                                                                        {"max_open_files", "0", "1"},
+                                                                        {"max_open_files", "100000", "16384"},
+                                                                        {"idle_close", "10ms", "1s"},
+                                                                        {"idle_close", "400d", "1d"},
+                                                                        {"max_partial_bytes", "1KiB", "64KiB"},
+                                                                        {"max_partial_bytes", "64GiB", "1GiB"}}) {
+        INFO(key << ": " << bad);
+        auto e = only_error(head + "        " + key + ": " + bad + "\n");
+        CHECK(e.key == "shipper.sources.files[0]." + key);
+        CHECK(e.line == 6);
+        CHECK(e.message.find(floor) != std::string::npos);  // the range it should be in
+    }
+    auto ok = parse_config(head +
+                               "        max_files_per_owner: 7\n        max_open_files: 9\n        idle_close: 2m\n"
+                               "        max_partial_bytes: 1MiB\n",
+                           "h.yaml");
+    REQUIRE(ok.errors.empty());
+    const auto& f = ok.config.shipper.files[0];
+    CHECK(f.max_files_per_owner == 7);
+    CHECK(f.max_open_files == 9);
+    CHECK(f.idle_close_ms == 120'000);
+    CHECK(f.max_partial_bytes == 1u << 20);
 }
 
 TEST_CASE("a drop pattern RE2 cannot compile is an error with RE2's reason", "[config]") {

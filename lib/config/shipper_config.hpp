@@ -24,6 +24,16 @@ struct FileSourceConfig {
     // any one directory (a job's NCCL directory). Files past them are refused and counted.
     size_t max_files = 4096;
     size_t max_files_per_dir = 512;
+    // One user's share of max_files, so that their old job directories cannot take the source's
+    // every slot. Root's files are exempt: no user can make one.
+    size_t max_files_per_owner = 1024;
+    // Descriptors held: a file not grown for idle_close is closed (its position kept) and opened
+    // again when its size changes; past max_open_files the least recently grown are closed.
+    size_t max_open_files = 256;
+    int64_t idle_close_ms = 60'000;
+    // Bytes of unterminated lines held for all files together; past it the longest are cut and
+    // shipped as lines (their rest follows as new lines), so a user's growing lines cost bounded memory.
+    uint64_t max_partial_bytes = 8ULL << 20;
 };
 
 // The systemd journal (slurmd, fabric manager, ...): one stream per unit and priority.

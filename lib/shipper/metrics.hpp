@@ -16,6 +16,8 @@ namespace jobtrail::shipper {
 struct Metrics {
     std::atomic<uint64_t> read{0}, spooled{0}, sent{0}, sent_bytes{0}, retries{0}, pushes{0}, spool_full{0},
         kmsg_lost{0};
+    // Unterminated lines shipped before their end to keep a source under max_partial_bytes.
+    std::atomic<uint64_t> partial_lines_cut{0};
     std::atomic<int64_t> last_success_ns{0};
     // Per spool lane, the timestamp of the oldest unacknowledged record; 0: none.
     std::array<std::atomic<int64_t>, kLanes> oldest_pending_ns{};

@@ -92,6 +92,10 @@ std::string render_metrics(Metrics& m, const std::array<uint64_t, kLanes>& pendi
     counter("jobtrail_shipper_retries_total", "Pushes retried (429, 5xx, transport errors).", m.retries);
     counter("jobtrail_shipper_spool_full_total", "Passes where sources paused on a full spool.", m.spool_full);
     counter("jobtrail_shipper_kmsg_lost_total", "Kernel records overwritten before they were read.", m.kmsg_lost);
+    counter("jobtrail_shipper_partial_lines_cut_total",
+            "Unterminated lines shipped before their end, their rest as new lines, to keep a file source under its "
+            "max_partial_bytes.",
+            m.partial_lines_cut);
     s += "# HELP jobtrail_shipper_spool_bytes Unacknowledged bytes in the spool.\n# TYPE jobtrail_shipper_spool_bytes "
          "gauge\njobtrail_shipper_spool_bytes " +
          std::to_string(spool_pending_bytes) + "\n";

@@ -438,6 +438,79 @@ class HostileInput(unittest.TestCase):
         finally:
             env.close()
 
+    def test_ten_thousand_tracked_files_hold_bounded_descriptors_and_arrive_once(self):
+        """Every one of a job user's 10,000 files tracked (the caps raised past them): once each
+        shipper held a descriptor per file; now idle files are closed and opened again, so the
+        descriptors stay under max_open_files, and each line still arrives once, across a
+        restart and a second line in every file."""
+        env = Env()
+        try:
+            d = env.dir
+            job = d + "/nccl/77"
+            os.makedirs(job)
+            os.chown(job, 65534, 65534)  # the job user's directory and files, as on a node
+            names = [job + "/0.n1.%d.log" % i for i in range(10000)]
+            for i, p in enumerate(names):
+                with open(p, "w") as f:
+                    f.write("rank %d first\n" % i)
+                os.chown(p, 65534, 65534)
+            with open(d + "/cfg.yaml") as f:
+                cfg = f.read()
+            cfg = cfg.replace('      - {name: app, paths: ["%s/logs/*.log"], job: app}' % d,
+                              '      - {name: app, paths: ["%s/logs/*.log"], job: app}\n'
+                              '      - {name: nccl, paths: ["%s/nccl/*/*.log"], job: nccl, format: nccl,\n'
+                              '         max_files: 20000, max_files_per_dir: 20000, max_files_per_owner: 20000}'
+                              % (d, d))
+            with open(d + "/cfg.yaml", "w") as f:
+                f.write(cfg)
+            peaks = []
+            for rnd in range(2):
+                if rnd:
+                    for i, p in enumerate(names):
+                        with open(p, "a") as f:
+                            f.write("rank %d second\n" % i)
+                rc, err, fds, rss = once_sampled(env)
+                self.assertEqual(rc, 0, err[-2000:])
+                peaks.append((fds, rss))
+                # max_open_files (256) for the NCCL files, plus the shipper's own few
+                self.assertLess(fds, 256 + 64, "open descriptors while shipping 10,000 files")
+            nccl = env.store_lines("nccl")
+            self.assertEqual(len(nccl), 20000)
+            self.assertEqual(len(set(nccl)), 20000, "a line arrived twice")
+            self.assertEqual(set(nccl), {"rank %d %s" % (i, w) for i in range(10000) for w in ("first", "second")})
+            for rnd, (fds, rss) in enumerate(peaks):
+                print("10,000 tracked files, run %d: peak %d open fds, peak RSS %.1f MiB (this build; "
+                      "bench/shipper_files.py for a Release figure)" % (rnd + 1, fds, rss / 1024))
+        finally:
+            env.close()
+
+
+def once_sampled(env, timeout=120):
+    """env.once(), sampling the shipper's open descriptors and VmHWM every 10 ms while it runs.
+    Returns (returncode, stderr, peak fds, peak RSS KiB)."""
+    import threading
+    p = subprocess.Popen([SHIPPER, "--config", env.dir + "/cfg.yaml", "--once", "--once-timeout", str(timeout)],
+                         stderr=subprocess.PIPE)
+    peak = {"fds": 0, "rss": 0}
+
+    def sample():
+        while p.poll() is None:
+            try:
+                peak["fds"] = max(peak["fds"], len(os.listdir("/proc/%d/fd" % p.pid)))
+                with open("/proc/%d/status" % p.pid) as f:
+                    for line in f:
+                        if line.startswith("VmHWM:"):
+                            peak["rss"] = max(peak["rss"], int(line.split()[1]))
+            except OSError:
+                pass
+            time.sleep(0.01)
+
+    t = threading.Thread(target=sample)
+    t.start()
+    _, err = p.communicate(timeout=timeout + 30)
+    t.join()
+    return p.returncode, err.decode(errors="replace"), peak["fds"], peak["rss"]
+
 
 def free_port():
     import socket
@@ -848,6 +921,7 @@ class CheckConfig(unittest.TestCase):
   sources:
     files:
       - {paths: [/var/log/a.log], job: a, labels: {bad-name: x, node: other}}
+      - {paths: [/var/log/b.log], job: b, max_files_per_owner: 0, max_open_files: 0, idle_close: 1ms, max_partial_bytes: 1}
   stages:
     drop:
       - {name: broken, pattern: "(unclosed"}
@@ -861,9 +935,13 @@ collector:
         for line, key in [(2, "shipper.metrics"), (3, "shipper.spool.max_size"),
                           (6, "shipper.sources.files[0].labels.bad-name"),
                           (6, "shipper.sources.files[0].labels.node"),
-                          (9, "shipper.stages.drop[0].pattern"), (10, "shipper.stages.nccl_budget.bytes"),
-                          (10, "shipper.stages.nccl_budget.window"), (11, "shipper.batch.max_in_flight"),
-                          (14, "collector.prolog.total_timeout")]:
+                          (7, "shipper.sources.files[1].max_files_per_owner"),
+                          (7, "shipper.sources.files[1].max_open_files"),
+                          (7, "shipper.sources.files[1].idle_close"),
+                          (7, "shipper.sources.files[1].max_partial_bytes"),
+                          (10, "shipper.stages.drop[0].pattern"), (11, "shipper.stages.nccl_budget.bytes"),
+                          (11, "shipper.stages.nccl_budget.window"), (12, "shipper.batch.max_in_flight"),
+                          (15, "collector.prolog.total_timeout")]:
             self.assertRegex(err, r"%s:%d:\d+: key '%s'" % (re.escape(path), line, re.escape(key)), err)
         self.assertIn("missing )", err)  # RE2's reason
 

@@ -1,10 +1,12 @@
 #include "shipper/sources/file_source.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <glob.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -50,6 +52,23 @@ bool nccl_timestamp(std::string_view line, int64_t& ts) {
     if (!t) return false;
     ts = *t;
     return true;
+}
+
+bool same_time(const struct timespec& a, const struct timespec& b) {
+    return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
+
+// A cleared line buffer keeps its capacity: give back a big one, or three hundred files that
+// once held a long line would still cost their peak.
+void release(std::string& s) {
+    if (s.capacity() > 4096)
+        std::string().swap(s);
+    else
+        s.clear();
+}
+
+std::string dir_of(const std::string& path) {
+    return path.substr(0, path.rfind('/'));
 }
 
 }  // namespace
@@ -103,6 +122,7 @@ FileSource::FileSource(config::FileSourceConfig cfg, NodeInfo node, uint64_t max
       idle_ns_(idle_ms * 1'000'000),
       scan_interval_ns_(scan_interval_ms * 1'000'000),
       events_(std::move(events)) {
+    idle_close_ns_ = cfg_.idle_close_ms * 1'000'000;
     format_ = cfg_.format == "joblog" ? Format::kJoblog
               : cfg_.format == "nccl" ? Format::kNccl
               : cfg_.format == "cri"  ? Format::kCri
@@ -120,10 +140,10 @@ void FileSource::restore(const nlohmann::json& j) {
     }
 }
 
-void FileSource::refuse(const std::string& path, const SafeFile& f, ino_t ino) {
-    if (f.refused == Refusal::kMissing) return;
+bool FileSource::refuse(const std::string& path, const SafeFile& f, ino_t ino) {
+    if (f.refused == Refusal::kMissing) return false;
     refused_now_[path] = {f.refused, ino};
-    if (auto it = refused_.find(path); it != refused_.end() && it->second.why == f.refused) return;
+    if (auto it = refused_.find(path); it != refused_.end() && it->second.why == f.refused) return false;
     {
         std::lock_guard<std::mutex> lk(m_.mu);
         ++m_.files_refused[refusal_name(f.refused)];
@@ -131,37 +151,63 @@ void FileSource::refuse(const std::string& path, const SafeFile& f, ino_t ino) {
     // Ten thousand files over a limit are one line per scan (below), not ten thousand.
     if (f.refused == Refusal::kTooMany) {
         ++over_limit_now_;
-        return;
+        return true;
     }
+    if (f.refused == Refusal::kOwnerShare) return true;  // said per owner, by the scan
     if (++said_now_ > 10) {
         ++unsaid_now_;
-        return;
+        return true;
     }
     events_.emit(Severity::kWarning, cfg_.name, "file_refused", "not reading " + f.error);
+    return true;
 }
 
-void FileSource::adopt(const std::string& path, const struct stat& st, bool seen) {
+bool FileSource::adopt(const std::string& path, const struct stat& st, bool seen) {
     Tracked t;
     // The name may be a job user's: open it so that no link or FIFO they put there is followed,
     // and only if it is still the file the scan saw.
     SafeFile f = open_read_safe(path);
-    if (f.refused == Refusal::kNone && (f.st.st_dev != st.st_dev || f.st.st_ino != st.st_ino)) return;
-    if (f.refused != Refusal::kNone) return refuse(path, f, st.st_ino);
+    if (f.refused == Refusal::kNone && (f.st.st_dev != st.st_dev || f.st.st_ino != st.st_ino)) return false;
+    if (f.refused != Refusal::kNone) {
+        refuse(path, f, st.st_ino);
+        return false;
+    }
     t.fd = std::move(f.fd);
     t.path = path;
     t.dev = st.st_dev;
     t.ino = st.st_ino;
+    t.uid = f.st.st_uid;
+    t.size = static_cast<uint64_t>(f.st.st_size);
+    t.mtime = f.st.st_mtim;
     t.seen = seen;
-    t.last_growth_ns = realtime_ns();
+    t.last_growth_ns = t.opened_ns = realtime_ns();
     const std::string key = key_of(st.st_dev, st.st_ino);
     if (auto s = saved_.find(key); s != saved_.end() && same_file(t.fd.get(), s->second.first)) {
         t.read_off = t.emitted_off = s->second.second;
         t.fingerprint = s->second.first;
+        saved_.erase(s);  // tracked now; ten thousand of them need not be held twice
+    } else {
+        // Now, not at the first read: the file may be closed before it is read, and is known
+        // again by it when it is opened again.
+        t.fingerprint = fingerprint(t.fd.get(), t.size);
     }
+    label(t);
+    auto it = files_.emplace(key, std::move(t)).first;
+    ++open_;
+    // Ten thousand new files are each opened once to be checked, not held: past the cap they
+    // wait, closed, for their turn.
+    if (open_ > cfg_.max_open_files) close_file(it->second);
+    return true;
+}
+
+void FileSource::label(Tracked& t) {
+    const std::string& path = t.path;
     // Labels from the path, as the node contract names job logs and NCCL files.
     std::string job_id;
     Metadata md;
     std::optional<node::NcclFile> nccl;
+    t.phase.clear();
+    t.step.clear();
     if (const auto jl = node::parse_job_log(path)) {
         t.phase = std::string(node::phase_name(jl->phase));
         job_id = jl->job_id;
@@ -185,25 +231,97 @@ void FileSource::adopt(const std::string& path, const struct stat& st, bool seen
     for (const auto& [k, v] : cfg_.labels) labels[k] = v;
     if (!job_id.empty()) labels[node::label::kJobId] = job_id;
     t.origin = make_origin(std::move(labels), std::move(md), cfg_.stream, job_id, t.step);
-    files_.emplace(key, std::move(t));
+}
+
+void FileSource::close_file(Tracked& t) {
+    if (!t.fd.valid()) return;
+    struct stat st {};
+    if (::fstat(t.fd.get(), &st) == 0) {
+        t.size = static_cast<uint64_t>(st.st_size);
+        t.mtime = st.st_mtim;
+    }
+    t.stale = t.read_off != t.size;  // not read to its end (or truncated): open it again for that
+    t.closed_ns = realtime_ns();
+    t.fd.reset();
+    --open_;
+}
+
+FileSource::Files::iterator FileSource::forget(Files::iterator it) {
+    if (it->second.fd.valid()) --open_;
+    return files_.erase(it);
+}
+
+FileSource::Reopen FileSource::reopen(Tracked& t, SafeFile& f) {
+    // The same safe open as the first time: the name is still the user's to change.
+    f = open_read_safe(t.path);
+    if (f.refused == Refusal::kMissing) return Reopen::kGone;
+    if (f.refused != Refusal::kNone) return Reopen::kRefused;
+    // Another inode under the name: ours was renamed or deleted (the scan will see which).
+    if (f.st.st_dev != t.dev || f.st.st_ino != t.ino) return Reopen::kGone;
+    // Our inode, but not our file: deleted and its number reused, or rewritten from its start.
+    // An empty file has no fingerprint to tell: it is taken as new (nothing of it was read).
+    if (!same_file(f.fd.get(), t.fingerprint) || (t.fingerprint.rfind("0:", 0) == 0 && t.read_off == 0))
+        return Reopen::kOther;
+    t.fd = std::move(f.fd);
+    ++open_;
+    t.opened_ns = realtime_ns();
+    t.stale = false;
+    return Reopen::kOk;
+}
+
+void FileSource::make_room() {
+    // Files waiting to be read again while every descriptor is taken: close as many of the
+    // open ones, first those read to their end (least recently grown first), then those that
+    // have had their turn longest, so that a user's hundred busy files cannot hold every slot.
+    size_t waiting = 0;
+    for (const auto& [k, t] : files_) waiting += !t.fd.valid() && t.stale;
+    if (waiting == 0 || open_ + waiting <= cfg_.max_open_files) return;
+    const size_t n = std::min(open_, open_ + waiting - cfg_.max_open_files);
+    std::vector<Tracked*> open;
+    open.reserve(open_);
+    for (auto& [k, t] : files_)
+        if (t.fd.valid()) open.push_back(&t);
+    auto order = [](const Tracked* t) {
+        const bool unread = t->read_off < t->size;
+        return std::pair{unread, unread ? t->opened_ns : t->last_growth_ns};
+    };
+    std::partial_sort(open.begin(), open.begin() + static_cast<std::ptrdiff_t>(n), open.end(),
+                      [&](const Tracked* a, const Tracked* b) { return order(a) < order(b); });
+    for (size_t i = 0; i < n; ++i) close_file(*open[i]);
 }
 
 void FileSource::find_renamed() {
     // A file we had not finished may have been renamed away (rotation) while we were down: it
     // no longer matches the globs, so look for its inode beside its old name and finish it.
+    // One listing per directory, d_ino compared: ten thousand renamed files are not ten
+    // thousand listings of their directory.
+    std::map<std::string, std::map<ino_t, std::string>> by_dir;  // dir -> inode -> key
     for (const auto& [key, saved] : saved_) {
-        if (files_.count(key) || saved_paths_.count(key) == 0) continue;
-        const std::string& old = saved_paths_[key];
-        const std::string dir = old.substr(0, old.rfind('/'));
-        std::error_code ec;
-        for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-            struct stat st {};
-            if (::lstat(e.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode) || key_of(st.st_dev, st.st_ino) != key)
-                continue;
-            if (static_cast<uint64_t>(st.st_size) > saved.second) adopt(e.path().string(), st, false);
-            break;
-        }
+        const auto p = saved_paths_.find(key);
+        if (files_.count(key) || p == saved_paths_.end()) continue;
+        by_dir[dir_of(p->second)][static_cast<ino_t>(std::strtoull(key.c_str() + key.find(':') + 1, nullptr, 10))] =
+            key;
     }
+    std::vector<std::pair<std::string, struct stat>> found;
+    for (const auto& [dir, want] : by_dir) {
+        Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (!dfd.valid()) continue;
+        DIR* d = ::fdopendir(dfd.get());
+        if (d == nullptr) continue;
+        dfd.release();  // closedir closes it
+        while (const dirent* e = ::readdir(d)) {
+            const auto w = want.find(e->d_ino);
+            if (w == want.end()) continue;
+            struct stat st {};
+            if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+                key_of(st.st_dev, st.st_ino) != w->second)
+                continue;
+            if (static_cast<uint64_t>(st.st_size) > saved_[w->second].second)
+                found.emplace_back(dir + "/" + e->d_name, st);
+        }
+        ::closedir(d);
+    }
+    for (const auto& [path, st] : found) adopt(path, st, false);
 }
 
 void FileSource::scan() {
@@ -237,7 +355,11 @@ void FileSource::scan() {
     glob_failed_ = false;
     for (auto& [k, t] : files_) t.seen = false;
     std::map<std::string, size_t> per_dir;
-    for (const auto& [k, t] : files_) ++per_dir[t.path.substr(0, t.path.rfind('/'))];
+    std::map<uid_t, size_t> per_owner;
+    for (const auto& [k, t] : files_) {
+        ++per_dir[dir_of(t.path)];
+        if (t.uid != 0) ++per_owner[t.uid];
+    }
     for (auto& g : found) {
         {
             for (size_t i = 0; i < g.gl_pathc; ++i) {
@@ -245,8 +367,9 @@ void FileSource::scan() {
                 struct stat st {};
                 // lstat: a symlink is refused (and counted) when adopted, never followed.
                 if (::lstat(path.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) continue;
-                if (auto r = refused_.find(path);
-                    r != refused_.end() && r->second.ino == st.st_ino && r->second.why != Refusal::kTooMany) {
+                if (auto r = refused_.find(path); r != refused_.end() && r->second.ino == st.st_ino &&
+                                                  r->second.why != Refusal::kTooMany &&
+                                                  r->second.why != Refusal::kOwnerShare) {
                     refused_now_.insert(*r);  // the same entry, refused before: not opened again
                     ++per_dir[path.substr(0, path.rfind('/'))];
                     continue;
@@ -267,11 +390,28 @@ void FileSource::scan() {
                 const std::string key = key_of(st.st_dev, st.st_ino);
                 auto it = files_.find(key);
                 if (it != files_.end()) {
-                    it->second.seen = true;
-                    it->second.path = path;
+                    Tracked& t = it->second;
+                    t.seen = true;
+                    t.path = path;
+                    // Closed: the scan's lstat says whether it changed. Opened again by poll,
+                    // as descriptors allow.
+                    if (!t.fd.valid() &&
+                        (static_cast<uint64_t>(st.st_size) != t.size || !same_time(st.st_mtim, t.mtime))) {
+                        t.stale = true;
+                        t.size = static_cast<uint64_t>(st.st_size);
+                        t.mtime = st.st_mtim;
+                    }
                     continue;
                 }
                 size_t& in_dir = per_dir[path.substr(0, path.rfind('/'))];
+                // An owner past their share is refused for that first, so that the reason stays
+                // the same from scan to scan (and is counted once) as the source fills.
+                if (st.st_uid != 0 && per_owner[st.st_uid] >= cfg_.max_files_per_owner) {
+                    SafeFile over;
+                    over.refused = Refusal::kOwnerShare;
+                    if (refuse(path, over, st.st_ino)) ++owner_over_now_[st.st_uid];
+                    continue;
+                }
                 if (files_.size() >= cfg_.max_files || in_dir >= cfg_.max_files_per_dir) {
                     SafeFile over;
                     over.refused = Refusal::kTooMany;
@@ -282,7 +422,7 @@ void FileSource::scan() {
                     refuse(path, over, st.st_ino);
                     continue;
                 }
-                adopt(path, st, true);
+                if (adopt(path, st, true) && st.st_uid != 0) ++per_owner[st.st_uid];
                 ++in_dir;
             }
         }
@@ -291,7 +431,9 @@ void FileSource::scan() {
     if (first_scan_) {
         first_scan_ = false;
         find_renamed();
+        saved_paths_.clear();  // needed by find_renamed only
     }
+    find_moved();
     refused_.swap(refused_now_);
     refused_now_.clear();
     if (unsaid_now_)
@@ -306,6 +448,44 @@ void FileSource::scan() {
                          std::to_string(cfg_.max_files) + " files for this source or " +
                          std::to_string(cfg_.max_files_per_dir) + " in one directory");
     over_limit_now_ = 0;
+    for (const auto& [uid, n] : owner_over_now_)
+        events_.emit(Severity::kWarning, cfg_.name, "too_many_files",
+                     "not reading " + std::to_string(n) + " more files of uid " + std::to_string(uid) +
+                         ": over its share of " + std::to_string(cfg_.max_files_per_owner) +
+                         " files per owner, kept for the others");
+    owner_over_now_.clear();
+}
+
+void FileSource::find_moved() {
+    // A closed file gone from the globs may have been renamed away after its last lines were
+    // written (rotation): an open one is finished through its descriptor, a closed one is
+    // looked for by inode beside its old name. One listing per directory, d_ino compared.
+    std::map<std::string, std::map<ino_t, Tracked*>> by_dir;
+    for (auto& [k, t] : files_)
+        if (!t.seen && !t.fd.valid()) by_dir[dir_of(t.path)][t.ino] = &t;
+    for (auto& [dir, want] : by_dir) {
+        Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (!dfd.valid()) continue;
+        DIR* d = ::fdopendir(dfd.get());
+        if (d == nullptr) continue;
+        dfd.release();  // closedir closes it
+        while (const dirent* e = ::readdir(d)) {
+            auto w = want.find(e->d_ino);
+            if (w == want.end()) continue;
+            Tracked& t = *w->second;
+            struct stat st {};
+            if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+                st.st_dev != t.dev || st.st_ino != t.ino)
+                continue;
+            t.path = dir + "/" + e->d_name;
+            if (static_cast<uint64_t>(st.st_size) != t.size || !same_time(st.st_mtim, t.mtime)) {
+                t.stale = true;
+                t.size = static_cast<uint64_t>(st.st_size);
+                t.mtime = st.st_mtim;
+            }
+        }
+        ::closedir(d);
+    }
 }
 
 void FileSource::emit_line(Tracked& t, std::string_view raw, std::vector<Event>& out) {
@@ -367,56 +547,98 @@ void FileSource::emit_line(Tracked& t, std::string_view raw, std::vector<Event>&
     out.push_back(std::move(e));
 }
 
+void FileSource::take_partial(Tracked& t, std::vector<Event>& out) {
+    emit_line(t, t.partial, out);
+    t.emitted_off += t.partial.size();
+    release(t.partial);
+}
+
 void FileSource::read_file(Tracked& t, std::vector<Event>& out, size_t& budget) {
-    struct stat st {};
-    if (::fstat(t.fd.get(), &st) != 0) return;
-    const auto size = static_cast<uint64_t>(st.st_size);
-    if (size < t.read_off) {
-        // copytruncate: the file started over.
-        t.read_off = t.emitted_off = 0;
-        t.partial.clear();
-        t.fingerprint.clear();
-    }
-    if (t.fingerprint.empty() || (t.fingerprint.rfind("256:", 0) != 0 && size > 0))
-        t.fingerprint = fingerprint(t.fd.get(), size);
-    char buf[65536];
-    while (budget > 0 && t.read_off < size) {
-        const ssize_t n =
-            ::pread(t.fd.get(), buf, std::min<size_t>(sizeof buf, budget), static_cast<off_t>(t.read_off));
-        if (n <= 0) break;
-        t.read_off += static_cast<uint64_t>(n);
-        budget -= std::min<size_t>(budget, static_cast<size_t>(n));
-        t.last_growth_ns = realtime_ns();
-        std::string_view data(buf, static_cast<size_t>(n));
-        while (!data.empty()) {
-            const size_t nl = data.find('\n');
-            if (nl == std::string_view::npos) {
-                t.partial.append(data);
-                // A line without end that keeps growing: cut it at the cap rather than hold it forever.
-                if (t.partial.size() > max_line_ + 4096) {
-                    emit_line(t, t.partial, out);
-                    t.emitted_off += t.partial.size();
-                    t.partial.clear();
+    if (t.fd.valid()) {
+        struct stat st {};
+        if (::fstat(t.fd.get(), &st) != 0) return;
+        t.size = static_cast<uint64_t>(st.st_size);
+        if (t.size < t.read_off) {
+            // copytruncate: the file started over. Its last line without end was read: ship it.
+            if (!t.partial.empty()) take_partial(t, out);
+            t.read_off = t.emitted_off = 0;
+            t.fingerprint.clear();
+        }
+        if (t.fingerprint.empty() || (t.fingerprint.rfind("256:", 0) != 0 && t.size > 0))
+            t.fingerprint = fingerprint(t.fd.get(), t.size);
+        char buf[65536];
+        while (budget > 0 && t.read_off < t.size) {
+            const ssize_t n =
+                ::pread(t.fd.get(), buf, std::min<size_t>(sizeof buf, budget), static_cast<off_t>(t.read_off));
+            if (n <= 0) break;
+            t.read_off += static_cast<uint64_t>(n);
+            budget -= std::min<size_t>(budget, static_cast<size_t>(n));
+            t.last_growth_ns = realtime_ns();
+            std::string_view data(buf, static_cast<size_t>(n));
+            while (!data.empty()) {
+                const size_t nl = data.find('\n');
+                if (nl == std::string_view::npos) {
+                    t.partial.append(data);
+                    // A line without end that keeps growing: cut it at the cap rather than hold it forever.
+                    if (t.partial.size() > max_line_ + 4096) take_partial(t, out);
+                    break;
                 }
-                break;
+                if (t.partial.empty()) {
+                    emit_line(t, data.substr(0, nl), out);
+                    t.emitted_off += nl + 1;
+                } else {
+                    t.partial.append(data.substr(0, nl));
+                    take_partial(t, out);
+                    t.emitted_off += 1;
+                }
+                data.remove_prefix(nl + 1);
             }
-            if (t.partial.empty()) {
-                emit_line(t, data.substr(0, nl), out);
-                t.emitted_off += nl + 1;
-            } else {
-                t.partial.append(data.substr(0, nl));
-                emit_line(t, t.partial, out);
-                t.emitted_off += t.partial.size() + 1;
-                t.partial.clear();
-            }
-            data.remove_prefix(nl + 1);
         }
     }
-    // A last line without newline, at the end of the file and idle for a while: take it as it is.
-    if (!t.partial.empty() && t.read_off >= size && realtime_ns() - t.last_growth_ns > idle_ns_) {
-        emit_line(t, t.partial, out);
-        t.emitted_off += t.partial.size();
-        t.partial.clear();
+    // A last line without newline, at the end of the file and idle for a while: take it as it
+    // is. A closed file is at its end unless it changed since.
+    if (!t.partial.empty() && t.read_off >= t.size && !t.stale && realtime_ns() - t.last_growth_ns > idle_ns_)
+        take_partial(t, out);
+}
+
+void FileSource::cut_partials(std::vector<Event>& out, uint64_t held) {
+    // Longest first: fewest lines cut for the bytes given back. Each is shipped in pieces no
+    // longer than a line may be, so none of it is lost; the rest of the line, when it comes,
+    // is a line of its own.
+    std::vector<Tracked*> v;
+    for (auto& [k, t] : files_)
+        if (!t.partial.empty() || !t.cri_partial.empty()) v.push_back(&t);
+    auto held_by = [](const Tracked* t) { return t->partial.size() + t->cri_partial.size(); };
+    std::sort(v.begin(), v.end(), [&](const Tracked* a, const Tracked* b) { return held_by(a) > held_by(b); });
+    auto pieces = [&](Tracked& t, std::string_view rest) {
+        while (!rest.empty()) {
+            std::string_view piece = utf8_prefix(rest, max_line_);
+            if (piece.empty()) piece = rest.substr(0, max_line_);
+            emit_line(t, piece, out);
+            rest.remove_prefix(piece.size());
+        }
+    };
+    for (Tracked* t : v) {
+        if (held <= cfg_.max_partial_bytes) break;
+        const size_t n = held_by(t);
+        if (!t->partial.empty()) {
+            pieces(*t, t->partial);
+            t->emitted_off += t->partial.size();
+            release(t->partial);
+        }
+        // CRI pieces waiting for their F: shipped as they are (emit_line would join them again).
+        if (!t->cri_partial.empty()) {
+            const std::string pending = std::move(t->cri_partial);
+            release(t->cri_partial);
+            const Format f = format_;
+            format_ = Format::kRaw;
+            pieces(*t, pending);
+            format_ = f;
+        }
+        held -= std::min<uint64_t>(held, n);
+        ++cut_unsaid_;
+        cut_bytes_unsaid_ += n;
+        ++m_.partial_lines_cut;
     }
 }
 
@@ -426,33 +648,91 @@ bool FileSource::poll(std::vector<Event>& out, size_t max_bytes) {
         last_scan_ns_ = now;
         scan();
     }
+    const int64_t started = realtime_ns();
+    make_room();
     size_t budget = max_bytes;
     backlog_ = 0;
-    for (auto it = files_.begin(); it != files_.end();) {
-        Tracked& t = it->second;
-        read_file(t, out, budget);
-        // Gone from the globs (renamed away or deleted) and read to its end: done with it.
-        struct stat st {};
-        const bool at_end = ::fstat(t.fd.get(), &st) == 0 && t.read_off >= static_cast<uint64_t>(st.st_size);
-        if (!at_end && st.st_size > 0) backlog_ += static_cast<int64_t>(static_cast<uint64_t>(st.st_size) - t.read_off);
-        if (!t.seen && at_end && t.partial.empty()) {
-            it = files_.erase(it);
-        } else {
+    size_t waiting = 0;
+    uint64_t held = 0;
+    // Files gone from the globs first: renamed away by a rotation, they hold the older lines,
+    // which must not come out (and be stamped) after the new file's.
+    for (int round = 0; round < 2; ++round)
+        for (auto it = files_.begin(); it != files_.end();) {
+            Tracked& t = it->second;
+            if (t.seen != (round == 1)) {
+                ++it;
+                continue;
+            }
+            // Not one make_room just closed: those that waited longer go first.
+            if (!t.fd.valid() && t.stale && open_ < cfg_.max_open_files && t.closed_ns < started) {
+                SafeFile f;
+                switch (reopen(t, f)) {
+                    case Reopen::kOk:
+                        break;
+                    case Reopen::kGone:
+                        t.stale = false;  // what is left of it is not ours to read
+                        break;
+                    case Reopen::kOther:
+                        // Read from its start as the new file it is, labelled by its name; what
+                        // was read of the old one is shipped first.
+                        if (!t.partial.empty()) take_partial(t, out);
+                        saved_.erase(it->first);
+                        t.fd = std::move(f.fd);
+                        ++open_;
+                        t.uid = f.st.st_uid;
+                        t.read_off = t.emitted_off = 0;
+                        t.fingerprint = fingerprint(t.fd.get(), static_cast<uint64_t>(f.st.st_size));
+                        t.stale = false;
+                        t.opened_ns = realtime_ns();
+                        label(t);
+                        break;
+                    case Reopen::kRefused:
+                        // Hard-linked or given away since: not read, but its position kept in case
+                        // it comes back as it was.
+                        refuse(t.path, f, t.ino);
+                        saved_[it->first] = {t.fingerprint, t.emitted_off};
+                        it = forget(it);
+                        continue;
+                }
+            }
+            read_file(t, out, budget);
+            if (struct stat st{}; t.fd.valid() && ::fstat(t.fd.get(), &st) == 0)
+                t.size = static_cast<uint64_t>(st.st_size);
+            const bool at_end = t.fd.valid() ? t.read_off >= t.size : !t.stale;
+            if (!at_end && t.size > t.read_off) backlog_ += static_cast<int64_t>(t.size - t.read_off);
+            waiting += !t.fd.valid() && t.stale;
+            // Gone from the globs (renamed away or deleted) and read to its end: done with it.
+            if (!t.seen && at_end && t.partial.empty()) {
+                it = forget(it);
+                continue;
+            }
+            // Not grown for a while: its descriptor back, its position kept.
+            if (t.fd.valid() && at_end && realtime_ns() - t.last_growth_ns > idle_close_ns_) close_file(t);
+            held += t.partial.size() + t.cri_partial.size();
             ++it;
         }
+    if (held > cfg_.max_partial_bytes) cut_partials(out, held);
+    if (cut_unsaid_ && (cut_said_ns_ == 0 || monotonic_ns() - cut_said_ns_ >= 10'000'000'000)) {
+        cut_said_ns_ = monotonic_ns();
+        events_.emit(Severity::kWarning, cfg_.name, "partial_lines_cut",
+                     "shipped " + std::to_string(cut_unsaid_) + " unterminated lines (" +
+                         std::to_string(cut_bytes_unsaid_) + " bytes) before their end: its files held more than " +
+                         std::to_string(cfg_.max_partial_bytes) +
+                         " bytes of lines without newline (max_partial_bytes); the rest of each follows as a new line");
+        cut_unsaid_ = cut_bytes_unsaid_ = 0;
     }
-    return budget == 0;
+    // Files waiting for a descriptor: another pass soon, not after the idle sleep.
+    return budget == 0 || waiting > 0;
 }
 
 void FileSource::flush_partial(std::vector<Event>& out) {
     for (auto& [k, t] : files_) {
         struct stat st {};
         // Only a real last line: at the end of the file, not the cut of a bounded read.
-        if (t.partial.empty() || ::fstat(t.fd.get(), &st) != 0 || t.read_off < static_cast<uint64_t>(st.st_size))
+        if (t.partial.empty()) continue;
+        if (t.fd.valid() ? ::fstat(t.fd.get(), &st) != 0 || t.read_off < static_cast<uint64_t>(st.st_size) : t.stale)
             continue;
-        emit_line(t, t.partial, out);
-        t.emitted_off += t.partial.size();
-        t.partial.clear();
+        take_partial(t, out);
     }
 }
 

@@ -19,6 +19,9 @@ namespace jobtrail::shipper {
 // its end through the open descriptor. copytruncate: a file shorter than our position starts
 // again at 0. A last line without newline waits for it, or for idle_ms. Lines longer than
 // max_line are cut with a marker; invalid UTF-8 becomes U+FFFD and NUL bytes show as \x00.
+// Bounded against a job's user: files tracked per source, directory and owner; descriptors held
+// (idle files are closed, their position kept, and opened again when they change); bytes of
+// unterminated lines held across all files (past it the longest are shipped as lines).
 class FileSource : public Source {
 public:
     // scan_interval_ms: how often the globs are listed again (new files appear within it).
@@ -47,6 +50,13 @@ private:
         std::string partial;       // bytes after emitted_off, without newline yet
         std::string cri_partial;   // CRI "P" pieces waiting for their "F"
         int64_t last_growth_ns = 0;
+        uid_t uid = 0;
+        // While closed: its size and mtime when last seen (a change means open it again), and
+        // whether it has bytes to read, waiting for a descriptor.
+        uint64_t size = 0;
+        struct timespec mtime {};
+        int64_t opened_ns = 0, closed_ns = 0;  // under the descriptor cap, files take turns
+        bool stale = false;
         bool seen = true;   // matched the globs in the last scan
         std::string phase;  // prolog or epilog, for job log lines
         std::string step;   // of an NCCL file
@@ -54,11 +64,21 @@ private:
     };
 
     void scan();
-    void adopt(const std::string& path, const struct stat& st, bool seen);
-    void refuse(const std::string& path, const SafeFile& f, ino_t ino);
+    bool adopt(const std::string& path, const struct stat& st, bool seen);
+    void label(Tracked& t);
+    bool refuse(const std::string& path, const SafeFile& f, ino_t ino);
     void find_renamed();
+    void find_moved();
     void read_file(Tracked& t, std::vector<Event>& out, size_t& budget);
     void emit_line(Tracked& t, std::string_view line, std::vector<Event>& out);
+    void take_partial(Tracked& t, std::vector<Event>& out);
+    void cut_partials(std::vector<Event>& out, uint64_t held);
+    void close_file(Tracked& t);
+    enum class Reopen { kOk, kGone, kOther, kRefused };
+    Reopen reopen(Tracked& t, SafeFile& f);
+    void make_room();
+    using Files = std::map<std::string, Tracked>;
+    Files::iterator forget(Files::iterator it);  // erases, closing its descriptor
     static std::string key_of(dev_t dev, ino_t ino) { return std::to_string(dev) + ":" + std::to_string(ino); }
 
     enum class Format { kRaw, kJoblog, kNccl, kCri };
@@ -84,8 +104,14 @@ private:
     Events events_;
     bool first_scan_ = true;
     bool glob_failed_ = false;
-    size_t over_limit_now_ = 0;  // files newly refused for a limit in this scan
+    size_t over_limit_now_ = 0;               // files newly refused for a limit in this scan
+    std::map<uid_t, size_t> owner_over_now_;  // and for their owner's share, by owner
     int64_t backlog_ = 0;
+    size_t open_ = 0;  // descriptors held, at most cfg_.max_open_files
+    int64_t idle_close_ns_ = 0;
+    // Unterminated lines cut under max_partial_bytes and not said yet (one line per 10 s).
+    uint64_t cut_unsaid_ = 0, cut_bytes_unsaid_ = 0;
+    int64_t cut_said_ns_ = 0;
 };
 
 }  // namespace jobtrail::shipper

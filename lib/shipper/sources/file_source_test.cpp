@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "kmsgfs_mount.hpp"
 
@@ -263,6 +265,189 @@ TEST_CASE("files past a source's limits are refused and counted once, the others
     CHECK(f.m.files_refused["too_many_files"] == 3);          // once each, not once per pass
     REQUIRE(said.size() == 1);
     CHECK(said[0].rfind("too_many_files: not reading 3 more files", 0) == 0);
+}
+
+namespace {
+size_t open_fds() {
+    size_t n = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+    return n;
+}
+}  // namespace
+
+TEST_CASE("a source holds at most max_open_files descriptors, and every file is still read once", "[shipper]") {
+    Fixture f("nccl", "nccl/3");
+    f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
+    f.cfg.max_open_files = 4;
+    const std::string d = f.dir.path() + "/nccl/3/";
+    for (int i = 0; i < 40; ++i) std::ofstream(d + std::to_string(i) + ".n.1.log") << "a" << i << "\n";
+    const size_t before = open_fds();
+    size_t most = 0;
+    auto drain = [&](FileSource& s) {
+        std::vector<std::string> got;
+        bool more = true;
+        while (more) {
+            std::vector<Event> ev;
+            more = s.poll(ev, 1 << 20);
+            most = std::max(most, open_fds() - before);
+            for (auto& e : ev) got.push_back(e.line);
+        }
+        f.saved = s.checkpoint();
+        std::sort(got.begin(), got.end());
+        return got;
+    };
+    auto expect = [](const std::string& p) {
+        std::vector<std::string> v;
+        for (int i = 0; i < 40; ++i) v.push_back(p + std::to_string(i));
+        std::sort(v.begin(), v.end());
+        return v;
+    };
+    auto s = f.source();
+    CHECK(drain(*s) == expect("a"));
+    for (int i = 0; i < 40; ++i) std::ofstream(d + std::to_string(i) + ".n.1.log", std::ios::app) << "b" << i << "\n";
+    CHECK(drain(*s) == expect("b"));  // the closed ones opened again where they were
+    s.reset();
+    for (int i = 0; i < 40; ++i) std::ofstream(d + std::to_string(i) + ".n.1.log", std::ios::app) << "c" << i << "\n";
+    auto again = f.source();  // and after a restart
+    CHECK(drain(*again) == expect("c"));
+    CHECK(most <= 4);
+}
+
+TEST_CASE("an idle file is closed, its position kept, and read on when it grows", "[shipper]") {
+    Fixture f;
+    f.cfg.idle_close_ms = 0;  // closed as soon as it is read to its end
+    f.append("a.log", "one\n");
+    f.append("b.log", "other\n");
+    const size_t before = open_fds();
+    auto s = f.source();
+    CHECK(f.lines(*s).size() == 2);
+    CHECK(open_fds() == before);
+    f.append("a.log", "two\nthr");
+    CHECK(f.lines(*s) == std::vector<std::string>{"two"});
+    CHECK(open_fds() == before);  // closed again, its partial "thr" kept
+    f.append("a.log", "ee\n");
+    CHECK(f.lines(*s) == std::vector<std::string>{"three"});
+    // Rewritten from its start while closed (another file in its inode, or copytruncate and
+    // more): the fingerprint differs, so it is read from 0 rather than from the old position.
+    { std::ofstream(f.dir.path() + "/logs/a.log", std::ios::trunc) << "new content, longer than before\n"; }
+    CHECK(f.lines(*s) == std::vector<std::string>{"new content, longer than before"});
+}
+
+TEST_CASE("a closed file is opened again only through the safe open: hard-linked since, it is refused", "[shipper]") {
+    Fixture f;
+    f.cfg.idle_close_ms = 0;
+    f.append("a.log", "1\n");
+    auto s = f.source();
+    CHECK(f.lines(*s) == std::vector<std::string>{"1"});  // and closed
+    // A second name for it, such as a user makes to pass another file off as theirs.
+    REQUIRE(::link((f.dir.path() + "/logs/a.log").c_str(), (f.dir.path() + "/a.link").c_str()) == 0);
+    f.append("a.log", "2\n");
+    CHECK(f.lines(*s).empty());
+    CHECK(f.m.files_refused["hard_link"] == 1);
+}
+
+TEST_CASE("a closed file renamed away after its last lines is finished, running and across a restart", "[shipper]") {
+    Fixture f;
+    f.cfg.idle_close_ms = 0;
+    const std::string logs = f.dir.path() + "/logs/", app = logs + "app.log";
+    // The files that take app.log's place are made first: lower inode numbers, so that in the
+    // source's own order they come before the files they replace, and only reading rotated
+    // files first keeps the older lines first.
+    f.append("next2.tmp", "");
+    f.append("next1.tmp", "");
+    f.append("app.log", "1\n");
+    auto s = f.source();
+    CHECK(f.lines(*s) == std::vector<std::string>{"1"});  // and closed
+    auto rotate = [&](const std::string& last, const std::string& to, const std::string& next, const char* tmp) {
+        f.append("app.log", last);
+        REQUIRE(::rename(app.c_str(), (app + to).c_str()) == 0);
+        f.append(tmp, next);
+        REQUIRE(::rename((logs + tmp).c_str(), app.c_str()) == 0);
+    };
+    rotate("2\n", ".1", "3\n", "next1.tmp");
+    CHECK(f.lines(*s) == std::vector<std::string>{"2", "3"});  // the rotated file's older line first
+    s.reset();
+    rotate("4\n", ".2", "5\n", "next2.tmp");  // while the shipper is down
+    auto again = f.source();
+    CHECK(f.lines(*again) == std::vector<std::string>{"4", "5"});
+}
+
+TEST_CASE("one owner's files take at most their share of a source, root's are not counted", "[shipper]") {
+    Fixture f("nccl", "nccl/0");
+    f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
+    f.cfg.max_files = 9;
+    f.cfg.max_files_per_owner = 3;
+    auto job = [&](const std::string& id, uid_t uid, int files) {
+        const std::string dir = f.dir.path() + "/nccl/" + id;
+        ::mkdir(dir.c_str(), 0755);
+        REQUIRE(::chown(dir.c_str(), uid, uid) == 0);
+        for (int i = 0; i < files; ++i) {
+            const std::string p = dir + "/" + std::to_string(i) + ".n.1.log";
+            std::ofstream(p) << "job " << id << " file " << i << "\n";
+            REQUIRE(::chown(p.c_str(), uid, uid) == 0);
+        }
+    };
+    job("0", 0, 4);                                           // root's (a site's own files): exempt from the share
+    for (const char* id : {"1", "2", "3"}) job(id, 1001, 3);  // one user's many old jobs
+    job("9", 1002, 2);                                        // another user's job, listed last
+    std::vector<std::string> said;
+    FileSource s(f.cfg, NodeInfo{"c", "n"}, 1024, f.m, 100000,
+                 Events([&](const InternalEvent& e) { said.push_back(e.name + ": " + e.message); }));
+    std::vector<std::string> lines;
+    for (int pass = 0; pass < 3; ++pass) {
+        std::vector<Event> ev;
+        s.poll(ev, 1 << 20);
+        for (auto& e : ev) lines.push_back(e.line);
+    }
+    auto of = [&](const std::string& prefix) {
+        return std::count_if(lines.begin(), lines.end(), [&](const std::string& l) { return l.rfind(prefix, 0) == 0; });
+    };
+    CHECK(of("job 0 ") == 4);
+    CHECK(of("job 1 ") + of("job 2 ") + of("job 3 ") == 3);
+    CHECK(of("job 9 ") == 2);                                  // not crowded out by uid 1001's
+    CHECK(f.m.files_refused["too_many_files_of_owner"] == 6);  // once each, not once per pass
+    REQUIRE(said.size() == 1);
+    CHECK(said[0].find("not reading 6 more files of uid 1001") != std::string::npos);
+}
+
+TEST_CASE("unterminated lines past max_partial_bytes are shipped as lines, nothing lost", "[shipper]") {
+    Fixture f;
+    f.cfg.max_partial_bytes = 4096;
+    const std::string body(100, 'x');
+    for (int i = 0; i < 300; ++i) f.append(std::to_string(i) + ".log", "f" + std::to_string(i) + body);
+    std::vector<std::string> said;
+    FileSource s(f.cfg, NodeInfo{"c", "n"}, 1024, f.m, 100000,
+                 Events([&](const InternalEvent& e) { said.push_back(e.name); }));
+    auto drain = [&] {
+        std::vector<std::string> got;
+        for (int pass = 0; pass < 3; ++pass) {
+            std::vector<Event> ev;
+            s.poll(ev, 1 << 20);
+            for (auto& e : ev) got.push_back(e.line);
+        }
+        return got;
+    };
+    const auto cut = drain();
+    for (int i = 0; i < 300; ++i) f.append(std::to_string(i) + ".log", "-end" + std::to_string(i) + "\n");
+    auto rest = drain();
+    std::set<std::string> all(cut.begin(), cut.end());
+    all.insert(rest.begin(), rest.end());
+    CHECK(all.size() == cut.size() + rest.size());  // nothing twice
+    size_t whole = 0;
+    for (int i = 0; i < 300; ++i) {
+        const std::string head = "f" + std::to_string(i) + body, tail = "-end" + std::to_string(i);
+        INFO(i);
+        if (all.count(head + tail)) {
+            ++whole;
+        } else {
+            CHECK(all.count(head));  // cut, and its rest a line of its own: every byte arrived
+            CHECK(all.count(tail));
+        }
+    }
+    // At most the cap's worth (4096 bytes of ~104-byte lines) waited whole for its newline.
+    CHECK(whole <= 4096 / 104);
+    CHECK(f.m.partial_lines_cut == 300 - whole);
+    CHECK(std::count(said.begin(), said.end(), "partial_lines_cut") == 1);  // said once, not per line
 }
 
 TEST_CASE("a directory full of links costs one line and no opens past its cap", "[shipper]") {
