@@ -21,7 +21,10 @@ bool query_piece(Client& client, const std::string& logql, int64_t start_ns, int
                  const std::function<void(const QueryEntry&)>& on_entry, QueryResult& res, int& page_limit,
                  int64_t& limit) {
     int64_t from = start_ns;
-    std::set<std::pair<std::string, std::string>> boundary;  // (stream, line) already sent at `from`
+    // (stream, line) already delivered at `at_ts`, the timestamp of the last entry delivered: the
+    // next page starts at it and gives them again, and a sharded stream can hold one entry twice.
+    int64_t at_ts = INT64_MIN;
+    std::set<std::pair<std::string, std::string>> seen;
     while (from < end_ns) {
         const std::string q = "query=" + Client::url_encode(logql) + "&start=" + std::to_string(from) +
                               "&end=" + std::to_string(end_ns) + "&limit=" + std::to_string(page_limit) +
@@ -70,13 +73,22 @@ bool query_piece(Client& client, const std::string& logql, int64_t start_ns, int
         }
         std::stable_sort(page.begin(), page.end(),
                          [](const auto& a, const auto& b) { return a.second.ts_ns < b.second.ts_ns; });
+        // Loki stores a stream sent faster than its shard_streams.desired_rate as several streams,
+        // __stream_shard__="0".."N-1" beside the unsharded one: to us they are one stream. The
+        // label is dropped, and an entry two shards hold (a push Loki stored but did not answer,
+        // sent again, lands in other shards) comes once, as Loki keeps it once in one stream.
         std::vector<std::string> stream_text(streams.size());
-        for (size_t i = 0; i < streams.size(); ++i) stream_text[i] = format_labels(streams[i]);
-        int64_t last = from;
+        for (size_t i = 0; i < streams.size(); ++i) {
+            streams[i].erase(std::string(kStreamShardLabel));
+            stream_text[i] = format_labels(streams[i]);
+        }
         size_t fresh = 0;
-        std::set<std::pair<std::string, std::string>> next_boundary;
         for (auto& [idx, e] : page) {
-            if (e.ts_ns == from && boundary.count({stream_text[idx], e.line})) continue;
+            if (e.ts_ns != at_ts) {
+                at_ts = e.ts_ns;
+                seen.clear();
+            }
+            if (!seen.insert({stream_text[idx], e.line}).second) continue;
             if (opts.max_entries && res.entries >= opts.max_entries) {
                 res.truncated = true;
                 return false;
@@ -85,24 +97,16 @@ bool query_piece(Client& client, const std::string& logql, int64_t start_ns, int
             on_entry(e);
             ++res.entries;
             ++fresh;
-            if (e.ts_ns != last) next_boundary.clear();
-            last = e.ts_ns;
-            next_boundary.insert({stream_text[idx], e.line});
         }
         if (static_cast<int>(page.size()) < page_limit) break;  // the last page
         if (fresh == 0) {
             // A whole page at one timestamp, all seen: more than page_limit entries share it.
             res.truncated = true;
             from += 1;
-            boundary.clear();
+            seen.clear();
             continue;
         }
-        if (last == from) {
-            boundary.insert(next_boundary.begin(), next_boundary.end());
-        } else {
-            boundary = std::move(next_boundary);
-        }
-        from = last;
+        from = std::max(from, at_ts);
     }
     return true;
 }

@@ -3,12 +3,17 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 namespace jobtrail::loki {
 
 using LabelSet = std::map<std::string, std::string>;
+
+// The label Loki's automatic stream sharding (shard_streams, on by default) adds to the streams it
+// splits a fast stream into; query_range() leaves it out: shards are one stream.
+inline constexpr std::string_view kStreamShardLabel = "__stream_shard__";
 
 // One log line as query_range returns it. Without the categorize-labels flag Loki folds
 // structured metadata into the labels, so `labels` holds both.

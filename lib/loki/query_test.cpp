@@ -3,7 +3,9 @@
 #include <curl/curl.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <map>
+#include <thread>
 
 #include "common/time.hpp"
 #include "loki/push.hpp"
@@ -194,4 +196,51 @@ TEST_CASE("Loki's durations and refusals in words", "[loki]") {
     CHECK(describe_refusal(401, "bad password").find("credentials") != std::string::npos);
     CHECK(describe_refusal(400, "the query time range exceeds the limit (query length: 800h0m0s, limit: 30d1h)")
               .find("max_query_length") != std::string::npos);
+}
+
+TEST_CASE("the shards of a stream are one stream: no __stream_shard__ label, an entry two shards hold comes once",
+          "[loki][double]") {
+    // desired_rate 64KB: 100 KB pushes are sharded once the double's rate store has seen the
+    // stream (a second and a half after its first push).
+    jobtrail::test::LokiDouble loki({"--shard-desired-rate-kb", "64", "--max-entries-limit", "300"});
+    Endpoint ep;
+    ep.url = loki.url();
+    Client c(ep);
+    const int64_t t0 = jobtrail::realtime_ns() - 600'000'000'000;
+    auto push = [&](int from, int n) {
+        Stream s;
+        s.labels = {{"job", "nccl"}, {"node", "n1"}, {"file", "0.n1.7.log"}};
+        for (int i = from; i < from + n; ++i)
+            s.entries.push_back({t0 + i * 1000, "line " + std::to_string(i) + " " + std::string(90, 'x'), {}});
+        REQUIRE(c.push(encode_push({s}, false)).status == 204);
+    };
+    push(0, 1000);  // not sharded: Loki does not know the stream's rate yet
+    std::this_thread::sleep_for(std::chrono::milliseconds(1600));
+    push(1000, 1000);  // sharded
+    // 1499..1999 sent again with the next lines (as after a push Loki stored but never answered,
+    // batched anew): entry by entry round robin puts them in other shards, where they are new.
+    push(1499, 1001);
+    push(2500, 500);
+    const HttpResult store = c.get("/-/store", "");
+    REQUIRE(store.status == 200);
+    auto count = [&](const std::string& what) {
+        size_t n = 0;
+        for (size_t at = store.body.find(what); at != std::string::npos; at = store.body.find(what, at + 1)) ++n;
+        return n;
+    };
+    REQUIRE(count("\"__stream_shard__\"") >= 2);
+    REQUIRE(count("\"line ") > 3000);  // some entries twice, in two shards
+
+    std::vector<int> got;
+    bool labels_ok = true;
+    const auto r = query_range(c, "{job=\"nccl\"}", t0, t0 + 10'000'000, {}, [&](const QueryEntry& e) {
+        got.push_back(std::stoi(e.line.substr(5)));
+        labels_ok &= !e.labels->count("__stream_shard__") && e.labels->at("file") == "0.n1.7.log";
+    });
+    CHECK_FALSE(r.failed);
+    CHECK(labels_ok);
+    CHECK(r.entries == 3000);
+    std::vector<int> want(3000);
+    for (int i = 0; i < 3000; ++i) want[i] = i;
+    CHECK(got == want);  // each once, in time order, across pages of 300
 }

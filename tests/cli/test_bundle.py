@@ -2,7 +2,7 @@
 """`jobtrail bundle`, `xid` and `logql` against the Loki test double, and `bundle --local` on job
 log files: what an operator gets in the archive. Needs JOBTRAIL_BUILD (the build directory);
 the LogQL and browser checks need tests/js/node_modules (scripts/install-deps.sh) and chromium."""
-import glob, hashlib, json, os, shutil, subprocess, tarfile, tempfile, time, unittest, urllib.request
+import glob, hashlib, json, os, shutil, subprocess, tarfile, tempfile, time, unittest, urllib.parse, urllib.request
 
 BUILD = os.environ.get("JOBTRAIL_BUILD", os.path.join(os.path.dirname(__file__), "../../build"))
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "../.."))
@@ -194,6 +194,75 @@ class Bundle(unittest.TestCase):
                 self.assertGreater(os.path.getsize(png), 10_000)
             if HAVE_JS:
                 self.check_logql([q["query"] for q in m["queries"]])
+        finally:
+            loki.close()
+
+    def test_a_sharded_nccl_stream_is_one_file_with_every_line_once_in_order(self):
+        """A job at NCCL TRACE: one rank's stream comes faster than Loki's shard_streams
+        desired_rate (1536KB/s), and Loki (as the double) stores it as __stream_shard__="0".."N"
+        streams beside the unsharded one; a batch is sent again overlapping (as after a push Loki
+        stored but never answered), and its lines land in other shards, where they are new. The
+        bundle has the rank's file once, each line once, in order; the label is no file, no source."""
+        loki = Loki()
+        try:
+            t0 = time.time_ns() - 3600 * NS
+            loki.push(job_streams(nccl_lines=10, t0=t0))
+            f = "0.gpu02.3000.log"
+            lab = {"cluster": "c1", "node": "gpu02", "job": "nccl", "job_id": "4242", "service_name": "nccl",
+                   "file": f, "step": "0", "pid": "3000"}
+            lines = ["[t] gpu02:3000:3000 [3] NCCL TRACE Channel %02d/32 seq %06d %s" % (i % 32, i, "p" * 42)
+                     for i in range(60000)]
+
+            def push(lo, hi):
+                vals = [[str(t0 + 20 * NS + i * 1000), lines[i]] for i in range(lo, hi)]
+                st, body = http("POST", loki.url + "/loki/api/v1/push",
+                                json.dumps({"streams": [{"stream": lab, "values": vals}]}).encode())
+                self.assertEqual(st, 204, body)
+
+            def sharded():
+                series = json.loads(http("GET", loki.url + "/loki/api/v1/series?match[]=" +
+                                         urllib.parse.quote('{file="%s"}' % f))[1])["data"]
+                return len([s for s in series if "__stream_shard__" in s]) > 1
+
+            # 1 MB pushes: the first one before Loki knows the stream's rate, a pause for its
+            # ingester to publish the second and its rate store to poll it, then back to back.
+            again = None
+            for lo in range(0, 60000, 10000):
+                push(lo, lo + 10000)
+                if lo == 0:
+                    time.sleep(1.2)
+                elif again is None and sharded():
+                    # This batch again, batched anew (one line later: entry by entry round robin
+                    # puts its lines in other shards, where they are new).
+                    again = lo
+                    push(lo + 1, lo + 10000)
+            self.assertIsNotNone(again, "never sharded")
+            store = json.loads(http("GET", loki.url + "/-/store")[1])
+            held = sum(len(s["entries"]) for s in store if s["labels"].get("file") == f)
+            self.assertGreater(held, 60000)  # some lines twice, in two shards
+
+            r = self.run_cli("--loki-url", loki.url, "bundle", "4242", "-o", self.out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            (archive,) = glob.glob(self.out + "/*-job4242-*.tar.zst")
+            members = tar_members(archive)
+            self.assertFalse([m for m in members if "shard" in m], sorted(members))
+            top = extract(archive, self.out + "/x")
+            self.assertEqual(sorted(os.listdir(top + "/nccl/gpu02")), ["0.gpu02.1000.log", "0.gpu02.1001.log", f])
+            got = [l.split(" ", 1)[1] for l in open(top + "/nccl/gpu02/" + f).read().splitlines()]
+            self.assertEqual(len(got), 60000)
+            self.assertEqual(got, lines)  # each once, in order
+            m = json.load(open(top + "/manifest.json"))
+            by_name = {q["name"]: q for q in m["queries"]}
+            self.assertEqual(by_name["NCCL gpu02"]["lines"], 60000 + 2 * 10)
+            self.assertTrue(m["complete"])
+            with open(top + "/timeline.txt") as fh:
+                tl = fh.read().splitlines()
+            self.assertEqual(len(tl), sum(q["lines"] for q in m["queries"] if q["name"] != "find the job"))
+            traced = [l for l in tl if "NCCL TRACE" in l]
+            self.assertEqual(traced, ["%s gpu02 nccl %s" % (l[:30], line) for l, line in
+                                      zip(open(top + "/nccl/gpu02/" + f).read().splitlines(), lines)])
+            self.assertEqual({l.split(" ")[2] for l in tl},
+                             {"prolog", "epilog", "nccl", "kmsg", "slurmd", "fabric-manager"})
         finally:
             loki.close()
 

@@ -8,12 +8,16 @@ logproto.PushRequest), so a wrong field in our .proto cannot hide on both sides.
 
 Endpoints: POST /loki/api/v1/push (snappy protobuf, JSON, gzip/deflate), GET /loki/api/v1/query_range,
 /loki/api/v1/series, /loki/api/v1/labels, /loki/api/v1/label/<name>/values, /ready.
+Loki 3.4's automatic stream sharding is on, as in Loki (--no-shard-streams turns it off,
+--shard-desired-rate-kb sets desired_rate, 1536 by default): a stream sent faster than that is
+stored as __stream_shard__="0".."N-1" streams beside its unsharded one (see StreamRates).
+Metric queries (count_over_time, sum by) are not supported: query_range answers 400.
 Test controls: POST /-/fault {"mode": "status"|"slow"|"reset"|"big"|"none", "status": 500, "body": "...",
 "count": N, "delay": S, "target": "push"|"query", "query_contains": "...", "bytes": N, "length": true}
 ("big": a body of N bytes, as a broken proxy might send; "length": false sends it without a
 Content-Length, to the end of the connection); GET /-/store (everything stored, exactly); GET /-/stats; POST /-/reset.
 """
-import argparse, bisect, gzip, heapq, itertools, json, re, sys, threading, time, zlib
+import argparse, bisect, gzip, heapq, itertools, json, math, re, sys, threading, time, zlib
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlparse, parse_qs
@@ -307,6 +311,95 @@ def detected_level(labels, line):
     return {"warning": "warn", "err": "error", "eror": "error", "crit": "critical", "dbg": "debug", "inf": "info"}.get(v, v)
 
 
+SHARD_LABEL = "__stream_shard__"
+
+
+class StreamRates:
+    """Loki 3.4's automatic stream sharding (shard_streams, on by default; reference section 11)
+    needs each stream's recent rate, which Loki learns late and smoothed: the ingester adds up the
+    bytes and pushes of each of its streams for one second, then publishes that second; the
+    distributor's rate store polls the ingesters every second (here half a second after they
+    publish), sums the shards of one stream, and keeps a moving average (0.4 new, 0.6 old; a
+    stream that sent nothing decays by 0.6; forgotten after 10 minutes). A stream the rate store
+    has not seen yet has a push rate of 0 and is never sharded. All driven by the push's own
+    clock (now_ns), so the double's own tests can replay the reference's timing exactly."""
+
+    SMOOTHING = 0.4
+    KEEP_ALIVE_NS = 600 * NS
+
+    def __init__(self):
+        self.window = {}     # (tenant, unsharded labels) -> [bytes, {shard stream: pushes}] of the current second
+        self.published = {}  # the ingester's last whole second, as the rate store will read it
+        self.rates = {}      # (tenant, unsharded labels) -> [rate bytes/s, pushes/s, updated at ns]
+        self.done_ns = None  # every tick up to here has been run
+        self.last_shard = {}  # (tenant, unsharded labels) -> Loki's shardTracker
+
+    @staticmethod
+    def unsharded(tenant, labels):
+        return tenant, format_labels({k: v for k, v in labels.items() if k != SHARD_LABEL})
+
+    def _poll(self, at_ns):
+        for k, (rate, pushes) in self.published.items():
+            old = self.rates.get(k)
+            if old:
+                rate = self.SMOOTHING * rate + (1 - self.SMOOTHING) * old[0]
+                pushes = self.SMOOTHING * pushes + (1 - self.SMOOTHING) * old[1]
+            self.rates[k] = [rate, pushes, at_ns]
+        for k, r in list(self.rates.items()):
+            if at_ns - r[2] > self.KEEP_ALIVE_NS:
+                del self.rates[k]
+            elif k not in self.published:
+                r[0] *= 1 - self.SMOOTHING
+                r[1] *= 1 - self.SMOOTHING
+
+    def advance(self, now_ns):
+        """Runs the ingesters' publishes (at whole seconds) and the rate store's polls (half a
+        second later) that fell due up to now_ns, in time order."""
+        if self.done_ns is None:
+            self.done_ns = now_ns
+            return
+        t = self.done_ns
+        while True:
+            publish = (t // NS + 1) * NS
+            poll = (t - NS // 2) // NS * NS + NS + NS // 2
+            nxt = min(publish, poll)
+            if nxt > now_ns:
+                break
+            if nxt == publish:
+                self.published = {k: (b, max(p.values())) for k, (b, p) in self.window.items()}
+                self.window = {}
+            else:
+                self._poll(nxt)
+            t = nxt
+            if not self.window and not self.published and now_ns - t > 2 * NS:
+                # Nothing sent for a while: only decay and expiry are left; in one step.
+                polls = (now_ns - t) // NS
+                for k, r in list(self.rates.items()):
+                    if now_ns - r[2] > self.KEEP_ALIVE_NS:
+                        del self.rates[k]
+                    else:
+                        r[0] *= (1 - self.SMOOTHING) ** polls
+                        r[1] *= (1 - self.SMOOTHING) ** polls
+                t += polls * NS
+        self.done_ns = max(t, self.done_ns)
+
+    def record(self, tenant, labels, nbytes, now_ns):
+        """The ingester's rate calculator: bytes a (shard) stream stored in this push."""
+        w = self.window.setdefault(self.unsharded(tenant, labels), [0, {}])
+        w[0] += nbytes
+        shard = labels.get(SHARD_LABEL, "")
+        w[1][shard] = w[1].get(shard, 0) + 1
+
+    def shard_count(self, tenant, labels, push_size, desired_rate):
+        """Loki's shardCountFor: ceil((rate + push size x min(push rate, 1)) / desired rate),
+        never sharded before the rate store has seen the stream, 1 when that is at most 1."""
+        rate, pushes, _ = self.rates.get(self.unsharded(tenant, labels), (0, 0, 0))
+        if pushes == 0 or desired_rate <= 0:
+            return 1
+        shards = (int(rate) + int(push_size * min(pushes, 1.0))) / desired_rate
+        return 1 if shards <= 1 else math.ceil(shards)
+
+
 class Loki:
     def __init__(self, a):
         self.a = a
@@ -317,6 +410,7 @@ class Loki:
         self.streams = {}  # (tenant, labels text) -> {"labels": dict, "entries": [(ts, line, sm)], "keys": set}
         self.rate = {}
         self.stream_rate = {}
+        self.sharding = StreamRates()
         self.stats = {"pushes": 0, "by_status": {}, "entries_received": 0, "entries_stored": 0, "duplicates": 0,
                       "rejected": {}}
         self.fault = {"mode": "none"}
@@ -388,6 +482,8 @@ class Loki:
             if good:
                 valid.append((key, labels, canon, good))
         self.stats["entries_received"] += total
+        if a.shard_streams:
+            valid = [shard for v in valid for shard in self.shard_stream(tenant, v, now_ns)]
         # Tenant rate: the whole push's valid entries at once (the invalid ones not counted).
         size = sum(entry_bytes(e) for *_, es in valid for e in es)
         lines = sum(len(es) for *_, es in valid)
@@ -421,7 +517,7 @@ class Loki:
                 continue
             if st is None:
                 st = self.streams[key] = {"labels": labels, "entries": [], "keys": set(), "newest": 0, "order": []}
-            behind = []
+            behind, stored = [], 0
             for ts, line, sm in good:
                 if st["entries"] and ts < st["newest"] - window:
                     behind.append("entry with timestamp %s ignored, reason: 'entry too far behind, entry timestamp is: "
@@ -438,6 +534,9 @@ class Loki:
                 bisect.insort(st["order"], (ts, len(st["entries"]) - 1))
                 st["newest"] = max(st["newest"], ts)
                 self.stats["entries_stored"] += 1
+                stored += len(line.encode())
+            if a.shard_streams:
+                self.sharding.record(tenant, labels, stored, now_ns)
             if behind:
                 last = (400, behind[:10], len(behind), len(good), canon)
                 self.stats["rejected"]["too_far_behind"] = self.stats["rejected"].get("too_far_behind", 0) + len(behind)
@@ -447,6 +546,31 @@ class Loki:
                             % (tenant, ignored, of, canon))
         if errors:
             raise PushError(400, group_errors(errors))
+
+    def shard_stream(self, tenant, v, now_ns):
+        """Loki's distributor with shard_streams on: a stream whose rate (what the rate store has
+        learned, plus this push) is above desired_rate goes to N shards, each its own stream in the
+        ingester, labelled __stream_shard__="0".."N-1"; entry i of the push goes to the i-th shard
+        taken from where the stream's last sharded push stopped (round robin); the stream's
+        unsharded series keeps what it got before."""
+        key, labels, canon, good = v
+        self.sharding.advance(now_ns)
+        push_size = sum(len(line.encode()) for _, line, _ in good)
+        n = self.sharding.shard_count(tenant, labels, push_size, self.a.shard_desired_rate_kb * 1024)
+        if n <= 1:
+            return [v]
+        sk = self.sharding.unsharded(tenant, labels)
+        count = min(n, len(good))
+        start = self.sharding.last_shard.get(sk, 0)
+        self.sharding.last_shard[sk] = start + count
+        out = []
+        for j in range(count):
+            sl = dict(labels)
+            sl[SHARD_LABEL] = str((start + j) % n)
+            sc = format_labels(sl)
+            out.append(((tenant, sc), sl, sc, good[j::count]))
+        self.stats["sharded_pushes"] = self.stats.get("sharded_pushes", 0) + 1
+        return out
 
     def select_iter(self, tenant, query, start, end, forward=True):
         """[(labels, iterator of (ts, line, sm))] for the matching streams, each iterator in time
@@ -716,7 +840,7 @@ def make_handler(loki):
     return H
 
 
-def main():
+def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--port-file")
@@ -739,13 +863,21 @@ def main():
     p.add_argument("--max-query-length", type=int, default=0, help="seconds; 0 = no limit (Loki's default: 721h)")
     p.add_argument("--max-query-lookback", type=int, default=0, help="seconds; 0 = no limit")
     p.add_argument("--max-recv-bytes", type=int, default=100 * 2**20)
+    p.add_argument("--no-shard-streams", dest="shard_streams", action="store_false",
+                   help="turn off Loki's automatic stream sharding (shard_streams.enabled, on by default)")
+    p.add_argument("--shard-desired-rate-kb", type=int, default=1536, help="shard_streams.desired_rate (1536KB)")
     p.add_argument("--no-discover-log-levels", dest="discover_log_levels", action="store_false")
     p.add_argument("--no-structured-metadata", dest="allow_structured_metadata", action="store_false")
     p.add_argument("--tls-cert", help="serve HTTPS with this certificate (PEM) ...")
     p.add_argument("--tls-key", help="... and this key")
-    a = p.parse_args()
+    a = p.parse_args(argv)
     a.per_stream_rate_kb = a.per_stream_rate_kb or int(a.per_stream_rate_mb * 1024)
     a.per_stream_burst_kb = a.per_stream_burst_kb or int(a.per_stream_burst_mb * 1024)
+    return a
+
+
+def main():
+    a = parse_args()
     loki = Loki(a)
     srv = ThreadingHTTPServer(("127.0.0.1", a.port), make_handler(loki))
     srv.daemon_threads = True

@@ -377,5 +377,86 @@ class Loki3Reference(unittest.TestCase):
             d.close()
 
 
+    # Section 11 ran on "generous": per-stream 64MB/128MB, tenant 256MB/512MB.
+    GENEROUS = ["--ingestion-rate-mb", "256", "--burst-mb", "512", "--per-stream-rate-mb", "64",
+                "--per-stream-burst-mb", "128"]
+
+    @staticmethod
+    def replay(pushes, gap_s, probe, *extra):
+        """Section 11's pushes of 20000 x 100 B lines (2 MB) into one stream, straight into the
+        double's Loki on a clock of our own: push k at t0 + k x gap_s, t0 half a second past a
+        whole second (the rate store polls half a second after the ingesters publish). Returns
+        the stream's series after each push and the entries stored per series at the end."""
+        sys.path.insert(0, HERE)
+        import loki_double
+        loki = loki_double.Loki(loki_double.parse_args(list(Loki3Reference.GENEROUS) + list(extra)))
+        t0 = (time.time_ns() // NS - 120) * NS + NS // 2
+        series_after = []
+        for k in range(pushes):
+            now = t0 + int(k * gap_s * NS)
+            entries = [(now - 60 * NS + k * 20000 + i, "%07d " % (k * 20000 + i) + "x" * 92, {}) for i in range(20000)]
+            loki.push("fake", [('{probe="%s", run="R"}' % probe, entries)], now)
+            series_after.append(sorted(labels.get("__stream_shard__", "") for labels, _ in
+                                       loki.select("fake", '{probe="%s"}' % probe, 0, 1 << 62)))
+        count = {labels.get("__stream_shard__", ""): len(es)
+                 for labels, es in loki.select("fake", '{probe="%s"}' % probe, 0, 1 << 62)}
+        return series_after, count
+
+    def test_s11_a_stream_sent_slowly_is_never_sharded(self):
+        series_after, count = self.replay(3, 4.0, "p11slow")
+        self.assertEqual(series_after, [[""], [""], [""]])  # 1 series each time, no __stream_shard__
+        self.assertEqual(count, {"": 60000})
+
+    def test_s11_a_fast_stream_is_sharded_as_observed(self):
+        # 12 pushes of 2 MB with 0.3 s pauses (a push taking 0.1 s): the rate store has not seen
+        # the stream for pushes 1-3; push 4 is sharded 4 ways, from push 9 on 5 ways; the
+        # unsharded series keeps the first three pushes.
+        series_after, count = self.replay(12, 0.4, "p11fast")
+        self.assertEqual(series_after[:3], [[""]] * 3)
+        self.assertEqual(series_after[3:8], [["", "0", "1", "2", "3"]] * 5)
+        self.assertEqual(series_after[8:], [["", "0", "1", "2", "3", "4"]] * 4)
+        self.assertEqual(count, {"": 60000, "0": 41000, "1": 41000, "2": 41000, "3": 41000, "4": 16000})
+
+    def test_s11_sharding_can_be_turned_off(self):
+        series_after, count = self.replay(12, 0.4, "p11off", "--no-shard-streams")
+        self.assertEqual(series_after, [[""]] * 12)
+        self.assertEqual(count, {"": 240000})
+
+    def test_s11_shards_over_http_in_series_labels_values_and_query_results(self):
+        d = Double(*self.GENEROUS)
+        try:
+            base = time.time_ns() - 60 * NS
+            sent, sharded = [], None
+            for k in range(12):
+                vals = [[str(base + k * 20000 + i), "%07d " % (k * 20000 + i) + "x" * 92] for i in range(20000)]
+                sent += [v[1] for v in vals]
+                self.assertEqual(d.push_json([({"probe": "p11", "run": "R"}, vals)]), (204, ""))
+                series = json.loads(d.req("GET", "/loki/api/v1/series?" + urllib.parse.urlencode(
+                    {"match[]": '{probe="p11"}'}))[1])["data"]
+                shards = sorted(s["__stream_shard__"] for s in series if "__stream_shard__" in s)
+                if k == 0:
+                    self.assertEqual(series, [{"probe": "p11", "run": "R", "service_name": "unknown_service"}])
+                if shards:
+                    sharded = k
+                    break
+                time.sleep(0.3)
+            self.assertIsNotNone(sharded, "12 pushes of 2 MB 0.3 s apart were never sharded")
+            self.assertGreater(sharded, 0)  # never before the rate store has seen the stream
+            self.assertEqual(shards, [str(i) for i in range(len(shards))])
+            self.assertIn({"probe": "p11", "run": "R", "service_name": "unknown_service"}, series)  # kept
+            self.assertIn("__stream_shard__", json.loads(d.req("GET", "/loki/api/v1/labels")[1])["data"])
+            self.assertEqual(json.loads(d.req("GET", "/loki/api/v1/label/__stream_shard__/values")[1])["data"], shards)
+            doc = json.loads(d.query('{probe="p11"}', limit=2)[1])  # backward: the newest, from shards
+            self.assertEqual(sum(len(r["values"]) for r in doc["data"]["result"]), 2)
+            self.assertTrue(all("__stream_shard__" in r["stream"] for r in doc["data"]["result"]), doc)
+            # Entry by entry round robin: two neighbours of one push are in two shards.
+            self.assertEqual(len(doc["data"]["result"]), 2)
+            # Every line stored once, across the unsharded series and the shards.
+            store = json.loads(d.req("GET", "/-/store")[1])
+            got = sorted(e[1] for s in store if s["labels"]["probe"] == "p11" for e in s["entries"])
+            self.assertEqual(got, sorted(sent))
+        finally:
+            d.close()
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
