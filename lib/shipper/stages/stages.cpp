@@ -1,5 +1,6 @@
 #include "shipper/stages/stages.hpp"
 
+#include "common/time.hpp"
 #include "node/job_state.hpp"
 
 namespace jobtrail::shipper {
@@ -12,13 +13,22 @@ bool is_trace(const std::string& t) {
 
 }  // namespace
 
+JobTable::JobTable(node::Layout layout, Clock now)
+    : layout_(std::move(layout)), now_(now ? std::move(now) : Clock(realtime_ns)) {}
+
 void JobTable::refresh() {
-    for (auto& [id, j] : jobs_) j.running = false;
+    for (auto& [id, j] : jobs_) j.marker = false;
     for (const auto& m : node::read_job_markers(layout_)) {
         Job& j = jobs_[m.job_id];
         j.start_ns = m.start_ns;
         j.traced = is_trace(m.trace);
-        j.running = true;
+        j.marker = true;
+        j.gone_ns = 0;
+    }
+    const int64_t now = now_();
+    for (auto& [id, j] : jobs_) {
+        if (j.running && !j.marker) j.gone_ns = now;
+        j.running = j.marker;
     }
     for (const auto& r : node::read_step_records(layout_)) {
         auto it = jobs_.find(r.job_id);
@@ -34,7 +44,7 @@ void JobTable::refresh() {
 std::string JobTable::running_at(int64_t ts) const {
     std::string out;
     for (const auto& [id, j] : jobs_)
-        if (j.running && j.start_ns <= ts) out += (out.empty() ? "" : ",") + id;
+        if (j.start_ns <= ts && (j.running || (j.gone_ns && ts <= j.gone_ns))) out += (out.empty() ? "" : ",") + id;
     return out;
 }
 
@@ -45,10 +55,11 @@ int JobTable::traced(const std::string& id, const std::string& step) const {
     return it->second.traced ? 1 : 0;
 }
 
-Stages::Stages(const config::ShipperConfig& cfg, node::Layout layout, Metrics& m, NcclBudget::Clock clock)
+Stages::Stages(const config::ShipperConfig& cfg, node::Layout layout, Metrics& m, NcclBudget::Clock clock,
+               JobTable::Clock wall)
     : drop_blank_(cfg.drop_blank),
       nccl_noise_(cfg.nccl_noise),
-      jobs_(std::move(layout)),
+      jobs_(std::move(layout), std::move(wall)),
       budget_(cfg.nccl_budget_bytes, cfg.nccl_budget_window_ms, m, std::move(clock)),
       m_(m) {
     for (const auto& r : cfg.drop) {

@@ -2,6 +2,7 @@
 
 #include <re2/re2.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -18,12 +19,16 @@ namespace jobtrail::shipper {
 
 // The jobs running on this node, from the prolog's markers and the plugin's step records (the
 // node contract), refreshed on every pass. Remembers which jobs and steps asked for trace
-// capture after their records are gone.
+// capture after their records are gone, and when a job's marker went: a kernel record is
+// judged by its own time, and one the shipper reads just after the epilog removed the marker
+// still belongs to that job.
 class JobTable {
 public:
-    explicit JobTable(node::Layout layout) : layout_(std::move(layout)) {}
+    using Clock = std::function<int64_t()>;  // realtime ns
+    explicit JobTable(node::Layout layout, Clock now = {});
     void refresh();
-    // Comma-separated ids of the jobs running at ts (started before it, marker present).
+    // Comma-separated ids of the jobs running at ts (started at or before it, and not seen
+    // gone before it).
     std::string running_at(int64_t ts_ns) const;
     // 1 if the step (or, without a record of the step, its job) asked for trace capture, 0 if
     // not, -1 if the job was never seen.
@@ -34,9 +39,12 @@ private:
         int64_t start_ns = 0;
         bool traced = false;
         bool running = false;
+        bool marker = false;                // seen in this refresh
+        int64_t gone_ns = 0;                // when the marker was first missing (0: still there)
         std::map<std::string, bool> steps;  // step -> traced
     };
     node::Layout layout_;
+    Clock now_;
     std::map<std::string, Job> jobs_;
 };
 
@@ -45,7 +53,9 @@ private:
 // records with the running jobs.
 class Stages {
 public:
-    Stages(const config::ShipperConfig& cfg, node::Layout layout, Metrics& m, NcclBudget::Clock clock = {});
+    // Clocks for tests: the budget's (monotonic) and the job table's (realtime).
+    Stages(const config::ShipperConfig& cfg, node::Layout layout, Metrics& m, NcclBudget::Clock clock = {},
+           JobTable::Clock wall = {});
     void apply(std::vector<Event>& events);
     // Lines the stages say themselves (a job over its NCCL budget), once per pass.
     void flush(std::vector<Event>& out) { budget_.flush(out); }

@@ -163,3 +163,33 @@ TEST_CASE("stages: no NCCL budget when its bytes are 0", "[shipper]") {
     st.apply(e);
     for (const auto& x : e) CHECK_FALSE(x.dropped);
 }
+
+TEST_CASE("stages: a kernel record read just after its job's epilog removed the marker still names that job",
+          "[shipper]") {
+    jobtrail::test::TempDir run;
+    const auto l = layout(run.path());
+    REQUIRE(jobtrail::node::write_job_marker(l, {"30", "u", "1000", "n", "", 1000}).ok);
+    REQUIRE(jobtrail::node::write_job_marker(l, {"31", "u", "1000", "n", "", 1000}).ok);
+    auto cfg = jobtrail::config::default_shipper_config();
+    Metrics m;
+    int64_t now = 5000;
+    Stages st(cfg, l, m, {}, [&] { return now; });
+    std::vector<Event> none;
+    st.apply(none);  // both markers seen
+    // Job 30 ends at 6000: its epilog removes the marker; the shipper notices at 6000.
+    REQUIRE(::unlink((run.path() + "/jobs/30").c_str()) == 0);
+    now = 6000;
+    st.apply(none);
+    // An Xid the kernel logged at 5990, read after that: still job 30's (and 31's, running).
+    // One logged after the shipper saw the marker gone is not job 30's.
+    now = 7000;
+    std::vector<Event> e = {ev("kmsg", "NVRM: Xid (PCI:0000:3b:00): 79, pid=1", "", 5990),
+                            ev("kmsg", "NVRM: Xid (PCI:0000:3b:00): 79, pid=1", "", 6500),
+                            ev("kmsg", "NVRM: Xid (PCI:0000:3b:00): 79, pid=1", "", 900)};
+    st.apply(e);
+    REQUIRE(e[0].metadata.size() == 1);
+    CHECK(e[0].metadata[0].second == "30,31");
+    REQUIRE(e[1].metadata.size() == 1);
+    CHECK(e[1].metadata[0].second == "31");
+    CHECK(e[2].metadata.empty());  // before either job started
+}
