@@ -46,7 +46,7 @@ TEST_CASE("a priority past the kernel's u8 facility is refused, not wrapped to t
     CHECK_FALSE(parse_record("65539,1,2,-;x\n", r, e));
 }
 
-TEST_CASE("decodes the kernel's \\xNN escapes", "[kmsg]") {
+TEST_CASE("decodes the kernel's hex escapes (backslash x NN)", "[kmsg]") {
     Record r;
     ParseError e;
     REQUIRE(parse_record("4,7,1,-;tab\\x09here back\\x5cslash \\x1b[31mred\n", r, e));

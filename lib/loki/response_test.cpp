@@ -53,7 +53,7 @@ TEST_CASE("400 validation errors by reason", "[loki]") {
               .rejected.at("line_too_long") == 1);
 }
 
-TEST_CASE("429, 5xx and no answer are retried; 413 splits; 401/403 are configuration errors", "[loki]") {
+TEST_CASE("429, 5xx and no answer are retried, 413 splits, 401/403 are configuration errors", "[loki]") {
     auto r = classify_push_response(429,
                                     "Ingestion rate limit exceeded for user fake (limit: 4194304 bytes/sec) while "
                                     "attempting to ingest '16' lines totaling '4096000' bytes, reduce log volume or "

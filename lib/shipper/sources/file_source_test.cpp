@@ -93,7 +93,7 @@ TEST_CASE("copytruncate: a file shorter than our position starts over", "[shippe
     CHECK(f.lines(*s) == std::vector<std::string>{"c"});
 }
 
-TEST_CASE("long lines are cut with a marker; bad bytes stay visible", "[shipper]") {
+TEST_CASE("long lines are cut with a marker, bad bytes stay visible", "[shipper]") {
     Fixture f;
     f.append("a.log", std::string(5000, 'x') + "\nnul\0here\xff\n" + std::string("ok\n"));
     std::string raw = std::string(5000, 'x') + "\n";
