@@ -57,6 +57,17 @@ TEST_CASE("decodes the kernel's hex escapes (backslash x NN)", "[kmsg]") {
     CHECK(line.rfind("4,7,1,-;", 0) == 0);
 }
 
+TEST_CASE("continuation values are unescaped like the message", "[kmsg]") {
+    Record r;
+    ParseError e;
+    // The kernel writes \xNN in dictionary values as in the message (Documentation/ABI/testing/dev-kmsg).
+    REQUIRE(parse_record("6,8,1,-;usb 1-1: new device\n SUBSYSTEM=usb\n DEVICE=a\\x20b\n MODEL=x\\x5cy\\x09z\n", r, e));
+    CHECK(r.dict_value("SUBSYSTEM") == "usb");
+    CHECK(r.dict_value("DEVICE") == "a b");
+    CHECK(r.dict_value("MODEL") == "x\\y\tz");
+    CHECK(r.message == "usb 1-1: new device");
+}
+
 TEST_CASE("ignores unknown extra header fields", "[kmsg]") {
     Record r;
     ParseError e;
