@@ -285,3 +285,19 @@ TEST_CASE("a directory full of links costs one line and no opens past its cap", 
     // Ten said one by one, the rest in one line each: not two hundred lines.
     CHECK(said.size() == 12);
 }
+
+TEST_CASE("copytruncate seen while running: the restart resumes after the new lines, none lost or repeated",
+          "[shipper]") {
+    Fixture f;
+    f.append("app.log", "aaaa\nbbbb\n");
+    auto s = f.source();
+    CHECK(f.lines(*s) == std::vector<std::string>{"aaaa", "bbbb"});
+    // logrotate's copytruncate: the file is cut to nothing under the running source, then written on.
+    REQUIRE(::truncate((f.dir.path() + "/logs/app.log").c_str(), 0) == 0);
+    f.append("app.log", "c\n");
+    CHECK(f.lines(*s) == std::vector<std::string>{"c"});
+    s.reset();  // the checkpoint of that moment is what a restart resumes from
+    f.append("app.log", "1\n2\n3\n4\n5\n6\n");
+    auto again = f.source();
+    CHECK(f.lines(*again) == std::vector<std::string>{"1", "2", "3", "4", "5", "6"});
+}
