@@ -217,12 +217,13 @@ TEST_CASE("an ack in the middle of a segment keeps that segment's rest and every
         REQUIRE(s.sync());
         REQUIRE(count_segments(dir.path()) > 3);
         std::vector<Record> first;
-        // 75 records of ~130 bytes: past the first two segments, inside the third.
-        REQUIRE(s.read(first, 75, 1 << 20, mid) == 75);
+        // 80 records of ~160 bytes, 25 to a segment: past the first three, inside the fourth.
+        REQUIRE(s.read(first, 80, 1 << 20, mid) == 80);
         REQUIRE(mid.segment > 1);
         REQUIRE(mid.offset > 0);
+        REQUIRE(mid.offset < 4096 - 1000);  // well inside it, not at its end
         REQUIRE(s.ack(mid));
-        for (int i = 75; i < 200; ++i) {
+        for (int i = 80; i < 200; ++i) {
             std::string frame;
             append_frame(frame, rec(i, 100));
             rest_bytes += frame.size();
@@ -234,8 +235,8 @@ TEST_CASE("an ack in the middle of a segment keeps that segment's rest and every
         s.read(sent, 10, 1 << 20, end);
         s.rewind();
         const auto again = read_all(s, end);
-        REQUIRE(again.size() == 125);
-        CHECK(again.front() == rec(75, 100));
+        REQUIRE(again.size() == 120);
+        CHECK(again.front() == rec(80, 100));
         CHECK(again.back() == rec(199, 100));
     }
     // And after a restart.
@@ -246,8 +247,8 @@ TEST_CASE("an ack in the middle of a segment keeps that segment's rest and every
     CHECK(s.pending_bytes() == rest_bytes);
     Position end;
     const auto got = read_all(s, end);
-    REQUIRE(got.size() == 125);
-    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == rec(static_cast<int>(i) + 75, 100));
+    REQUIRE(got.size() == 120);
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == rec(static_cast<int>(i) + 80, 100));
 }
 
 TEST_CASE("a damaged payload byte is caught by the checksum, the frame around it intact", "[spool]") {
@@ -287,6 +288,7 @@ TEST_CASE("a damaged payload byte is caught by the checksum, the frame around it
 }
 
 TEST_CASE("a full spool takes exactly what fits in max_bytes", "[spool]") {
+    // Counted in whole frames, the one being appended included: never a record past the limit.
     jobtrail::test::TempDir dir;
     Spool s;
     std::string err;
