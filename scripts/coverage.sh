@@ -30,7 +30,7 @@ out="$BUILD/coverage"
 mkdir -p "$out"
 # Throw and unreachable branches are the compiler's (every call that may throw has one), not ours.
 gcovr -r . --object-directory "$BUILD" --filter 'lib/' --exclude '.*_test\.cpp$' \
-  --exclude-throw-branches --exclude-unreachable-branches -j"$JOBS" \
+  --exclude-directories "$BUILD/CMakeFiles/[0-9.]+" --exclude-throw-branches --exclude-unreachable-branches -j"$JOBS" \
   --json-summary "$out/summary.json" --txt "$out/coverage.txt" >/dev/null
 
 python3 - "$out/summary.json" <<'PY'
