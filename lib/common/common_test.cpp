@@ -80,6 +80,24 @@ TEST_CASE("escaping keeps valid UTF-8 and escapes the rest", "[common]") {
     CHECK(logfmt_value("has space \"q\"") == "\"has space \\\"q\\\"\"");
 }
 
+TEST_CASE("overlong and out-of-range UTF-8 is escaped, the shortest forms at each length pass", "[common][hostile]") {
+    // '/' (0x2f) in three and four bytes: a filter that decodes them sees a '/' the escaper let by.
+    CHECK(escape_line("\xe0\x80\xaf") == "\\xe0\\x80\\xaf");
+    CHECK(escape_line("\xf0\x80\x80\xaf") == "\\xf0\\x80\\x80\\xaf");
+    CHECK(escape_line("\xe0\x9f\xbf") == "\\xe0\\x9f\\xbf");           // U+07FF in three bytes
+    CHECK(escape_line("\xf0\x8f\xbf\xbf") == "\\xf0\\x8f\\xbf\\xbf");  // U+FFFF in four bytes
+    CHECK(escape_line("\xf4\x90\x80\x80") == "\\xf4\\x90\\x80\\x80");  // past U+10FFFF
+    CHECK(escape_line("\xc1\xbf") == "\\xc1\\xbf");                    // U+007F in two bytes
+    // The smallest code point of each length, and the largest of all, are valid and kept.
+    CHECK(escape_line("\xc2\x80") == "\xc2\x80");                  // U+0080
+    CHECK(escape_line("\xe0\xa0\x80") == "\xe0\xa0\x80");          // U+0800
+    CHECK(escape_line("\xf0\x90\x80\x80") == "\xf0\x90\x80\x80");  // U+10000
+    CHECK(escape_line("\xf4\x8f\xbf\xbf") == "\xf4\x8f\xbf\xbf");  // U+10FFFF
+    // Cut short or with a bad continuation byte: escaped, and what follows is read on its own.
+    CHECK(escape_line("\xe2\x82") == "\\xe2\\x82");
+    CHECK(escape_line("\xe2(\xac") == "\\xe2(\\xac");
+}
+
 TEST_CASE("credentials in URLs are redacted, the rest is kept", "[common]") {
     CHECK(redact_url_credentials("https://ops:s3cret@loki:3100/loki") == "https://<redacted>@loki:3100/loki");
     CHECK(redact_url_credentials("http://loki:3100/a@b") == "http://loki:3100/a@b");  // '@' in the path

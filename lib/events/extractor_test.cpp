@@ -201,6 +201,112 @@ TEST_CASE("genuine kernel lines of every device rule still match", "[events][hos
     CHECK(aer->pci_bdf == "0000:00:01.0");
 }
 
+namespace {
+
+// Lines as the drivers print them (../shared/reference E2/E3, the kernel's format strings), with
+// what an operator must get from each.
+struct Expected {
+    std::string line;
+    std::string rule, kind, bdf;
+    Severity severity;
+    std::string detail;  // the start of the event's detail
+    int xid = 0;
+};
+
+const std::vector<Expected>& device_lines() {
+    static const std::vector<Expected> v = {
+        {"nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 32 egress non-posted PRIV error (First)",
+         "sxid", "sxid", "0000:05:00.0", Severity::kError, "Non-fatal, Link 32 egress", 12028},
+        {"nvidia-nvswitch0: SXid (PCI:0000:c5:00.0): 20034, Fatal, Link 30 LTSSM Fault Up", "sxid", "sxid",
+         "0000:c5:00.0", Severity::kError, "Fatal, Link 30 LTSSM Fault Up", 20034},
+        {"pcieport 0000:00:01.0: AER: Uncorrected (Fatal) error received: 0000:01:00.0", "pcie-aer-fatal", "pcie",
+         "0000:00:01.0", Severity::kFatal, "Uncorrected (Fatal) error received: 0000:01:00.0"},
+        {"pcieport 0000:c0:01.1: AER: Uncorrectable (Non-Fatal) error message received from 0000:c1:00.0",
+         "pcie-aer-fatal", "pcie", "0000:c0:01.1", Severity::kFatal, "Uncorrectable (Non-Fatal) error message"},
+        {"pcieport 0000:c0:01.1: AER: Multiple Uncorrectable (Fatal) error message received from 0000:c1:00.0",
+         "pcie-aer-fatal", "pcie", "0000:c0:01.1", Severity::kFatal, "Multiple Uncorrectable (Fatal) error message"},
+        {"nvidia 0000:3b:00.0: AER: Uncorrected (Non-Fatal) error received: 0000:3b:00.0", "pcie-aer-fatal", "pcie",
+         "0000:3b:00.0", Severity::kFatal, "Uncorrected (Non-Fatal)"},
+        {"pcieport 0000:00:03.1: AER: Corrected error received: 0000:05:00.0", "pcie-aer-corrected", "pcie",
+         "0000:00:03.1", Severity::kInfo, "Corrected error received: 0000:05:00.0"},
+        {"pcieport 0000:00:03.1: AER: Correctable error message received from 0000:05:00.0", "pcie-aer-corrected",
+         "pcie", "0000:00:03.1", Severity::kInfo, "Correctable error message received from 0000:05:00.0"},
+        {"mlx5_core 0000:5e:00.0: AER: Multiple Correctable error message received from 0000:5e:00.0",
+         "pcie-aer-corrected", "pcie", "0000:5e:00.0", Severity::kInfo, "Multiple Correctable error message"},
+        {"INFO: task python3:41234 blocked for more than 120 seconds.", "hung-task", "hung_task", "",
+         Severity::kWarning, "python3[41234]: blocked for more than 120 seconds"},
+        {"INFO: task kworker/u256:3:987 blocked for more than 241 seconds.", "hung-task", "hung_task", "",
+         Severity::kWarning, "kworker/u256:3[987]: blocked for more than 241 seconds"},
+        {"NETDEV WATCHDOG: enp59s0f0np0 (mlx5_core): transmit queue 3 timed out", "mlx5-tx-timeout", "mlx5", "",
+         Severity::kWarning, "NETDEV WATCHDOG: enp59s0f0np0 (mlx5_core): transmit queue 3 timed out"},
+        {"mlx5_core 0000:3b:00.0 enp59s0f0np0: NETDEV WATCHDOG: enp59s0f0np0 (mlx5_core): transmit queue 7 timed "
+         "out 5120 ms",
+         "mlx5-tx-timeout", "mlx5", "0000:3b:00.0", Severity::kWarning,
+         "NETDEV WATCHDOG: enp59s0f0np0 (mlx5_core): transmit queue 7 timed out 5120 ms"},
+        {"mlx5_core 0000:5e:00.1: mlx5_port_module_event:1175:(pid 0): Port module event: module 0, Cable plugged",
+         "mlx5-module", "mlx5", "0000:5e:00.1", Severity::kInfo, "module 0, Cable plugged"},
+        {"mlx5_core 0000:5e:00.0: Port module event: module 1, Cable unplugged", "mlx5-module", "mlx5", "0000:5e:00.0",
+         Severity::kInfo, "module 1, Cable unplugged"},
+        {"mlx5_core 0000:5e:00.1: mlx5_port_module_event:1175:(pid 0): Port module event[error]: module 0, Cable "
+         "error, High Temperature",
+         "mlx5-cable", "mlx5", "0000:5e:00.1", Severity::kError, "module 0, Cable error, High Temperature"},
+        {"mlx5_core 0000:b1:00.0: cmd_work_handler:1035:(pid 123): cmd[0]: CREATE_MKEY(0x200) Async, timeout. Will "
+         "cause a leak of a command resource",
+         "mlx5-cmd-timeout", "mlx5", "0000:b1:00.0", Severity::kFatal, "cmd[0]: CREATE_MKEY(0x200) Async, timeout"},
+        {"mlx5_core 0000:5e:00.0: poll_health:800:(pid 0): Fatal error 1 detected", "mlx5-health", "mlx5",
+         "0000:5e:00.0", Severity::kFatal, "Fatal error 1 detected"},
+        {"mlx5_core 0000:5e:00.0: print_health_info:424:(pid 0): synd 0x8: unrecoverable hardware error", "mlx5-health",
+         "mlx5", "0000:5e:00.0", Severity::kFatal, "unrecoverable hardware error"},
+        {"mlx5_core 0000:5e:00.0: mlx5_pcie_event:299:(pid 10): Detected insufficient power on the PCIe slot (27W).",
+         "mlx5-pcie-power", "mlx5", "0000:5e:00.0", Severity::kWarning, "insufficient power on the PCIe slot (27W)"},
+    };
+    return v;
+}
+
+}  // namespace
+
+TEST_CASE("every device rule: realistic lines give the rule, the device, the severity and the detail", "[events]") {
+    for (const auto& x : device_lines()) {
+        INFO(x.line);
+        auto e = ex().extract(x.line);
+        REQUIRE(e);
+        CHECK(e->rule == x.rule);
+        CHECK(e->kind == x.kind);
+        CHECK(e->pci_bdf == x.bdf);
+        CHECK(severity_name(e->severity) == severity_name(x.severity));
+        CHECK(e->detail.rfind(x.detail, 0) == 0);
+        CHECK(e->xid == x.xid);
+        CHECK_FALSE(e->meaning.empty());
+        CHECK_FALSE(e->action.empty());
+    }
+}
+
+TEST_CASE("forged device lines: written from user space, behind user text, or in a user's name", "[events][hostile]") {
+    for (const auto& x : device_lines()) {
+        INFO(x.line);
+        // Root in a job writing the line to /dev/kmsg: a user facility, never an event.
+        CHECK_FALSE(ex().extract(record("14,900,1000,-;" + x.line + "\n")));
+        CHECK_FALSE(ex().extract(record("187,901,1000,-;" + x.line + "\n")));
+        // The same line from the kernel is one.
+        auto k = ex().extract(record("3,902,1000,-;" + x.line + "\n"));
+        REQUIRE(k);
+        CHECK(k->rule == x.rule);
+        // Behind text a user chose (a comm, a drop_caches note): not at the start, not an event.
+        CHECK_FALSE(ex().extract("bash (4242): drop_caches: 3 " + x.line));
+        CHECK_FALSE(ex().extract(" " + x.line));
+    }
+    // A hung task whose name is a device line is a hung task, with that name as its comm.
+    auto h = ex().extract("INFO: task NVRM: Xid (PCI:0000:3b:00): 79, x:4242 blocked for more than 120 seconds.");
+    REQUIRE(h);
+    CHECK(h->kind == "hung_task");
+    CHECK(h->xid == 0);
+    CHECK(h->pci_bdf.empty());
+    // An AER line with a malformed device address is not read as one of another device.
+    CHECK_FALSE(ex().extract("pcieport 0000:00:01: AER: Uncorrected (Fatal) error received: 0000:01:00.0"));
+    CHECK_FALSE(ex().extract("pcieport x0000:00:01.0: AER: Uncorrected (Fatal) error received: 0000:01:00.0"));
+    CHECK_FALSE(ex().extract("mlx5_core 0000:5e:00: Port module event: module 1, Cable unplugged"));
+}
+
 TEST_CASE("a binary named like an Xid that segfaults is a segfault, not an Xid", "[events][hostile]") {
     // The kernel prints the comm (the name cut to 15 bytes) first and the whole name last.
     const std::string name = "NVRM: Xid (PCI:0000:3b:00): 79, x";
@@ -254,6 +360,118 @@ TEST_CASE("only the kernel's own records are events", "[events][hostile]") {
     REQUIRE(k);
     CHECK(k->xid == 79);
     CHECK(k->severity == Severity::kFatal);
+}
+
+namespace {
+
+// NVIDIA's Xid catalogue as ../shared/reference/protocols-and-peers.md (E1) gives it: code,
+// immediate and investigatory resolution bucket ("?" where the reference names none), and the
+// severity that its "our triage" column means: drain the node -> fatal, the job or the
+// application -> error, watch or follow another Xid -> warning, nothing to do now -> info.
+struct CatalogueRow {
+    int code;
+    std::string_view immediate;
+    std::string_view investigatory;
+    Severity severity;
+};
+using S = Severity;
+constexpr CatalogueRow kReference[] = {
+    {8, "RESTART_APP", "CONTACT_SUPPORT", S::kError},
+    {13, "RESTART_APP", "WORKFLOW_XID_13", S::kError},
+    {31, "RESTART_APP", "WORKFLOW_XID_31", S::kError},
+    {32, "RESTART_APP", "CHECK_APP_CUDA", S::kError},  // the reference's CHECK_APP/CUDA
+    {43, "IGNORE", "CONTACT_SUPPORT", S::kWarning},
+    {45, "WORKFLOW_XID_45", "RESTART_FM_IF_ALONE", S::kWarning},  // "solo: RESTART_FM; else follow other Xid"
+    {46, "RESET_GPU", "CONTACT_SUPPORT", S::kFatal},
+    {48, "WORKFLOW_XID_48", "WORKFLOW_XID_48", S::kFatal},
+    {61, "CONTACT_SUPPORT", "", S::kFatal},
+    {62, "RESET_GPU", "CONTACT_SUPPORT", S::kFatal},
+    {63, "IGNORE", "IGNORE", S::kInfo},
+    {64, "RESET_GPU", "CONTACT_SUPPORT", S::kFatal},
+    {68, "RESTART_APP", "CONTACT_SUPPORT", S::kError},
+    {69, "RESTART_APP", "CHECK_APP_CUDA", S::kError},
+    {74, "WORKFLOW_NVLINK_ERR", "CONTACT_SUPPORT", S::kFatal},
+    {79, "RESTART_BM", "CONTACT_SUPPORT", S::kFatal},
+    {92, "IGNORE", "CONTACT_SUPPORT", S::kWarning},
+    {94, "RESTART_APP", "IGNORE", S::kError},
+    {95, "RESET_GPU", "IGNORE", S::kFatal},
+    {109, "RESET_GPU", "CONTACT_SUPPORT", S::kFatal},
+    {119, "RESET_GPU", "INVESTIGATE_SW", S::kFatal},
+    {120, "RESET_GPU", "INVESTIGATE_SW", S::kFatal},
+    {136, "RESET_GPU", "INVESTIGATE_LINK_SI", S::kFatal},
+    {140, "RESET_GPU", "CONTACT_SUPPORT", S::kFatal},
+    {143, "RESET_GPU", "CONTACT_SUPPORT", S::kFatal},
+    {144, "WORKFLOW_NVLINK5_ERR", "WORKFLOW_NVLINK5_ERR", S::kFatal},
+    {145, "WORKFLOW_NVLINK5_ERR", "WORKFLOW_NVLINK5_ERR", S::kFatal},
+    {146, "WORKFLOW_NVLINK5_ERR", "WORKFLOW_NVLINK5_ERR", S::kFatal},
+    {147, "WORKFLOW_NVLINK5_ERR", "WORKFLOW_NVLINK5_ERR", S::kFatal},
+    {148, "WORKFLOW_NVLINK5_ERR", "WORKFLOW_NVLINK5_ERR", S::kFatal},
+    {149, "WORKFLOW_NVLINK5_ERR", "WORKFLOW_NVLINK5_ERR", S::kFatal},
+    {150, "WORKFLOW_NVLINK5_ERR", "WORKFLOW_NVLINK5_ERR", S::kFatal},
+    {154, "XID_154", "", S::kWarning},
+    {155, "RESET_GPU", "?", S::kFatal},
+    {156, "RESET_GPU", "?", S::kFatal},
+    {157, "?", "?", S::kFatal},  // RESOURCE_RETIREMENT_FAILURE: the reference names no bucket
+    {158, "RESET_GPU", "?", S::kFatal},
+    {171, "?", "?", S::kFatal},  // detail for Xid 48
+    {172, "?", "?", S::kFatal},
+};
+
+// What the operator is told to do, by bucket: the words must agree with NVIDIA's bucket.
+void check_action_fits(std::string_view immediate, std::string_view action) {
+    INFO("action: " << action);
+    const bool drain = action.find("drain the node") != std::string_view::npos;
+    if (immediate == "RESTART_APP") {
+        CHECK(action.rfind("restart the application", 0) == 0);
+        CHECK_FALSE(drain);
+    } else if (immediate == "RESET_GPU") {
+        CHECK(drain);
+        CHECK(action.find("reset") != std::string_view::npos);
+    } else if (immediate == "RESTART_BM") {
+        CHECK(drain);
+        CHECK(action.find("reboot") != std::string_view::npos);
+    } else if (immediate == "IGNORE") {
+        CHECK_FALSE(drain);
+        CHECK(action.find("restart the application") == std::string_view::npos);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("the Xid catalogue is NVIDIA's, code by code: buckets, severity, action", "[events]") {
+    std::vector<int> ours, reference;
+    for (const auto& x : xid_catalogue()) ours.push_back(x.code);
+    for (const auto& row : kReference) reference.push_back(row.code);
+    CHECK(ours == reference);  // no code missing, none added without its row here
+    for (const auto& row : kReference) {
+        INFO("Xid " << row.code);
+        const XidInfo* x = find_xid(row.code);
+        REQUIRE(x);
+        CHECK(x->code == row.code);
+        if (row.immediate != "?") CHECK(x->immediate == row.immediate);
+        if (row.investigatory != "?") CHECK(x->investigatory == row.investigatory);
+        CHECK(severity_name(x->severity) == severity_name(row.severity));
+        CHECK_FALSE(x->mnemonic.empty());
+        CHECK_FALSE(x->meaning.empty());
+        check_action_fits(x->immediate, x->action);
+    }
+}
+
+TEST_CASE("every catalogued Xid line gets its bucket and severity from the catalogue", "[events]") {
+    for (const auto& row : kReference) {
+        if (row.code == 154) continue;  // its severity is the action it names (tested above)
+        const std::string line =
+            "NVRM: Xid (PCI:0000:3b:00): " + std::to_string(row.code) + ", pid=4242, name=python, x";
+        INFO(line);
+        auto e = ex().extract(line);
+        REQUIRE(e);
+        CHECK(e->xid == row.code);
+        CHECK(severity_name(e->severity) == severity_name(row.severity));
+        const XidInfo* x = find_xid(row.code);
+        REQUIRE(x);
+        CHECK(e->action.find("[NVIDIA: " + std::string(x->immediate) + "]") != std::string::npos);
+        CHECK(e->meaning.rfind(std::string(x->mnemonic) + ": ", 0) == 0);
+    }
 }
 
 TEST_CASE("catalogue lookups", "[events]") {

@@ -73,14 +73,15 @@ constexpr std::array kRules = {
         R"(^mlx5_core (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]):? .*?(?P<detail>ACCESS_REG\(0x[0-9a-fA-F]+\).*failed.*))",
         S::kInfo, "Register access refused by restricted firmware (usually a counter reader)",
         "no action; rate-limit the reader", 0},
-    // PCIe Advanced Error Reporting.
+    // PCIe Advanced Error Reporting: "AER: [Multiple ]Uncorrected (Fatal) error received: <bdf>" (older
+    // kernels), "AER: [Multiple ]Uncorrectable (Non-Fatal) error message received from <bdf>" (newer).
     Rule{
         "pcie-aer-fatal", "pcie", "AER:",
-        R"(^(?:pcieport|nvidia|mlx5_core) (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): AER: (?P<detail>(?:Uncorrected|Uncorrectable) \((?:Fatal|Non-Fatal)\).*))",
+        R"(^(?:pcieport|nvidia|mlx5_core) (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): AER: (?P<detail>(?:Multiple )?(?:Uncorrected|Uncorrectable) \((?:Fatal|Non-Fatal)\).*))",
         S::kFatal, "Uncorrectable PCIe error", "drain the node; check the PCIe link of that device", 0},
     Rule{
         "pcie-aer-corrected", "pcie", "AER:",
-        R"(^(?:pcieport|nvidia|mlx5_core) (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): AER: (?P<detail>Correct(?:ed|able) error.*))",
+        R"(^(?:pcieport|nvidia|mlx5_core) (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): AER: (?P<detail>(?:Multiple )?Correct(?:ed|able) error.*))",
         S::kInfo, "Corrected PCIe error", "watch the rate", 0},
     // OOM killer (global and cgroup) with the victim.
     Rule{

@@ -1,3 +1,4 @@
+#include <re2/re2.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -25,6 +26,27 @@ TEST_CASE("LogQL for a job uses the shipper's labels and quotes what it embeds",
     CHECK(sm);
     for (const auto& q : job_queries(schema, "77", {"n1"}, false))
         CHECK(q.logql.find("slurm_job_id") == std::string::npos);
+}
+
+TEST_CASE("a node matcher selects exactly the job's nodes, whatever their names hold", "[forensics]") {
+    // gpu[02]: the name scontrol could not expand; "a.b" and "c+" hold other regex characters.
+    const std::vector<std::string> nodes = {"gpu01", "gpu[02]", "a.b", "c+", "x|y"};
+    const std::string m = node_matcher(nodes);
+    CHECK(m == R"(node=~"gpu01|gpu\\[02\\]|a\\.b|c\\+|x\\|y")");
+    // What Loki matches: the LogQL string's value as an RE2 regex, anchored at both ends.
+    std::string value;
+    for (size_t i = m.find('"') + 1; i + 1 < m.size(); ++i) {
+        if (m[i] == '\\') ++i;
+        value += m[i];
+    }
+    const RE2 re(value);
+    REQUIRE(re.ok());
+    for (const auto& n : nodes) CHECK(RE2::FullMatch(n, re));
+    for (const char* other : {"gpu0", "gpu2", "gpu[02", "gpu02", "axb", "cc", "x", "y", "gpu01x"}) {
+        INFO(other);
+        CHECK_FALSE(RE2::FullMatch(other, re));
+    }
+    CHECK(node_matcher({"gpu[02]"}) == R"(node="gpu[02]")");  // one node: an exact match, nothing quoted
 }
 
 TEST_CASE("the most likely cause is the first fatal event, whatever came before it", "[forensics]") {

@@ -1,5 +1,7 @@
 #include "kmsg/boot_clock.hpp"
 
+#include <time.h>
+
 #include <catch2/catch.hpp>
 #include <fstream>
 
@@ -53,4 +55,38 @@ TEST_CASE("a record's huge usec saturates the wall clock instead of overflowing"
     CHECK(c.wall_ns(static_cast<uint64_t>(INT64_MAX / 1000) + 1) == INT64_MAX);
     c.set("boot", -5'000);
     CHECK(c.wall_ns(static_cast<uint64_t>(INT64_MAX / 1000)) == INT64_MAX / 1000 * 1000 - 5'000);
+}
+
+TEST_CASE("the derived offset is the machine's boot time, the kernel's own", "[kmsg]") {
+    // /proc/stat's btime: the kernel's wall-clock second of boot (from CLOCK_BOOTTIME, which also
+    // counts suspended time; the kernel log's clock does not, so that much more is allowed).
+    std::ifstream stat("/proc/stat");
+    std::string key;
+    int64_t btime = 0;
+    while (stat >> key)
+        if (key == "btime" && stat >> btime) break;
+    REQUIRE(btime > 0);
+    timespec boot{}, mono{};
+    REQUIRE(::clock_gettime(CLOCK_BOOTTIME, &boot) == 0);
+    REQUIRE(::clock_gettime(CLOCK_MONOTONIC, &mono) == 0);
+    const int64_t suspended_ns = (boot.tv_sec - mono.tv_sec) * 1'000'000'000LL + (boot.tv_nsec - mono.tv_nsec);
+    jobtrail::test::TempDir dir;
+    BootClock c;
+    std::string err;
+    REQUIRE(c.load(dir.path(), err));
+    INFO("offset " << c.offset_ns() << " btime " << btime << " suspended " << suspended_ns);
+    CHECK(std::llabs(c.offset_ns() - btime * 1'000'000'000LL) < 2'000'000'000LL + suspended_ns);
+    // A record stamped 5 s after boot happened 5 s after btime.
+    CHECK(std::llabs(c.wall_ns(5'000'000) - (btime + 5) * 1'000'000'000LL) < 2'000'000'000LL + suspended_ns);
+}
+
+TEST_CASE("this boot's stored offset is used as it is, not derived again", "[kmsg]") {
+    jobtrail::test::TempDir dir;
+    std::ofstream(dir.path() + "/boot-offset") << BootClock::current_boot_id() << " 1700000000123456000\n";
+    BootClock c;
+    std::string err;
+    REQUIRE(c.load(dir.path(), err));
+    CHECK(c.offset_ns() == 1'700'000'000'123'456'000);
+    CHECK(c.wall_ns(7) == 1'700'000'000'123'463'000);
+    CHECK(c.boot_id() == BootClock::current_boot_id());
 }

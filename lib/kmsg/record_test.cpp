@@ -46,7 +46,7 @@ TEST_CASE("a priority past the kernel's u8 facility is refused, not wrapped to t
     CHECK_FALSE(parse_record("65539,1,2,-;x\n", r, e));
 }
 
-TEST_CASE("decodes the kernel's \\xNN escapes", "[kmsg]") {
+TEST_CASE("decodes the kernel's hex escapes (backslash x NN)", "[kmsg]") {
     Record r;
     ParseError e;
     REQUIRE(parse_record("4,7,1,-;tab\\x09here back\\x5cslash \\x1b[31mred\n", r, e));
@@ -55,6 +55,17 @@ TEST_CASE("decodes the kernel's \\xNN escapes", "[kmsg]") {
     const auto line = format_header_line(r);
     CHECK(line.find('\x1b') == std::string::npos);
     CHECK(line.rfind("4,7,1,-;", 0) == 0);
+}
+
+TEST_CASE("continuation values are unescaped like the message", "[kmsg]") {
+    Record r;
+    ParseError e;
+    // The kernel writes \xNN in dictionary values as in the message (Documentation/ABI/testing/dev-kmsg).
+    REQUIRE(parse_record("6,8,1,-;usb 1-1: new device\n SUBSYSTEM=usb\n DEVICE=a\\x20b\n MODEL=x\\x5cy\\x09z\n", r, e));
+    CHECK(r.dict_value("SUBSYSTEM") == "usb");
+    CHECK(r.dict_value("DEVICE") == "a b");
+    CHECK(r.dict_value("MODEL") == "x\\y\tz");
+    CHECK(r.message == "usb 1-1: new device");
 }
 
 TEST_CASE("ignores unknown extra header fields", "[kmsg]") {

@@ -50,6 +50,51 @@ TEST_CASE("query_range pages past the server's entry limit: every entry once, in
     for (const auto& [line, n] : seen) REQUIRE(n == 1);
 }
 
+TEST_CASE("query_range over more than two pages at one instant: no entry twice, the rest after it all",
+          "[loki][double]") {
+    // 60 entries before T, 250 at T (more than two pages of 100), 60 after. Loki pages by time, so
+    // past the first page at T it gives the same entries again: each must be passed on once, and
+    // the query must move past T (saying it skipped some) instead of looping.
+    jobtrail::test::LokiDouble loki({"--max-entries-limit", "100", "--ingestion-rate-mb", "100", "--burst-mb", "100"});
+    Endpoint ep;
+    ep.url = loki.url();
+    Client c(ep);
+    const int64_t t0 = jobtrail::realtime_ns() - 3'600'000'000'000;
+    const int64_t at = t0 + 1000;
+    std::vector<Stream> streams(2);
+    for (int s = 0; s < 2; ++s) {
+        streams[s].labels = {{"job", "b"}, {"node", "n" + std::to_string(s)}};
+        for (int i = 0; i < 30; ++i)
+            streams[s].entries.push_back({t0 + i, "before " + std::to_string(s) + "-" + std::to_string(i), {}});
+        for (int i = 0; i < 125; ++i)
+            streams[s].entries.push_back({at, "at " + std::to_string(s) + "-" + std::to_string(i), {}});
+        for (int i = 0; i < 30; ++i)
+            streams[s].entries.push_back({at + 1 + i, "after " + std::to_string(s) + "-" + std::to_string(i), {}});
+    }
+    REQUIRE(c.push(encode_push(streams, false)).status == 204);
+
+    std::map<std::string, int> seen;
+    QueryOptions o;
+    o.page_limit = 100;
+    o.max_entries = 2000;  // a loop over the same instant ends here instead of never
+    const auto r = query_range(c, "{job=\"b\"}", t0, t0 + 10'000, o, [&](const QueryEntry& e) { ++seen[e.line]; });
+    CHECK_FALSE(r.failed);
+    int before = 0, at_t = 0, after = 0, twice = 0;
+    for (const auto& [line, n] : seen) {
+        twice += n > 1;
+        before += line.rfind("before ", 0) == 0;
+        at_t += line.rfind("at ", 0) == 0;
+        after += line.rfind("after ", 0) == 0;
+    }
+    CHECK(twice == 0);
+    CHECK(r.entries == seen.size());
+    CHECK(before == 60);
+    CHECK(after == 60);
+    CHECK(at_t >= 100);  // at least a page of them
+    CHECK(r.truncated);  // and it says that entries at T were left out
+    CHECK(r.requests < 20);
+}
+
 TEST_CASE("query_range reports Loki's refusal and parse errors instead of an empty result", "[loki][double]") {
     jobtrail::test::LokiDouble loki;
     Endpoint ep;

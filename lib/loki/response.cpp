@@ -100,13 +100,17 @@ PushResponse classify_push_response(long status, std::string_view body) {
     r.first_message = std::string(body.substr(0, nl == std::string_view::npos ? body.size() : nl));
     if (r.first_message.size() > 512) r.first_message.resize(512);
 
-    if (status >= 200 && status < 300) {
+    // 260: Loki's default status while ingestion is blocked (block_ingestion_until): nothing stored.
+    if (status >= 200 && status < 300 && status != 260) {
         r.verdict = Verdict::kAccepted;
         return r;
     }
-    if (status <= 0 || status == 408 || status == 429 || status >= 500) {
+    // A redirect (a proxy sending http to https), 404 or 405 (a push URL that is not Loki's push
+    // path) stored nothing either: keep the data, and the warnings name the status.
+    if (status <= 0 || (status >= 200 && status < 400) || status == 404 || status == 405 || status == 408 ||
+        status == 429 || status >= 500) {
         r.verdict = Verdict::kRetry;
-    } else if (status == 401 || status == 403) {
+    } else if (status == 401 || status == 403 || status == 407) {
         r.verdict = Verdict::kAuthFailure;
     } else if (status == 413) {
         r.verdict = Verdict::kSplit;

@@ -10,12 +10,13 @@ namespace jobtrail::loki {
 // What the sender does with Loki's answer to a push (../shared/reference: A4, A5, and the
 // responses observed from a real Loki).
 enum class Verdict {
-    kAccepted,     // 2xx: every entry is stored (or was a duplicate)
-    kRejected,     // 400 (or another 4xx but 401/403/408/413/429): Loki stored the valid entries;
+    kAccepted,     // 2xx but 260: every entry is stored (or was a duplicate)
+    kRejected,     // 400 (or another 4xx but 401/403/404/405/407/408/413/429): Loki stored the valid entries;
                    // re-sending cannot help, the rejected ones are counted and logged
     kSplit,        // 413: the request was too large; send it again in smaller pieces
-    kRetry,        // 429, 5xx, 408, timeouts, connection errors: send the same bytes again later
-    kAuthFailure,  // 401/403: a configuration error; keep the data, keep trying slowly
+    kRetry,        // 429, 5xx, 408, 3xx, 404/405, 260 (ingestion blocked), timeouts, connection errors:
+                   // nothing or not all was stored; send the same bytes again later
+    kAuthFailure,  // 401/403/407: a configuration error; keep the data, keep trying slowly
 };
 
 struct PushResponse {

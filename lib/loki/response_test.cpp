@@ -53,7 +53,7 @@ TEST_CASE("400 validation errors by reason", "[loki]") {
               .rejected.at("line_too_long") == 1);
 }
 
-TEST_CASE("429, 5xx and no answer are retried; 413 splits; 401/403 are configuration errors", "[loki]") {
+TEST_CASE("429, 5xx and no answer are retried, 413 splits, 401/403 are configuration errors", "[loki]") {
     auto r = classify_push_response(429,
                                     "Ingestion rate limit exceeded for user fake (limit: 4194304 bytes/sec) while "
                                     "attempting to ingest '16' lines totaling '4096000' bytes, reduce log volume or "
@@ -74,6 +74,48 @@ TEST_CASE("429, 5xx and no answer are retried; 413 splits; 401/403 are configura
     CHECK(classify_push_response(401, "no org id\n").verdict == Verdict::kAuthFailure);
     CHECK(classify_push_response(403, "forbidden\n").verdict == Verdict::kAuthFailure);
     CHECK(classify_push_response(400, "snappy: corrupt input\n").verdict == Verdict::kRejected);
+}
+
+TEST_CASE("every status Loki or a proxy in front of it returns: what happens to the data", "[loki]") {
+    struct Row {
+        long status;
+        Verdict verdict;
+        const char* why;
+    };
+    const Row rows[] = {
+        {200, Verdict::kAccepted, "a proxy's OK"},
+        {201, Verdict::kAccepted, ""},
+        {202, Verdict::kAccepted, ""},
+        {204, Verdict::kAccepted, "Loki's success"},
+        {260, Verdict::kRetry, "Loki's block_ingestion_until status: nothing stored"},
+        {301, Verdict::kRetry, "a redirect (http to https): nothing stored"},
+        {302, Verdict::kRetry, ""},
+        {307, Verdict::kRetry, ""},
+        {308, Verdict::kRetry, ""},
+        {400, Verdict::kRejected, "Loki's validation: the valid entries were stored"},
+        {401, Verdict::kAuthFailure, "no org id, or the gateway's basic auth"},
+        {403, Verdict::kAuthFailure, ""},
+        {404, Verdict::kRetry, "not Loki's push path: nothing stored"},
+        {405, Verdict::kRetry, "not Loki's push path: nothing stored"},
+        {407, Verdict::kAuthFailure, "a proxy wants credentials"},
+        {408, Verdict::kRetry, "a proxy's request timeout"},
+        {411, Verdict::kRejected, ""},
+        {413, Verdict::kSplit, "Loki's or nginx's body limit"},
+        {422, Verdict::kRejected, ""},
+        {429, Verdict::kRetry, "rate limits"},
+        {500, Verdict::kRetry, ""},
+        {502, Verdict::kRetry, "a gateway without a Loki behind it"},
+        {503, Verdict::kRetry, "no live ingester, circuit breaker"},
+        {504, Verdict::kRetry, "a gateway's timeout"},
+        {0, Verdict::kRetry, "no answer: connection refused, timeout"},
+        {-1, Verdict::kRetry, ""},
+    };
+    for (const auto& row : rows) {
+        INFO("HTTP " << row.status << " " << row.why);
+        const auto r = classify_push_response(row.status, "some body\n");
+        CHECK(static_cast<int>(r.verdict) == static_cast<int>(row.verdict));
+        CHECK(r.status == row.status);
+    }
 }
 
 TEST_CASE("the first message is kept short for one log line per batch", "[loki]") {

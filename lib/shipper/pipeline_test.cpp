@@ -214,4 +214,24 @@ TEST_CASE("pipeline: a job's NCCL flood fills only the jobs lane; the node's rec
     CHECK(cp.sources["flood"]["next"] == n);
     CHECK(cp.sources["count"]["next"] == 2000);
     REQUIRE(cp.end(Lane::kJobs));
+TEST_CASE("pipeline: a restart with nothing new keeps every spooled line, the checkpoint at the synced end",
+          "[shipper]") {
+    // The checkpoint is written after the spool is synced and names its end then: a restart cuts
+    // the spool back to that end, so a checkpoint written first would name an older end and the
+    // restart would cut lines whose sources have moved past them.
+    jobtrail::test::TempDir d;
+    const auto c = config(d.path());
+    REQUIRE(run(c, 100) == 0);
+    const Checkpoint cp = read_checkpoint(d.path() + "/shipper-checkpoint.json");
+    REQUIRE(cp.spool_end);
+    {
+        jobtrail::spool::Spool s;
+        std::string err;
+        REQUIRE(s.open({d.path() + "/spool"}, err));
+        CHECK(*cp.spool_end == s.durable_end());
+    }
+    REQUIRE(run(c, 100) == 0);
+    const auto lines = spooled(d.path());
+    CHECK(lines.size() == 100);
+    for (const auto& [l, n] : lines) CHECK(n == 1);
 }

@@ -159,7 +159,7 @@ TEST_CASE("sender: each push carries one stream, and everything is acknowledged"
     CHECK(rig.m.sent == 300);
 }
 
-TEST_CASE("sender: a per-stream 429 splits that stream below the named limit; the other stream is not held",
+TEST_CASE("sender: a per-stream 429 splits that stream below the named limit, the other stream is not held",
           "[loki][sender]") {
     Rig rig;
     const int64_t t = realtime_ns();

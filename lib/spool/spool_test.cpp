@@ -204,3 +204,104 @@ TEST_CASE("damage inside an older segment is skipped and reported", "[spool]") {
     CHECK(got.size() < 100);
     CHECK(got.back() == rec(99, 100));
 }
+
+TEST_CASE("an ack in the middle of a segment keeps that segment's rest and every later segment", "[spool]") {
+    jobtrail::test::TempDir dir;
+    uint64_t rest_bytes = 0;
+    Position mid;
+    {
+        Spool s;
+        std::string err;
+        REQUIRE(s.open({dir.path(), 4096}, err));
+        for (int i = 0; i < 200; ++i) REQUIRE(s.append(rec(i, 100)) == Spool::Append::kOk);
+        REQUIRE(s.sync());
+        REQUIRE(count_segments(dir.path()) > 3);
+        std::vector<Record> first;
+        // 80 records of ~160 bytes, 25 to a segment: past the first three, inside the fourth.
+        REQUIRE(s.read(first, 80, 1 << 20, mid) == 80);
+        REQUIRE(mid.segment > 1);
+        REQUIRE(mid.offset > 0);
+        REQUIRE(mid.offset < 4096 - 1000);  // well inside it, not at its end
+        REQUIRE(s.ack(mid));
+        for (int i = 80; i < 200; ++i) {
+            std::string frame;
+            append_frame(frame, rec(i, 100));
+            rest_bytes += frame.size();
+        }
+        CHECK(s.pending_bytes() == rest_bytes);
+        // A failed send reads the rest again: all of it, from the acknowledged record on.
+        Position end;
+        std::vector<Record> sent;
+        s.read(sent, 10, 1 << 20, end);
+        s.rewind();
+        const auto again = read_all(s, end);
+        REQUIRE(again.size() == 120);
+        CHECK(again.front() == rec(80, 100));
+        CHECK(again.back() == rec(199, 100));
+    }
+    // And after a restart.
+    Spool s;
+    std::string err;
+    REQUIRE(s.open({dir.path(), 4096}, err));
+    CHECK(s.acked() == mid);
+    CHECK(s.pending_bytes() == rest_bytes);
+    Position end;
+    const auto got = read_all(s, end);
+    REQUIRE(got.size() == 120);
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == rec(static_cast<int>(i) + 80, 100));
+}
+
+TEST_CASE("a damaged payload byte is caught by the checksum, the frame around it intact", "[spool]") {
+    jobtrail::test::TempDir dir;
+    {
+        Spool s;
+        std::string err;
+        REQUIRE(s.open({dir.path(), 4096}, err));
+        for (int i = 0; i < 100; ++i) s.append(rec(i, 100));
+        REQUIRE(s.sync());
+    }
+    // One bit of record 5's line text flips on disk: length, magic and framing stay valid, so only
+    // the CRC can tell.
+    const std::string seg = dir.path() + "/seg-0000000000000001";
+    std::string bytes;
+    {
+        std::ifstream in(seg, std::ios::binary);
+        bytes.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    const size_t at = bytes.find("line 5xxxxx");
+    REQUIRE(at != std::string::npos);
+    {
+        std::fstream f(seg, std::ios::in | std::ios::out | std::ios::binary);
+        f.seekp(static_cast<std::streamoff>(at + 8));
+        f.put('y');  // "line 5xxy..."
+    }
+    Spool s;
+    std::string err;
+    REQUIRE(s.open({dir.path(), 4096}, err));
+    Position end;
+    const auto got = read_all(s, end);
+    CHECK(s.corrupt_skipped() == 1);
+    for (const auto& r : got) CHECK(r.line.find('y') == std::string::npos);  // the damaged record is not sent
+    REQUIRE(got.size() >= 5);
+    CHECK(got[4] == rec(4, 100));  // what came before it is
+    CHECK(got.back() == rec(99, 100));
+}
+
+TEST_CASE("a full spool takes exactly what fits in max_bytes", "[spool]") {
+    // Counted in whole frames, the one being appended included: never a record past the limit.
+    jobtrail::test::TempDir dir;
+    Spool s;
+    std::string err;
+    REQUIRE(s.open({dir.path(), 4096, 8192}, err));
+    int fits = 0;
+    for (uint64_t used = 0;; ++fits) {
+        std::string frame;
+        append_frame(frame, rec(fits, 100));
+        if (used + frame.size() > 8192) break;
+        used += frame.size();
+    }
+    int accepted = 0;
+    while (s.append(rec(accepted, 100)) == Spool::Append::kOk) ++accepted;
+    CHECK(accepted == fits);
+    CHECK(s.used_bytes_now() <= 8192);
+}

@@ -5,9 +5,12 @@ and uses only labels and metadata the shipper produces, the alert rules' Xid lis
 catalogue's, the maintainer scripts never touch slurmd, the docker demo's files and paths exist
 (in the repository or in the packages), and its Loki has the Helm values' limits.
 Needs JOBTRAIL_BUILD; JOBTRAIL_DEBS (a directory with the .deb files) for the package checks."""
-import glob, json, os, re, subprocess, tempfile, unittest
+import glob, json, os, re, subprocess, sys, tempfile, unittest
 
 import yaml
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../support"))
+import skips  # noqa: E402
 
 BUILD = os.environ.get("JOBTRAIL_BUILD", os.path.join(os.path.dirname(__file__), "../../build"))
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "../.."))
@@ -251,7 +254,8 @@ class Files(unittest.TestCase):
 
 
 class LogQL(unittest.TestCase):
-    @unittest.skipUnless(os.path.isdir(os.path.join(JS, "node_modules/@grafana/lezer-logql")), "npm ci in tests/js")
+    @skips.requires(os.path.isdir(os.path.join(JS, "node_modules/@grafana/lezer-logql")),
+                    "Grafana's LogQL grammar missing (npm ci in tests/js)")
     def test_every_query_parses_and_uses_only_what_the_shipper_produces(self):
         named = rule_queries() + dashboard_queries() + readme_queries()
         r = subprocess.run([os.path.join(BUILD, "cli/jobtrail"), "--config", "/dev/null", "--json", "logql", "4242",
@@ -267,7 +271,8 @@ class LogQL(unittest.TestCase):
             for job in re.findall(r'\bjob\s*=\s*"([^"]+)"', q["logql"]):
                 self.assertIn(job, JOBS, "%s: %s" % (q["name"], q["logql"]))
 
-    @unittest.skipUnless(os.path.isdir(os.path.join(JS, "node_modules/@grafana/lezer-logql")), "npm ci in tests/js")
+    @skips.requires(os.path.isdir(os.path.join(JS, "node_modules/@grafana/lezer-logql")),
+                    "Grafana's LogQL grammar missing (npm ci in tests/js)")
     def test_the_checker_itself_rejects_broken_logql(self):
         res = parse_logql(['{job="kmsg" |= "x"', 'sum by (node) (count_over_time({job="kmsg"}))'])
         self.assertEqual([q["ok"] for q in res], [False, False])
@@ -314,4 +319,4 @@ class Docker(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    skips.main()

@@ -95,7 +95,7 @@ TEST_CASE("copytruncate: a file shorter than our position starts over", "[shippe
     CHECK(f.lines(*s) == std::vector<std::string>{"c"});
 }
 
-TEST_CASE("long lines are cut with a marker; bad bytes stay visible", "[shipper]") {
+TEST_CASE("long lines are cut with a marker, bad bytes stay visible", "[shipper]") {
     Fixture f;
     f.append("a.log", std::string(5000, 'x') + "\nnul\0here\xff\n" + std::string("ok\n"));
     std::string raw = std::string(5000, 'x') + "\n";
@@ -469,4 +469,20 @@ TEST_CASE("a directory full of links costs one line and no opens past its cap", 
     CHECK(f.m.files_refused["too_many_files"] == 180);  // the rest not even opened
     // Ten said one by one, the rest in one line each: not two hundred lines.
     CHECK(said.size() == 12);
+}
+
+TEST_CASE("copytruncate seen while running: the restart resumes after the new lines, none lost or repeated",
+          "[shipper]") {
+    Fixture f;
+    f.append("app.log", "aaaa\nbbbb\n");
+    auto s = f.source();
+    CHECK(f.lines(*s) == std::vector<std::string>{"aaaa", "bbbb"});
+    // logrotate's copytruncate: the file is cut to nothing under the running source, then written on.
+    REQUIRE(::truncate((f.dir.path() + "/logs/app.log").c_str(), 0) == 0);
+    f.append("app.log", "c\n");
+    CHECK(f.lines(*s) == std::vector<std::string>{"c"});
+    s.reset();  // the checkpoint of that moment is what a restart resumes from
+    f.append("app.log", "1\n2\n3\n4\n5\n6\n");
+    auto again = f.source();
+    CHECK(f.lines(*again) == std::vector<std::string>{"1", "2", "3", "4", "5", "6"});
 }

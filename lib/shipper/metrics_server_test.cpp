@@ -1,0 +1,97 @@
+#include "shipper/metrics_server.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <set>
+#include <sstream>
+
+#include "shipper/metrics.hpp"
+
+using namespace jobtrail::shipper;
+
+namespace {
+
+// One plain HTTP request to 127.0.0.1:port, the whole answer back.
+std::string http(int port, const std::string& request) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    REQUIRE(::write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size()));
+    std::string out;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+    ::close(fd);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("metrics: the counters an operator greps for, in Prometheus' text format", "[shipper]") {
+    Metrics m;
+    m.sent = 42;
+    m.retries = 3;
+    m.last_success_ns = 1'795'989'142'500'000'000;
+    m.drop("too_old", 5);
+    m.rejected["line_too_long"] = 2;
+    m.events[{"sender", "rejected"}] = 1;
+    const std::string text = render_metrics(m, 1234);
+    CHECK(text.find("\njobtrail_shipper_records_sent_total 42\n") != std::string::npos);
+    CHECK(text.find("\njobtrail_shipper_retries_total 3\n") != std::string::npos);
+    CHECK(text.find("\njobtrail_shipper_spool_bytes 1234\n") != std::string::npos);
+    CHECK(text.find("\njobtrail_shipper_last_success_timestamp_seconds 1795989142\n") != std::string::npos);
+    CHECK(text.find("\njobtrail_shipper_dropped_total{reason=\"too_old\"} 5\n") != std::string::npos);
+    CHECK(text.find("\njobtrail_shipper_rejected_total{reason=\"line_too_long\"} 2\n") != std::string::npos);
+    CHECK(text.find("jobtrail_shipper_internal_events_total{component=\"sender\",event=\"rejected\"} 1\n") !=
+          std::string::npos);
+    // Every sample belongs to a metric whose TYPE was given before it, and has a number.
+    std::set<std::string> typed;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+        INFO(line);
+        if (line.rfind("# TYPE ", 0) == 0) {
+            typed.insert(line.substr(7, line.find(' ', 7) - 7));
+            continue;
+        }
+        if (line.rfind("# HELP ", 0) == 0) continue;
+        const std::string name = line.substr(0, line.find_first_of("{ "));
+        CHECK(typed.count(name) == 1);
+        const std::string value = line.substr(line.rfind(' ') + 1);
+        CHECK_FALSE(value.empty());
+        CHECK(value.find_first_not_of("0123456789") == std::string::npos);
+    }
+}
+
+TEST_CASE("metrics server: GET /metrics answers the render, anything else 404, bad addresses refused", "[shipper]") {
+    MetricsServer s;
+    std::string err;
+    REQUIRE(s.start(
+        "127.0.0.1:0", [] { return std::string("jobtrail_up 1\n"); }, err));
+    REQUIRE(s.port() > 0);
+    const std::string ok = http(s.port(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    CHECK(ok.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+    CHECK(ok.find("Content-Length: 14\r\n") != std::string::npos);
+    CHECK(ok.substr(ok.size() - 14) == "jobtrail_up 1\n");
+    CHECK(http(s.port(), "GET / HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 404 Not Found\r\n", 0) == 0);
+    CHECK(http(s.port(), "POST /metrics HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 404", 0) == 0);
+
+    MetricsServer same;
+    CHECK_FALSE(same.start(
+        "127.0.0.1:" + std::to_string(s.port()), [] { return std::string(); }, err));
+    CHECK(err.find("cannot listen on 127.0.0.1:") == 0);
+    MetricsServer bad;
+    CHECK_FALSE(bad.start(
+        "localhost:9480", [] { return std::string(); }, err));
+    CHECK(err.find("not an IPv4 host:port") != std::string::npos);
+    CHECK_FALSE(bad.start(
+        "9480", [] { return std::string(); }, err));
+    CHECK(err.find("not host:port") != std::string::npos);
+    s.stop();
+}
