@@ -217,7 +217,8 @@ void parse_shipper(Parser& p, const YAML::Node& n, ShipperConfig& c) {
                         Parser::format_ms(c.min_backoff_ms) + ")");
     }
     p.duration(n, w, "max_age", c.max_age_ms, kMin, 365 * kDay);
-    p.size(n, w, "max_line_bytes", c.max_line_bytes, kLineMin, kLineMax);
+    // A spool record holds at most 8 MiB (its frame's limit), metadata included.
+    p.size(n, w, "max_line_bytes", c.max_line_bytes, kLineMin, 4 * kMiB);
     if (const YAML::Node m = n["metrics"]) {
         const std::string why = !m.IsScalar() ? "expected host:port such as 127.0.0.1:9480, or \"\" for no endpoint"
                                 : m.Scalar().empty() ? ""

@@ -19,8 +19,10 @@ struct Metrics {
     // Unterminated lines shipped before their end to keep a source under max_partial_bytes.
     std::atomic<uint64_t> partial_lines_cut{0};
     std::atomic<int64_t> last_success_ns{0};
-    // Per spool lane, the timestamp of the oldest unacknowledged record; 0: none.
+    // Per spool lane, the timestamp of the oldest unacknowledged record (0: none), and the last
+    // acknowledged push. The jobs lane's timestamps are a user's (NCCL lines carry their own).
     std::array<std::atomic<int64_t>, kLanes> oldest_pending_ns{};
+    std::array<std::atomic<int64_t>, kLanes> lane_last_success_ns{};
     // Limits Loki named in a 429 (bytes/s; 0: none seen): the sender sizes and paces pushes below them.
     std::atomic<uint64_t> loki_tenant_rate_limit_bytes{0}, loki_stream_rate_limit_bytes{0};
     std::mutex mu;

@@ -113,14 +113,28 @@ std::string render_metrics(Metrics& m, const std::array<uint64_t, kLanes>& pendi
          std::to_string(m.loki_tenant_rate_limit_bytes) +
          "\njobtrail_shipper_loki_limit_bytes_per_second{limit=\"per_stream\"} " +
          std::to_string(m.loki_stream_rate_limit_bytes) + "\n";
-    int64_t oldest = 0;
-    for (const auto& o : m.oldest_pending_ns)
-        if (const int64_t v = o; v && (!oldest || v < oldest)) oldest = v;
-    s += "# HELP jobtrail_shipper_spool_oldest_age_seconds Age of the oldest record Loki has not acknowledged (0: "
-         "none).\n# TYPE jobtrail_shipper_spool_oldest_age_seconds gauge\njobtrail_shipper_spool_oldest_age_seconds " +
-         std::to_string(oldest && spool_pending_bytes ? std::max<int64_t>(0, realtime_ns() - oldest) / 1'000'000'000
-                                                      : 0) +
-         "\n";
+    // The unlabelled age is the node lane's: its timestamps are the kernel's and root's, while a
+    // job's user writes the NCCL lines' own.
+    const int64_t now = realtime_ns();
+    auto age = [&](size_t i) {
+        const int64_t o = m.oldest_pending_ns[i];
+        return std::to_string(o && pending[i] ? std::max<int64_t>(0, now - o) / 1'000'000'000 : 0);
+    };
+    s += "# HELP jobtrail_shipper_spool_oldest_age_seconds Age of the oldest record of the node lane (kernel, job "
+         "logs, journal) Loki has not acknowledged (0: none).\n# TYPE jobtrail_shipper_spool_oldest_age_seconds "
+         "gauge\njobtrail_shipper_spool_oldest_age_seconds " +
+         age(lane_index(Lane::kNode)) + "\n";
+    s += "# HELP jobtrail_shipper_lane_oldest_age_seconds Age of the oldest unacknowledged record, per spool lane, "
+         "by the record's own timestamp (0: none).\n# TYPE jobtrail_shipper_lane_oldest_age_seconds gauge\n";
+    for (size_t i = 0; i < kLanes; ++i)
+        s += "jobtrail_shipper_lane_oldest_age_seconds{lane=\"" + std::string(lane_name(static_cast<Lane>(i))) +
+             "\"} " + age(i) + "\n";
+    s += "# HELP jobtrail_shipper_lane_last_success_timestamp_seconds Last acknowledged push, per spool lane.\n# "
+         "TYPE jobtrail_shipper_lane_last_success_timestamp_seconds gauge\n";
+    for (size_t i = 0; i < kLanes; ++i)
+        s += "jobtrail_shipper_lane_last_success_timestamp_seconds{lane=\"" +
+             std::string(lane_name(static_cast<Lane>(i))) + "\"} " +
+             std::to_string(m.lane_last_success_ns[i] / 1'000'000'000) + "\n";
     std::lock_guard<std::mutex> lk(m.mu);
     s += "# HELP jobtrail_shipper_source_backlog_bytes Bytes written to a source and not read yet.\n# TYPE "
          "jobtrail_shipper_source_backlog_bytes gauge\n";

@@ -42,7 +42,7 @@ TEST_CASE("metrics: the counters an operator greps for, in Prometheus' text form
     m.drop("too_old", 5);
     m.rejected["line_too_long"] = 2;
     m.events[{"sender", "rejected"}] = 1;
-    const std::string text = render_metrics(m, 1234);
+    const std::string text = render_metrics(m, {1000, 234});
     CHECK(text.find("\njobtrail_shipper_records_sent_total 42\n") != std::string::npos);
     CHECK(text.find("\njobtrail_shipper_retries_total 3\n") != std::string::npos);
     CHECK(text.find("\njobtrail_shipper_spool_bytes 1234\n") != std::string::npos);

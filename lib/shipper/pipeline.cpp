@@ -62,10 +62,6 @@ uint64_t Pipeline::pending_bytes() const {
     return n;
 }
 
-bool Pipeline::carry_empty() const {
-    return std::all_of(lanes_.begin(), lanes_.end(), [](const LaneState& l) { return l.carry.empty(); });
-}
-
 bool Pipeline::can_defer_commit() const {
     uint64_t unsynced = 0, pass = 0;
     for (const auto& l : lanes_) {
@@ -75,26 +71,16 @@ bool Pipeline::can_defer_commit() const {
     return unsynced < 4 * pass;
 }
 
-bool Pipeline::pass(std::vector<Event>& events, bool final_flush) {
+bool Pipeline::pass(std::vector<Event>& events, bool final_flush, bool closing) {
     bool more = false;
     reading_ = false;
     for (size_t i = 0; i < kLanes; ++i) {
         LaneState& l = lanes_[i];
         l.paused = false;
-        // Records the full lane refused last time go first; its sources wait until they are in.
-        while (!l.carry.empty()) {
-            if (l.spool.append(l.carry.front()) != spool::Spool::Append::kOk) {
-                l.paused = true;
-                break;
-            }
-            l.carry.erase(l.carry.begin());
-            ++uncommitted_;
-            checkpoint_dirty_ = true;
-        }
         const uint64_t used = l.spool.used_bytes_now();
         const uint64_t room = l.max_bytes - std::min(l.max_bytes, used);
         // A pass can add up to ~3x its line budget to the lane (labels, metadata, framing).
-        if (l.paused || room < (l.sources + 1) * l.pass_bytes * 3) {
+        if (room < (l.sources + 1) * l.pass_bytes * 3) {
             // Only this lane's sources pause; kmsg keeps its position (the ring overrunning is
             // reported as loss).
             if (!l.full_logged)
@@ -112,7 +98,7 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush) {
     size_t appended = 0;
     for (auto& src : sources_) {
         LaneState& l = lane_for(*src);
-        if (l.paused) continue;
+        if (l.paused || closing) continue;
         events.clear();
         const bool src_more = src->poll(events, l.pass_bytes);
         more |= src_more;
@@ -135,33 +121,25 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush) {
             if (e.dropped) continue;
             const spool::RecordRef r{e.ts_ns, e.origin->stream, e.line, &e.origin->metadata, &e.metadata};
             // The room check above leaves space for a whole pass; should a pass still not fit,
-            // keep its records in memory (bounded by one pass) rather than lose what was read.
-            if (l.spool.append(r) != spool::Spool::Append::kOk) {
-                spool::Record c{e.ts_ns, e.origin->stream, std::move(e.line), e.origin->metadata};
-                c.metadata.insert(c.metadata.end(), e.metadata.begin(), e.metadata.end());
-                l.carry.push_back(std::move(c));
-                continue;
-            }
+            // the lane takes it over its cap (by at most this pass): the sources' positions are
+            // already past these records, so they must be durable with them.
+            if (l.spool.append(r) != spool::Spool::Append::kOk) l.spool.append(r, /*past_cap=*/true);
             ++appended;
         }
     }
     // Lines the stages made themselves (a job's "dropped over its budget"), into their lane.
     events.clear();
-    stages_->flush(events);
+    stages_->flush(events, final_flush || closing);
     for (auto& e : events) {
-        LaneState& l = lanes_[lane_index(lane_of(e.origin->kind))];
-        if (l.spool.append(spool::RecordRef{e.ts_ns, e.origin->stream, e.line, &e.origin->metadata, &e.metadata}) ==
-            spool::Spool::Append::kOk)
-            ++appended;
-        else
-            l.carry.push_back({e.ts_ns, e.origin->stream, std::move(e.line), e.origin->metadata});
+        lanes_[lane_index(lane_of(e.origin->kind))].spool.append(
+            spool::RecordRef{e.ts_ns, e.origin->stream, e.line, &e.origin->metadata, &e.metadata}, /*past_cap=*/true);
+        ++appended;
     }
     if (appended == 0 && !checkpoint_dirty_) return more;
     uncommitted_ += appended;
     // Group commit: one fdatasync per lane + checkpoint per ~200 ms of busy reading, at once
     // when idle or when a few passes are waiting.
-    if (reading_ && !final_flush && carry_empty() && can_defer_commit() &&
-        monotonic_ns() - last_commit_ns_ < 200'000'000)
+    if (reading_ && !final_flush && !closing && can_defer_commit() && monotonic_ns() - last_commit_ns_ < 200'000'000)
         return more;
     appended = uncommitted_;
     for (auto& l : lanes_)
@@ -234,6 +212,12 @@ int Pipeline::run(const RunOptions& opts, const std::atomic<bool>& stop) {
             note(Severity::kError, "spool_recovery_failed", "spool " + dir + ": " + err);
             return 1;
         }
+        // What a lane holds from before (the single spool before lanes, a larger max_size) does
+        // not count against its share: its sources, the kernel's included, keep being read.
+        if (const uint64_t left = l.spool.pending_bytes(); left > l.max_bytes / 4) {
+            l.max_bytes += left;
+            l.spool.set_max_bytes(l.max_bytes);
+        }
     }
     return main_loop(opts, stop);
 }
@@ -287,8 +271,7 @@ int Pipeline::main_loop(const RunOptions& opts, const std::atomic<bool>& stop) {
         if (opts.once) {
             const bool sending =
                 std::any_of(senders.begin(), senders.end(), [](const auto& s) { return s && s->busy(); });
-            if (!more && drained_pass && carry_empty() && (pending_bytes() == 0 || sc.loki_url.empty()) && !sending)
-                break;
+            if (!more && drained_pass && (pending_bytes() == 0 || sc.loki_url.empty()) && !sending) break;
             drained_pass = !more;
             if (monotonic_ns() > deadline) {
                 note(Severity::kError, "once_timeout",
@@ -300,8 +283,16 @@ int Pipeline::main_loop(const RunOptions& opts, const std::atomic<bool>& stop) {
         }
         if (!reading_) std::this_thread::sleep_for(std::chrono::milliseconds(opts.once ? 50 : 250));
     }
-    // SIGTERM: what was read is durable (pass() synced it); the sender stops within one request
-    // timeout, leaving the unacknowledged rest in the spool for next time.
+    // SIGTERM: what was read is durable (pass() synced it), and so is what the stages have yet
+    // to say (a job's budget drops); the sender stops within one request timeout, leaving the
+    // unacknowledged rest in the spool for next time.
+    if (!opts.once) {
+        try {
+            pass(scratch, false, /*closing=*/true);
+        } catch (const std::exception& e) {
+            note(Severity::kError, "pass_failed", std::string("the last pass failed: ") + e.what());
+        }
+    }
     if (!opts.once) service.stopping();
     sender_stop = true;
     for (auto& t : sender_threads)

@@ -48,21 +48,20 @@ public:
 private:
     struct LaneState {
         spool::Spool spool;
-        std::vector<spool::Record> carry;  // read, refused by the full lane, appended first next pass
-        uint64_t max_bytes = 0;            // this lane's share of spool.max_size
-        uint64_t pass_bytes = 1 << 20;     // line bytes per source per pass
+        uint64_t max_bytes = 0;         // this lane's share of spool.max_size
+        uint64_t pass_bytes = 1 << 20;  // line bytes per source per pass
         size_t sources = 0;
         bool paused = false;  // full this pass: its sources are not polled
         bool full_logged = false;
     };
     LaneState& lane_for(const Source& s) { return lanes_[lane_index(lane_of(s.kind()))]; }
     uint64_t pending_bytes() const;
-    bool carry_empty() const;
 
     void on_event(const InternalEvent& e);
     void note(Severity s, const std::string& name, const std::string& msg) const;
     int main_loop(const RunOptions& opts, const std::atomic<bool>& stop);
-    bool pass(std::vector<Event>& scratch, bool final_flush);
+    // closing: no source is read; what the stages still have to say is committed (at stop).
+    bool pass(std::vector<Event>& scratch, bool final_flush, bool closing = false);
 
     const config::Config& cfg_;
     SourceFactory make_sources_;

@@ -214,6 +214,8 @@ TEST_CASE("pipeline: a job's NCCL flood fills only the jobs lane; the node's rec
     CHECK(cp.sources["flood"]["next"] == n);
     CHECK(cp.sources["count"]["next"] == 2000);
     REQUIRE(cp.end(Lane::kJobs));
+}
+
 TEST_CASE("pipeline: a restart with nothing new keeps every spooled line, the checkpoint at the synced end",
           "[shipper]") {
     // The checkpoint is written after the spool is synced and names its end then: a restart cuts
@@ -223,12 +225,12 @@ TEST_CASE("pipeline: a restart with nothing new keeps every spooled line, the ch
     const auto c = config(d.path());
     REQUIRE(run(c, 100) == 0);
     const Checkpoint cp = read_checkpoint(d.path() + "/shipper-checkpoint.json");
-    REQUIRE(cp.spool_end);
+    REQUIRE(cp.end(Lane::kNode));
     {
         jobtrail::spool::Spool s;
         std::string err;
         REQUIRE(s.open({d.path() + "/spool"}, err));
-        CHECK(*cp.spool_end == s.durable_end());
+        CHECK(*cp.end(Lane::kNode) == s.durable_end());
     }
     REQUIRE(run(c, 100) == 0);
     const auto lines = spooled(d.path());

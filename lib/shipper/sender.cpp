@@ -190,7 +190,7 @@ void Sender::handle(const Job& job) {
         case loki::Verdict::kAccepted:
             m_.sent += s.sent_n;
             m_.sent_bytes += line_bytes;
-            m_.last_success_ns = realtime_ns();
+            m_.last_success_ns = m_.lane_last_success_ns[lane_index(lane_)] = realtime_ns();
             s.single_refusals = 0;
             paced();
             settle(s, s.sent_n);
@@ -216,7 +216,7 @@ void Sender::handle(const Job& job) {
             const uint64_t other_rejected = n - known_n;
             m_.sent += s.sent_n - n;
             m_.sent_bytes += rest_n ? rest_b - rest_b * other_rejected / rest_n : 0;
-            m_.last_success_ns = realtime_ns();
+            m_.last_success_ns = m_.lane_last_success_ns[lane_index(lane_)] = realtime_ns();
             events_.emit(Severity::kWarning, "sender", "rejected",
                          "Loki rejected " + std::to_string(n) + " of " + std::to_string(s.sent_n) + " entries (HTTP " +
                              std::to_string(res.status) + "), not retried: " + v.first_message);

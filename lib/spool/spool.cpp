@@ -122,6 +122,11 @@ Position Spool::durable_end() const {
     return {segments_.back(), durable_size_.back()};
 }
 
+void Spool::set_max_bytes(uint64_t max) {
+    std::lock_guard<std::mutex> lk(mu_);
+    opts_.max_bytes = max;
+}
+
 void Spool::set_readable_end(const Position& p) {
     std::lock_guard<std::mutex> lk(mu_);
     readable_end_ = p;
@@ -186,16 +191,16 @@ bool Spool::start_segment(uint64_t id) {
     return true;
 }
 
-Spool::Append Spool::append(const Record& r) {
-    return append(RecordRef{r.ts_ns, r.stream, r.line, &r.metadata, nullptr});
+Spool::Append Spool::append(const Record& r, bool past_cap) {
+    return append(RecordRef{r.ts_ns, r.stream, r.line, &r.metadata, nullptr}, past_cap);
 }
 
-Spool::Append Spool::append(const RecordRef& r) {
+Spool::Append Spool::append(const RecordRef& r, bool past_cap) {
     std::lock_guard<std::mutex> lk(mu_);
     const size_t before = buf_.size();
     append_frame(buf_, r);
     const uint64_t len = buf_.size() - before;
-    if (used_bytes() + len > opts_.max_bytes) {
+    if (!past_cap && used_bytes() + len > opts_.max_bytes) {
         buf_.resize(before);
         return Append::kFull;
     }

@@ -47,8 +47,10 @@ public:
 
     enum class Append { kOk, kFull };
     // Buffers a record for the current segment; durable only after sync().
-    Append append(const Record& r);
-    Append append(const RecordRef& r);
+    // past_cap: taken even over max_bytes (what was read must go somewhere durable; the caller
+    // stops reading when the spool is full, so this is at most one pass over).
+    Append append(const Record& r, bool past_cap = false);
+    Append append(const RecordRef& r, bool past_cap = false);
     // Writes buffered records and fdatasyncs them. False (and error()) on an I/O error.
     bool sync();
 
@@ -69,6 +71,7 @@ public:
     // At start: drops durable records after p (the sources will read them again).
     bool discard_after(const Position& p, std::string& err);
 
+    void set_max_bytes(uint64_t max);
     uint64_t pending_bytes() const;   // durable, not yet acknowledged
     uint64_t used_bytes_now() const;  // what counts against max_bytes: pending plus not yet synced
     Position acked() const;

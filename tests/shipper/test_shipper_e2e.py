@@ -739,6 +739,7 @@ class FairSharing(unittest.TestCase):
         env = self.env_with_nccl([], "{nccl_budget: {bytes: 2MiB, window: 2s}}")
         try:
             env.start()
+            started = time.time()
             self.flood(env, 4).join()
             # Every NCCL line is in Loki or counted by its job's "dropped" line: none silently gone.
             said = re.compile(r"^jobtrail dropped (\d+) NCCL lines \(\d+ bytes\) of job 4242 over its budget "
@@ -750,7 +751,7 @@ class FairSharing(unittest.TestCase):
                 marks = [int(said.match(l).group(1)) for l in lines if said.match(l)]
                 if len(stored) + sum(marks) >= self.written or time.time() > deadline:
                     break
-                time.sleep(0.5)
+                time.sleep(0.2)
             m = scrape(self.port)
             print("budget: %d NCCL lines written in %.1f s, %d stored, %d said dropped in %d lines, metrics %d"
                   % (self.written, self.flood_s, len(stored), sum(marks), len(marks),
@@ -759,9 +760,9 @@ class FairSharing(unittest.TestCase):
             self.assertEqual(len(stored) + sum(marks), self.written)
             self.assertGreater(sum(marks), 0)
             self.assertEqual(m['jobtrail_shipper_dropped_total{reason="nccl_budget"}'], sum(marks))
-            # At most the budget per window got through: 2 MiB per 2 s over the flood and the
-            # windows it overlapped.
-            windows = int(self.flood_s / 2) + 2
+            # At most the budget per window got through: 2 MiB per 2 s while the shipper read the
+            # flood (on a loaded machine it reads for longer than the flood was written).
+            windows = int((time.time() - started) / 2) + 2
             self.assertLessEqual(sum(len(l) for l in stored), windows * (2 << 20))
         finally:
             env.close()

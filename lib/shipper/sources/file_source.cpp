@@ -566,19 +566,28 @@ void FileSource::read_file(Tracked& t, std::vector<Event>& out, size_t& budget) 
         }
         if (t.fingerprint.empty() || (t.fingerprint.rfind("256:", 0) != 0 && t.size > 0))
             t.fingerprint = fingerprint(t.fd.get(), t.size);
+        // What a line costs in the spool beyond its bytes: the stream and the file's metadata are
+        // in every record. Charged per line, so a user's one-byte lines under a long file name
+        // cannot turn a pass's budget into a hundred times as many spool bytes.
+        size_t overhead = 32;
+        if (t.origin) {
+            overhead += t.origin->stream.size();
+            for (const auto& [k, v] : t.origin->metadata) overhead += k.size() + v.size();
+        }
         char buf[65536];
-        while (budget > 0 && t.read_off < t.size) {
+        bool spent = false;
+        while (budget > 0 && !spent && t.read_off < t.size) {
             const ssize_t n =
                 ::pread(t.fd.get(), buf, std::min<size_t>(sizeof buf, budget), static_cast<off_t>(t.read_off));
             if (n <= 0) break;
             t.read_off += static_cast<uint64_t>(n);
-            budget -= std::min<size_t>(budget, static_cast<size_t>(n));
             t.last_growth_ns = realtime_ns();
             std::string_view data(buf, static_cast<size_t>(n));
             while (!data.empty()) {
                 const size_t nl = data.find('\n');
                 if (nl == std::string_view::npos) {
                     t.partial.append(data);
+                    budget -= std::min(budget, data.size());
                     // A line without end that keeps growing: cut it at the cap rather than hold it forever.
                     if (t.partial.size() > max_line_ + 4096) take_partial(t, out);
                     break;
@@ -592,6 +601,13 @@ void FileSource::read_file(Tracked& t, std::vector<Event>& out, size_t& budget) 
                     t.emitted_off += 1;
                 }
                 data.remove_prefix(nl + 1);
+                budget -= std::min(budget, nl + 1 + overhead);
+                if (budget == 0 && !data.empty()) {
+                    // The rest of the chunk is read again next pass, from the end of this line.
+                    t.read_off = t.emitted_off;
+                    spent = true;
+                    break;
+                }
             }
         }
     }

@@ -27,13 +27,13 @@ NcclBudget::NcclBudget(uint64_t bytes, int64_t window_ms, Metrics& m, Clock now)
       m_(m),
       now_(now ? std::move(now) : Clock(monotonic_ns)) {}
 
-void NcclBudget::roll(int64_t now) {
+void NcclBudget::roll(int64_t now, bool all) {
     // Ten times a window is enough: a window is said at most a tenth late.
-    if (last_roll_ns_ != 0 && now - last_roll_ns_ < window_ns_ / 10) return;
+    if (!all && last_roll_ns_ != 0 && now - last_roll_ns_ < window_ns_ / 10) return;
     last_roll_ns_ = now;
     for (auto it = jobs_.begin(); it != jobs_.end();) {
         Job& j = it->second;
-        if (now - j.window_start_ns < window_ns_) {
+        if (now - j.window_start_ns < window_ns_ && !(all && j.dropped_lines)) {
             ++it;
             continue;
         }
@@ -42,8 +42,10 @@ void NcclBudget::roll(int64_t now) {
             e.ts_ns = realtime_ns();
             // The job's stream without a file's metadata: the line is about the whole job.
             e.origin = make_origin(j.stream->labels, {}, j.stream->kind, j.stream->job_id);
+            const std::string whose =
+                j.stream->job_id.empty() ? "of stream " + j.stream->stream : "of job " + j.stream->job_id;
             e.line = "jobtrail dropped " + std::to_string(j.dropped_lines) + " NCCL lines (" +
-                     std::to_string(j.dropped_bytes) + " bytes) of job " + it->first + " over its budget of " +
+                     std::to_string(j.dropped_bytes) + " bytes) " + whose + " over its budget of " +
                      bytes_text(budget_) + " per " + duration_text(window_ns_ / 1'000'000) +
                      " on this node (shipper.stages.nccl_budget)";
             said_.push_back(std::move(e));
@@ -62,11 +64,19 @@ bool NcclBudget::take(const Event& e) {
     if (budget_ == 0) return true;
     const int64_t now = now_();
     roll(now);
-    auto it = jobs_.find(e.origin->job_id);
-    if (it == jobs_.end()) it = jobs_.emplace(e.origin->job_id, Job{now, 0, 0, 0, e.origin}).first;
+    // A file whose name gives no job shares a budget with its stream's other such files, never
+    // with every other job's.
+    const std::string& key = e.origin->job_id.empty() ? e.origin->stream : e.origin->job_id;
+    auto it = jobs_.find(key);
+    if (it == jobs_.end()) it = jobs_.emplace(key, Job{now, 0, 0, 0, e.origin}).first;
     Job& j = it->second;
-    if (j.bytes + e.line.size() <= budget_) {
-        j.bytes += e.line.size();
+    // What Loki counts (the line and its structured metadata), and at least a record's framing:
+    // one-byte lines under a long file name are not nearly free.
+    uint64_t cost = 32 + e.line.size();
+    for (const auto* md : {&e.origin->metadata, &e.metadata})
+        for (const auto& [k, v] : *md) cost += k.size() + v.size();
+    if (j.bytes + cost <= budget_) {
+        j.bytes += cost;
         return true;
     }
     j.bytes = budget_;  // full: later small lines do not slip in
@@ -77,8 +87,8 @@ bool NcclBudget::take(const Event& e) {
     return false;
 }
 
-void NcclBudget::flush(std::vector<Event>& out) {
-    if (budget_ != 0) roll(now_());
+void NcclBudget::flush(std::vector<Event>& out, bool all) {
+    if (budget_ != 0) roll(now_(), all);
     for (auto& e : said_) out.push_back(std::move(e));
     said_.clear();
 }

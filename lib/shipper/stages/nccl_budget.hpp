@@ -24,8 +24,9 @@ public:
     NcclBudget(uint64_t bytes, int64_t window_ms, Metrics& m, Clock now);
     // False if the line is over its job's budget (the caller drops it).
     bool take(const Event& e);
-    // The "dropped over its budget" lines of windows that have ended.
-    void flush(std::vector<Event>& out);
+    // The "dropped over its budget" lines of windows that have ended; with all, also of the
+    // windows still open (the shipper is stopping: what was dropped is said before it goes).
+    void flush(std::vector<Event>& out, bool all = false);
 
 private:
     struct Job {
@@ -34,7 +35,7 @@ private:
         uint64_t dropped_lines = 0, dropped_bytes = 0;
         std::shared_ptr<const Origin> stream;  // where the job's drop line goes
     };
-    void roll(int64_t now);
+    void roll(int64_t now, bool all = false);
 
     uint64_t budget_;
     int64_t window_ns_;

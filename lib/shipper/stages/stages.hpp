@@ -58,7 +58,7 @@ public:
            JobTable::Clock wall = {});
     void apply(std::vector<Event>& events);
     // Lines the stages say themselves (a job over its NCCL budget), once per pass.
-    void flush(std::vector<Event>& out) { budget_.flush(out); }
+    void flush(std::vector<Event>& out, bool all = false) { budget_.flush(out, all); }
 
 private:
     struct Rule {

@@ -89,12 +89,12 @@ TEST_CASE("stages: a job's NCCL lines past its budget are dropped, counted and s
           "[shipper]") {
     jobtrail::test::TempDir run;
     auto cfg = jobtrail::config::default_shipper_config();
-    cfg.nccl_budget_bytes = 1000;
+    cfg.nccl_budget_bytes = 1310;  // ten lines of 99 bytes, each with 32 of framing
     cfg.nccl_budget_window_ms = 60'000;
     Metrics m;
     int64_t now = 1'000'000'000;
     Stages st(cfg, layout(run.path()), m, [&] { return now; });
-    const std::string line(99, 'x');  // 99 bytes: ten fit in 1000
+    const std::string line(99, 'x');
     std::vector<Event> e;
     for (int i = 0; i < 30; ++i) e.push_back(ev("nccl", line, "4242", 3000 + i));
     for (int i = 0; i < 5; ++i) e.push_back(ev("nccl", line, "4343", 3000 + i));  // another job: its own budget
@@ -120,7 +120,7 @@ TEST_CASE("stages: a job's NCCL lines past its budget are dropped, counted and s
     st.flush(said);
     REQUIRE(said.size() == 1);
     CHECK(said[0].line ==
-          "jobtrail dropped 20 NCCL lines (1980 bytes) of job 4242 over its budget of 1000 bytes per 1m on this node "
+          "jobtrail dropped 20 NCCL lines (1980 bytes) of job 4242 over its budget of 1310 bytes per 1m on this node "
           "(shipper.stages.nccl_budget)");
     CHECK(said[0].origin->label("job") == "nccl");
     CHECK(said[0].origin->label("job_id") == "4242");
@@ -139,7 +139,7 @@ TEST_CASE("stages: a job's NCCL lines past its budget are dropped, counted and s
 TEST_CASE("stages: the NCCL budget's window is the shipper's clock, not the lines' own timestamps", "[shipper]") {
     jobtrail::test::TempDir run;
     auto cfg = jobtrail::config::default_shipper_config();
-    cfg.nccl_budget_bytes = 100;
+    cfg.nccl_budget_bytes = 164;  // two lines of 50 bytes and their framing
     Metrics m;
     const int64_t now = 5'000'000'000;
     Stages st(cfg, layout(run.path()), m, [&] { return now; });
@@ -192,4 +192,42 @@ TEST_CASE("stages: a kernel record read just after its job's epilog removed the 
     REQUIRE(e[1].metadata.size() == 1);
     CHECK(e[1].metadata[0].second == "31");
     CHECK(e[2].metadata.empty());  // before either job started
+}
+
+TEST_CASE("stages: one-byte NCCL lines with long metadata pay for the metadata; a stopping shipper says its drops",
+          "[shipper]") {
+    jobtrail::test::TempDir run;
+    auto cfg = jobtrail::config::default_shipper_config();
+    cfg.nccl_budget_bytes = 10'000;
+    Metrics m;
+    int64_t now = 1'000'000'000;
+    Stages st(cfg, layout(run.path()), m, [&] { return now; });
+    const auto origin = make_origin({{"job", "nccl"}, {"job_id", "9"}},
+                                    {{"file", "0." + std::string(230, 'h') + ".1.log"}}, Stream::kNccl, "9");
+    std::vector<Event> e;
+    for (int i = 0; i < 1000; ++i) e.push_back({1, origin, "7", {}, false});
+    st.apply(e);
+    size_t kept = 0;
+    for (const auto& x : e) kept += !x.dropped;
+    CHECK(kept == 10'000 / (32 + 1 + 4 + 238));  // line, framing, and the file name it carries
+    // The window is still open: nothing said, unless the shipper is stopping.
+    std::vector<Event> said;
+    st.flush(said);
+    CHECK(said.empty());
+    st.flush(said, /*all=*/true);
+    REQUIRE(said.size() == 1);
+    CHECK(said[0].line.rfind("jobtrail dropped " + std::to_string(1000 - kept) + " NCCL lines (", 0) == 0);
+}
+
+TEST_CASE("stages: an NCCL file whose name gives no job does not spend another job's budget", "[shipper]") {
+    jobtrail::test::TempDir run;
+    auto cfg = jobtrail::config::default_shipper_config();
+    cfg.nccl_budget_bytes = 1000;
+    Metrics m;
+    Stages st(cfg, layout(run.path()), m, [] { return int64_t{1'000'000'000}; });
+    std::vector<Event> e;
+    for (int i = 0; i < 100; ++i) e.push_back(ev("nccl", std::string(100, 'q')));  // no job id
+    e.push_back(ev("nccl", "NCCL WARN real trouble", "4243"));
+    st.apply(e);
+    CHECK_FALSE(e.back().dropped);
 }
