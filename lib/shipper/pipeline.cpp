@@ -16,7 +16,7 @@
 #include "shipper/recovery.hpp"
 #include "shipper/service_notify.hpp"
 #include "shipper/sources/registry.hpp"
-#include "shipper/sources/self_source.hpp"
+#include "shipper/sources/self/self_source.hpp"
 
 namespace jobtrail::shipper {
 namespace {

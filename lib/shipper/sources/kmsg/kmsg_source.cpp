@@ -1,4 +1,4 @@
-#include "shipper/sources/kmsg_source.hpp"
+#include "shipper/sources/kmsg/kmsg_source.hpp"
 
 #include <charconv>
 
@@ -119,6 +119,11 @@ void KmsgSource::flush_partial(std::vector<Event>& out) {
     std::vector<kmsg::Record> done;
     merger_.flush(done);
     for (auto& r : done) emit(r, out);
+}
+
+void KmsgKind::build(const SourceContext& c, const Config& k, Sources& out) {
+    if (k.enabled)
+        out.push_back(std::make_unique<KmsgSource>(c.cfg.collector.kmsg_path, c.clock, c.node, c.metrics, c.events));
 }
 
 }  // namespace jobtrail::shipper

@@ -1,4 +1,4 @@
-#include "shipper/sources/journald_source.hpp"
+#include "shipper/sources/journald/journald_source.hpp"
 
 #include <cstdlib>
 #include <cstring>
@@ -13,7 +13,7 @@
 
 namespace jobtrail::shipper {
 
-JournaldSource::JournaldSource(config::JournaldConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m, Events events)
+JournaldSource::JournaldSource(JournaldConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m, Events events)
     : cfg_(std::move(cfg)), node_(std::move(node)), max_line_(max_line), m_(m), events_(std::move(events)) {}
 
 void JournaldSource::restore(const nlohmann::json& state) {
@@ -159,5 +159,15 @@ bool JournaldSource::poll(std::vector<Event>&, size_t) {
 }
 
 #endif
+
+void JournaldKind::build(const SourceContext& c, const Config& j, Sources& out) {
+    if (!j.enabled) return;
+    if (!JournaldSource::available()) {
+        c.events.emit(Severity::kWarning, "journald", "not_built",
+                      "shipper.sources.journald is enabled but this build has no libsystemd: not read");
+        return;
+    }
+    out.push_back(std::make_unique<JournaldSource>(j, c.node, c.cfg.shipper.max_line_bytes, c.metrics, c.events));
+}
 
 }  // namespace jobtrail::shipper

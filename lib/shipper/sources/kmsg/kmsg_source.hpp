@@ -8,6 +8,7 @@
 #include "kmsg/boot_clock.hpp"
 #include "kmsg/merge.hpp"
 #include "kmsg/reader.hpp"
+#include "shipper/sources/kmsg/config.hpp"
 #include "shipper/sources/source.hpp"
 
 namespace jobtrail::shipper {

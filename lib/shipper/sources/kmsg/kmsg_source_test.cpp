@@ -1,4 +1,4 @@
-#include "shipper/sources/kmsg_source.hpp"
+#include "shipper/sources/kmsg/kmsg_source.hpp"
 
 #include <catch2/catch.hpp>
 
