@@ -35,8 +35,7 @@ Session::Session(Phase phase, std::string config_path)
         ++config_errors_;
         notice("error", "config: " + e.text() + " (default kept)");
     }
-    std::string err;
-    if (!clock_.load(cfg_.collector.state_dir, err)) notice("warning", "boot clock: " + err);
+    if (auto st = clock_.load(cfg_.collector.state_dir); !st.ok) notice("warning", "boot clock: " + st.error);
 
     std::vector<std::string> overrides;
     if (!std::getenv("PATH")) overrides.push_back("PATH=" + cfg_.collector.path);

@@ -31,7 +31,7 @@ public:
     static bool available();
 
 private:
-    bool open();
+    Status open();
     const std::shared_ptr<const Origin>& origin(const std::string& unit, int priority);
 
     std::string name_ = "journald";

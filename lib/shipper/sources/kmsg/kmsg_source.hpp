@@ -28,7 +28,7 @@ public:
     void flush_partial(std::vector<Event>& out) override;
 
 private:
-    bool open_reader();
+    Status open_reader();
     const std::shared_ptr<const Origin>& origin(int level);
     void emit(const kmsg::Record& r, std::vector<Event>& out);
 
