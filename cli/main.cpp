@@ -16,6 +16,7 @@
 #include "forensics/bundle.hpp"
 #include "forensics/logql.hpp"
 #include "jobtrail/version.hpp"
+#include "shipper/sources/registry.hpp"
 
 using namespace jobtrail;
 
@@ -51,7 +52,7 @@ loki::Endpoint endpoint(const config::Config& c, const Common& f) {
 }
 
 bool load(const Common& f, config::Config& out) {
-    const auto r = config::load_config(config::resolve_config_path(f.config));
+    const auto r = config::load_config(config::resolve_config_path(f.config), shipper::source_sections());
     for (const auto& e : r.errors) std::fprintf(stderr, "jobtrail: %s\n", e.text().c_str());
     out = r.config;
     return r.errors.empty() || r.file_missing;

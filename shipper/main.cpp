@@ -7,6 +7,7 @@
 #include "config/config.hpp"
 #include "jobtrail/version.hpp"
 #include "shipper/pipeline.hpp"
+#include "shipper/sources/registry.hpp"
 
 namespace {
 std::atomic<bool> g_stop{false};
@@ -38,7 +39,7 @@ int run(int argc, char** argv) {
     }
     opts.once_timeout_ms = static_cast<int64_t>(once_timeout_s * 1000);
     const std::string path = jobtrail::config::resolve_config_path(config_flag);
-    const auto loaded = jobtrail::config::load_config(path);
+    const auto loaded = jobtrail::config::load_config(path, jobtrail::shipper::source_sections());
     if (loaded.file_missing && !config_flag.empty()) {
         std::fprintf(stderr, "jobtrail-shipper: error: %s: no such file\n", path.c_str());
         return 1;

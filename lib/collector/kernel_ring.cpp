@@ -11,10 +11,11 @@ RingScan scan_ring(const std::string& path, int64_t budget_ms,
                    const std::function<void(uint64_t)>& on_lost) {
     RingScan res;
     kmsg::Reader reader;
-    std::string err;
-    if (!reader.open(path, /*non_blocking=*/true, err) || !reader.seek_start(err)) {
+    Status opened = reader.open(path, /*non_blocking=*/true);
+    if (opened.ok) opened = reader.seek_start();
+    if (!opened.ok) {
         res.ok = false;
-        res.error = err;
+        res.error = opened.error;
         return res;
     }
     const int64_t deadline = monotonic_ns() + budget_ms * 1'000'000;

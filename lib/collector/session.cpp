@@ -7,6 +7,7 @@
 #include "joblog/format.hpp"
 #include "jobtrail/version.hpp"
 #include "process/runner.hpp"
+#include "shipper/sources/registry.hpp"
 
 namespace jobtrail::collector {
 
@@ -16,7 +17,7 @@ std::string_view phase_name(Phase p) {
 
 Session::Session(Phase phase, std::string config_path)
     : phase_(phase), config_path_(std::move(config_path)), start_ns_(realtime_ns()), start_mono_(monotonic_ns()) {
-    auto loaded = config::load_config(config_path_);
+    auto loaded = config::load_config(config_path_, shipper::source_sections());
     cfg_ = std::move(loaded.config);
     facts_ = job_facts_from_env(cfg_.cluster, cfg_.node);
     log_ = std::make_unique<joblog::Writer>(cfg_.collector.max_log_bytes, cfg_.collector.max_line_bytes);
@@ -34,8 +35,7 @@ Session::Session(Phase phase, std::string config_path)
         ++config_errors_;
         notice("error", "config: " + e.text() + " (default kept)");
     }
-    std::string err;
-    if (!clock_.load(cfg_.collector.state_dir, err)) notice("warning", "boot clock: " + err);
+    if (auto st = clock_.load(cfg_.collector.state_dir); !st.ok) notice("warning", "boot clock: " + st.error);
 
     std::vector<std::string> overrides;
     if (!std::getenv("PATH")) overrides.push_back("PATH=" + cfg_.collector.path);

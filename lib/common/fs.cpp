@@ -34,8 +34,8 @@ std::string errno_text(int err) {
     return std::strerror(err);
 }
 
-FsStatus make_dirs(const std::string& path, mode_t mode) {
-    if (path.empty()) return FsStatus::failure("empty directory path");
+Status make_dirs(const std::string& path, mode_t mode) {
+    if (path.empty()) return Status::failure("empty directory path");
     std::string cur;
     size_t pos = 0;
     while (pos <= path.size()) {
@@ -45,39 +45,37 @@ FsStatus make_dirs(const std::string& path, mode_t mode) {
         pos = next + 1;
         if (cur.empty()) continue;
         if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST)
-            return FsStatus::failure("cannot create directory " + cur + ": " + errno_text(errno));
+            return Status::failure("cannot create directory " + cur + ": " + errno_text(errno));
     }
     struct stat st {};
     if (::lstat(path.c_str(), &st) != 0)
-        return FsStatus::failure("cannot stat directory " + path + ": " + errno_text(errno));
+        return Status::failure("cannot stat directory " + path + ": " + errno_text(errno));
     if (S_ISLNK(st.st_mode)) {
         // A symlinked directory is only acceptable when root owns the link target chain; keep it
         // simple and accept it only if it resolves to a root-owned directory.
         struct stat target {};
         if (::stat(path.c_str(), &target) != 0 || !S_ISDIR(target.st_mode) || target.st_uid != 0)
-            return FsStatus::failure(path + " is a symlink to something that is not a root-owned directory");
+            return Status::failure(path + " is a symlink to something that is not a root-owned directory");
         return {};
     }
-    if (!S_ISDIR(st.st_mode)) return FsStatus::failure(path + " exists and is not a directory");
+    if (!S_ISDIR(st.st_mode)) return Status::failure(path + " exists and is not a directory");
     return {};
 }
 
-FsStatus open_append_safe(const std::string& dir, std::string_view name, mode_t mode, Fd& out) {
+Result<Fd> open_append_safe(const std::string& dir, std::string_view name, mode_t mode) {
     Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!dfd.valid()) return FsStatus::failure("cannot open directory " + dir + ": " + errno_text(errno));
+    if (!dfd.valid()) return Status::failure("cannot open directory " + dir + ": " + errno_text(errno));
     const std::string n(name);
     Fd fd(::openat(dfd.get(), n.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, mode));
-    if (!fd.valid()) return FsStatus::failure("cannot open " + dir + "/" + n + ": " + errno_text(errno));
+    if (!fd.valid()) return Status::failure("cannot open " + dir + "/" + n + ": " + errno_text(errno));
     struct stat st {};
-    if (::fstat(fd.get(), &st) != 0)
-        return FsStatus::failure("cannot stat " + dir + "/" + n + ": " + errno_text(errno));
-    if (!S_ISREG(st.st_mode)) return FsStatus::failure(dir + "/" + n + " is not a regular file");
-    if (st.st_nlink > 1) return FsStatus::failure(dir + "/" + n + " has other hard links; refusing to write");
+    if (::fstat(fd.get(), &st) != 0) return Status::failure("cannot stat " + dir + "/" + n + ": " + errno_text(errno));
+    if (!S_ISREG(st.st_mode)) return Status::failure(dir + "/" + n + " is not a regular file");
+    if (st.st_nlink > 1) return Status::failure(dir + "/" + n + " has other hard links; refusing to write");
     // Clear O_NONBLOCK (only there so opening a FIFO planted by someone cannot hang us).
     const int fl = ::fcntl(fd.get(), F_GETFL);
     if (fl >= 0) ::fcntl(fd.get(), F_SETFL, fl & ~O_NONBLOCK);
-    out = std::move(fd);
-    return {};
+    return fd;
 }
 
 bool write_all(int fd, std::string_view data) {
@@ -102,32 +100,32 @@ std::string temp_name_for(const std::string& path) {
     return path + suffix;
 }
 
-FsStatus write_temp(const std::string& tmp, std::string_view content, mode_t mode, bool durable = false) {
+Status write_temp(const std::string& tmp, std::string_view content, mode_t mode, bool durable = false) {
     Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
-    if (!fd.valid()) return FsStatus::failure("cannot create " + tmp + ": " + errno_text(errno));
+    if (!fd.valid()) return Status::failure("cannot create " + tmp + ": " + errno_text(errno));
     ::fchmod(fd.get(), mode);  // umask must not widen or narrow what we promise
     if (!write_all(fd.get(), content)) {
         const int err = errno;
         ::unlink(tmp.c_str());
-        return FsStatus::failure("cannot write " + tmp + ": " + errno_text(err));
+        return Status::failure("cannot write " + tmp + ": " + errno_text(err));
     }
     if (durable && ::fsync(fd.get()) != 0) {
         const int err = errno;
         ::unlink(tmp.c_str());
-        return FsStatus::failure("cannot fsync " + tmp + ": " + errno_text(err));
+        return Status::failure("cannot fsync " + tmp + ": " + errno_text(err));
     }
     return {};
 }
 
 }  // namespace
 
-FsStatus write_file_atomic(const std::string& path, std::string_view content, mode_t mode, bool durable) {
+Status write_file_atomic(const std::string& path, std::string_view content, mode_t mode, bool durable) {
     const std::string tmp = temp_name_for(path);
     if (auto st = write_temp(tmp, content, mode, durable); !st.ok) return st;
     if (::rename(tmp.c_str(), path.c_str()) != 0) {
         const int err = errno;
         ::unlink(tmp.c_str());
-        return FsStatus::failure("cannot rename " + tmp + " to " + path + ": " + errno_text(err));
+        return Status::failure("cannot rename " + tmp + " to " + path + ": " + errno_text(err));
     }
     if (durable) {
         const size_t slash = path.rfind('/');
@@ -138,7 +136,7 @@ FsStatus write_file_atomic(const std::string& path, std::string_view content, mo
     return {};
 }
 
-FsStatus create_file_exclusive(const std::string& path, std::string_view content, mode_t mode, bool* created) {
+Status create_file_exclusive(const std::string& path, std::string_view content, mode_t mode, bool* created) {
     const std::string tmp = temp_name_for(path);
     if (auto st = write_temp(tmp, content, mode); !st.ok) return st;
     // link() fails with EEXIST instead of replacing, so concurrent writers agree on one file.
@@ -153,7 +151,7 @@ FsStatus create_file_exclusive(const std::string& path, std::string_view content
         if (created) *created = false;
         return {};
     }
-    return FsStatus::failure("cannot create " + path + ": " + errno_text(err));
+    return Status::failure("cannot create " + path + ": " + errno_text(err));
 }
 
 const char* refusal_name(Refusal r) {

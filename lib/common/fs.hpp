@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/result.hpp"
+
 namespace jobtrail {
 
 // An owned file descriptor.
@@ -29,28 +31,23 @@ private:
     int fd_ = -1;
 };
 
-// Outcome of a file-system helper: ok, or an error message that names the path and errno.
-struct FsStatus {
-    bool ok = true;
-    std::string error;
-    static FsStatus failure(std::string msg) { return {false, std::move(msg)}; }
-};
+// The helpers below fail with a Status (common/result.hpp) whose error names the path and errno.
 
 // mkdir -p with the given mode for created components; refuses a symlink as the last
 // component (a user could otherwise point root's writes elsewhere).
-FsStatus make_dirs(const std::string& path, mode_t mode);
+Status make_dirs(const std::string& path, mode_t mode);
 
 // Opens dir/name for appending as a regular file, creating it with `mode`. Never follows a
 // symlink, refuses hard-linked files and anything but a regular file.
-FsStatus open_append_safe(const std::string& dir, std::string_view name, mode_t mode, Fd& out);
+Result<Fd> open_append_safe(const std::string& dir, std::string_view name, mode_t mode);
 
 // Writes content to path via a temporary file in the same directory and rename(), so a reader
 // sees either the old or the new content.
-FsStatus write_file_atomic(const std::string& path, std::string_view content, mode_t mode, bool durable = false);
+Status write_file_atomic(const std::string& path, std::string_view content, mode_t mode, bool durable = false);
 
 // Like write_file_atomic but never replaces an existing file: the first writer wins.
 // Returns ok with *created=false if the file was already there.
-FsStatus create_file_exclusive(const std::string& path, std::string_view content, mode_t mode, bool* created);
+Status create_file_exclusive(const std::string& path, std::string_view content, mode_t mode, bool* created);
 
 // Why open_read_safe refused a path: a metric label and a word in the log.
 // kTooMany: past a source's or directory's cap; kOwnerShare: past one owner's share of a source.

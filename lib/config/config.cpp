@@ -44,33 +44,11 @@ namespace {
 // Ranges of the numeric keys (etc/jobtrail.yaml states them). Durations become nanosecond
 // deadlines and sizes are cut into, so each key has a floor below which the code misbehaves
 // (a 10-byte line cap underflows) and a ceiling past which it is a typo (a 106752d timeout).
-constexpr int64_t kMs = 1, kSec = 1'000, kMin = 60'000, kDay = 86'400'000;
-constexpr uint64_t kKiB = 1ULL << 10, kMiB = 1ULL << 20, kGiB = 1ULL << 30;
 constexpr int64_t kTimeoutMin = 100 * kMs, kTimeoutMax = 30 * kDay;  // scripts, probes
 // A line cap under 1KiB leaves no room for the truncation marker; over 16MiB is no cap.
 constexpr uint64_t kLineMin = kKiB, kLineMax = 16 * kMiB;
 // The spool writes 16MiB segments: less than one cannot hold a segment.
 constexpr uint64_t kSpoolMin = 16 * kMiB, kSpoolMax = 1024 * kGiB;
-
-// Loki label names; Loki refuses a push (every line of the stream) with any other.
-bool valid_label_name(const std::string& s) {
-    if (s.empty() || s.rfind("__", 0) == 0) return false;  // __name__ and the like are Loki's own
-    for (size_t i = 0; i < s.size(); ++i) {
-        const char c = s[i];
-        const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-        if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return false;
-    }
-    return true;
-}
-
-// The labels every stream gets from jobtrail: a source's `labels` may not replace them, or its
-// lines would pose as another node's, job's or stream kind.
-bool reserved_label(const std::string& s) {
-    namespace l = node::label;
-    for (const char* r : {l::kCluster, l::kNode, l::kJob, l::kJobId, l::kServiceName})
-        if (s == r) return true;
-    return false;
-}
 
 // "" when `v` is an IPv4 host:port the metrics server can bind, else why not. Port 0 would
 // listen on a port the kernel picks, where no Prometheus looks.
@@ -169,7 +147,7 @@ void parse_collector(Parser& p, const YAML::Node& n, CollectorConfig& c) {
     if (n["epilog"]) parse_phase(p, n["epilog"], w + ".epilog", c.epilog, true);
 }
 
-void parse_shipper(Parser& p, const YAML::Node& n, ShipperConfig& c) {
+void parse_shipper(Parser& p, const YAML::Node& n, SourceSections sections, ShipperConfig& c) {
     const std::string w = "shipper";
     if (!p.check_map(n, w,
                      {"loki", "spool", "batch", "retry", "max_age", "max_line_bytes", "metrics", "heartbeat", "sources",
@@ -229,103 +207,13 @@ void parse_shipper(Parser& p, const YAML::Node& n, ShipperConfig& c) {
             c.metrics_listen = m.Scalar();  // "": no /metrics endpoint
     }
     p.duration(n, w, "heartbeat", c.heartbeat_ms, kSec, kDay, /*zero_is_off=*/true);
-    if (const YAML::Node src = n["sources"]; src && p.check_map(src, w + ".sources", {"kmsg", "files", "journald"})) {
-        p.boolean(src, w + ".sources", "kmsg", c.kmsg);
-        const std::string jw = w + ".sources.journald";
-        if (const YAML::Node j = src["journald"]; j && p.check_map(j, jw, {"enabled", "units", "directory", "since"})) {
-            p.boolean(j, jw, "enabled", c.journald.enabled);
-            // Absent: the default units. An empty list would match every unit, each session
-            // scope a stream of its own (unbounded), so it is refused rather than read that way.
-            if (const YAML::Node u = j["units"]; u && u.IsSequence() && u.size() == 0)
-                p.error(u, jw + ".units",
-                        "empty: that would ship every unit, one stream per session scope; list the units, or remove "
-                        "the key for the defaults");
-            else if (u)
-                p.string_list(u, jw + ".units", c.journald.units);
-            p.path(j, jw, "directory", c.journald.directory);
-            p.duration(j, jw, "since", c.journald.since_ms, kSec, 365 * kDay);
-        }
-        if (const YAML::Node f = src["files"]) {
-            if (!f.IsSequence()) {
-                p.error(f, w + ".sources.files", "expected a list of file sources");
-            } else {
-                std::vector<FileSourceConfig> files;
-                size_t i = 0;
-                for (const auto& item : f) {
-                    const std::string fw = w + ".sources.files[" + std::to_string(i++) + "]";
-                    if (!p.check_map(
-                            item, fw,
-                            {"name", "paths", "job", "format", "stream", "labels", "max_files", "max_files_per_dir",
-                             "max_files_per_owner", "max_open_files", "idle_close", "max_partial_bytes"}))
-                        continue;
-                    FileSourceConfig fs;
-                    p.string(item, fw, "name", fs.name);
-                    p.string(item, fw, "job", fs.job);
-                    p.string(item, fw, "format", fs.format);
-                    if (item["paths"]) p.string_list(item["paths"], fw + ".paths", fs.paths);
-                    int max_files = static_cast<int>(fs.max_files), per_dir = static_cast<int>(fs.max_files_per_dir);
-                    p.integer(item, fw, "max_files", max_files, 1, 1'000'000);
-                    p.integer(item, fw, "max_files_per_dir", per_dir, 1, 1'000'000);
-                    fs.max_files = static_cast<size_t>(max_files);
-                    fs.max_files_per_dir = static_cast<size_t>(per_dir);
-                    int per_owner = static_cast<int>(fs.max_files_per_owner),
-                        open = static_cast<int>(fs.max_open_files);
-                    p.integer(item, fw, "max_files_per_owner", per_owner, 1, 1'000'000);
-                    // Under the unit's LimitNOFILE (65536), with room for the other sources and sockets.
-                    p.integer(item, fw, "max_open_files", open, 1, 16'384);
-                    fs.max_files_per_owner = static_cast<size_t>(per_owner);
-                    fs.max_open_files = static_cast<size_t>(open);
-                    p.duration(item, fw, "idle_close", fs.idle_close_ms, kSec, kDay);
-                    // Below one line's worth lines get cut often; past 1GiB it is no bound under MemoryMax.
-                    p.size(item, fw, "max_partial_bytes", fs.max_partial_bytes, 64 * kKiB, kGiB);
-                    if (fs.paths.empty()) p.error(item, fw + ".paths", "missing: at least one path or glob");
-                    if (fs.job.empty()) p.error(item, fw + ".job", "missing: the Loki job label for these files");
-                    if (fs.format != "plain" && fs.format != "joblog" && fs.format != "nccl" && fs.format != "cri")
-                        p.error(item["format"], fw + ".format", "expected plain, joblog, nccl or cri");
-                    fs.stream = fs.format == "joblog" ? node::Stream::kJobLog
-                                : fs.format == "nccl" ? node::Stream::kNccl
-                                                      : node::Stream::kOther;
-                    if (item["stream"]) {
-                        std::string kind;
-                        p.string(item, fw, "stream", kind);
-                        const auto k = node::parse_stream_kind(kind);
-                        if (!k || *k == node::Stream::kKernel || *k == node::Stream::kJournal ||
-                            *k == node::Stream::kShipper)
-                            p.error(item["stream"], fw + ".stream", "expected job-log, nccl, fabric-manager or other");
-                        else
-                            fs.stream = *k;
-                    }
-                    if (const YAML::Node lb = item["labels"]) {
-                        if (!lb.IsMap()) {
-                            p.error(lb, fw + ".labels", "expected a mapping of label names to values");
-                        } else {
-                            for (const auto& kv : lb) {
-                                const std::string name = kv.first.as<std::string>("");
-                                const std::string lk = fw + ".labels." + name;
-                                if (!valid_label_name(name))
-                                    p.error(kv.first, lk,
-                                            "'" + name +
-                                                "' is not a Loki label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting "
-                                                "with __): Loki would refuse every line of this source");
-                                else if (reserved_label(name))
-                                    p.error(kv.first, lk,
-                                            "'" + name +
-                                                "' is set by jobtrail on every stream (cluster, node, job, job_id, "
-                                                "service_name); the source's job: key names its stream");
-                                else if (!kv.second.IsScalar() || kv.second.Scalar().empty())
-                                    p.error(kv.second, lk, "expected a non-empty string value");
-                                else
-                                    fs.labels.emplace_back(name, kv.second.Scalar());
-                            }
-                        }
-                    }
-                    if (fs.name.empty()) fs.name = fs.job;
-                    files.push_back(std::move(fs));
-                }
-                c.files = std::move(files);
-            }
-        }
-    }
+    // The sources' sections, each parsed by its kind (config/sources.hpp), in the kinds' order.
+    std::vector<const char*> kinds;
+    for (const auto& k : sections) kinds.push_back(k.name);
+    if (const YAML::Node src = n["sources"]; src && p.check_map(src, w + ".sources", kinds))
+        for (const auto& k : sections) k.parse(p, src, w + ".sources", c.sources[k.name]);
+    c.schema = node::Schema{};
+    for (const auto& k : sections) k.schema(c.sources[k.name], c.schema);
     if (const YAML::Node st = n["stages"];
         st && p.check_map(st, w + ".stages", {"drop", "drop_blank", "nccl_noise", "nccl_budget"})) {
         p.boolean(st, w + ".stages", "drop_blank", c.drop_blank);
@@ -381,10 +269,7 @@ loki::Endpoint loki_endpoint(const ShipperConfig& c) {
 }
 
 node::Schema stream_schema(const ShipperConfig& c) {
-    node::Schema s;
-    for (const auto& f : c.files)
-        if (f.stream != node::Stream::kOther) s.set_job(f.stream, f.job);
-    return s;
+    return c.schema;
 }
 
 node::Layout CollectorConfig::layout() const {
@@ -397,30 +282,12 @@ node::Layout CollectorConfig::layout() const {
 }
 
 ShipperConfig default_shipper_config() {
-    ShipperConfig c;
-    const node::Layout layout;
-    const node::Schema schema;
-    using node::Stream;
-    c.files = {{"prolog-epilog", {layout.job_logs_glob()}, schema.job(Stream::kJobLog), "joblog", {}, Stream::kJobLog},
-               {"nccl", {layout.nccl_files_glob()}, schema.job(Stream::kNccl), "nccl", {}, Stream::kNccl},
-               {"fabric-manager",
-                {"/var/log/fabricmanager.log"},
-                schema.job(Stream::kFabricManager),
-                "plain",
-                {},
-                Stream::kFabricManager}};
-    c.journald.enabled = true;
-    c.journald.units = {"slurmd.service",
-                        "slurmctld.service",
-                        "munge.service",
-                        "nvidia-fabricmanager.service",
-                        "nvidia-persistenced.service",
-                        "nvidia-dcgm.service"};
-    return c;
+    return {};
 }
 
-LoadResult parse_config(const std::string& text, const std::string& file) {
+LoadResult parse_config(const std::string& text, const std::string& file, SourceSections sections) {
     LoadResult r;
+    for (const auto& k : sections) r.config.shipper.sources[k.name] = k.defaults();
     Parser p(file, r.errors);
     YAML::Node root;
     try {
@@ -435,7 +302,7 @@ LoadResult parse_config(const std::string& text, const std::string& file) {
         p.string(root, "", "cluster", r.config.cluster);
         p.string(root, "", "node", r.config.node);
         if (root["collector"]) parse_collector(p, root["collector"], r.config.collector);
-        if (root["shipper"]) parse_shipper(p, root["shipper"], r.config.shipper);
+        if (root["shipper"]) parse_shipper(p, root["shipper"], sections, r.config.shipper);
         if (const YAML::Node c = root["cli"];
             c && p.check_map(c, "cli", {"output_dir", "margin", "lookback", "parallel"})) {
             p.string(c, "cli", "output_dir", r.config.cli.output_dir);
@@ -449,7 +316,7 @@ LoadResult parse_config(const std::string& text, const std::string& file) {
     return r;
 }
 
-LoadResult load_config(const std::string& path) {
+LoadResult load_config(const std::string& path, SourceSections sections) {
     std::ifstream in(path);
     if (!in) {
         LoadResult r;
@@ -458,7 +325,7 @@ LoadResult load_config(const std::string& path) {
     }
     std::stringstream ss;
     ss << in.rdbuf();
-    return parse_config(ss.str(), path);
+    return parse_config(ss.str(), path, sections);
 }
 
 std::string resolve_config_path(const std::string& flag_value) {

@@ -45,8 +45,10 @@ inline constexpr const char* kDefaultConfigPath = "/etc/jobtrail/jobtrail.yaml";
 
 // Parses the file strictly (unknown keys are errors) but tolerantly: a bad key is reported and
 // keeps its default, so a typo cannot stop collectors from running the site's scripts.
-LoadResult load_config(const std::string& path);
-LoadResult parse_config(const std::string& yaml_text, const std::string& file_name);
+// `sources`: the sections allowed under shipper.sources, each parsed by its kind of source
+// (shipper::source_sections() has them all); without them shipper.sources must be absent.
+LoadResult load_config(const std::string& path, SourceSections sources = {});
+LoadResult parse_config(const std::string& yaml_text, const std::string& file_name, SourceSections sources = {});
 
 // --config, then $JOBTRAIL_CONFIG, then the default path.
 std::string resolve_config_path(const std::string& flag_value);

@@ -3,7 +3,13 @@
 #include <catch2/catch.hpp>
 #include <tuple>
 
+#include "shipper/sources/registry.hpp"
+
 using namespace jobtrail::config;
+using jobtrail::shipper::FileKind;
+using jobtrail::shipper::JournaldKind;
+using jobtrail::shipper::source_config;
+using jobtrail::shipper::source_sections;
 
 TEST_CASE("an empty file gives the documented defaults", "[config]") {
     auto r = parse_config("", "/etc/jobtrail/jobtrail.yaml");
@@ -87,7 +93,7 @@ TEST_CASE("a missing file is reported as such", "[config]") {
 }
 
 TEST_CASE("the shipped etc/jobtrail.yaml parses cleanly and states the real defaults", "[config]") {
-    auto r = load_config(std::string(JOBTRAIL_SOURCE_DIR) + "/etc/jobtrail.yaml");
+    auto r = load_config(std::string(JOBTRAIL_SOURCE_DIR) + "/etc/jobtrail.yaml", source_sections());
     REQUIRE_FALSE(r.file_missing);
     for (const auto& e : r.errors) FAIL(e.text());
     const auto d = default_collector_config();
@@ -110,21 +116,26 @@ TEST_CASE("the shipped etc/jobtrail.yaml parses cleanly and states the real defa
     CHECK(sh.spool_max_bytes == ds.spool_max_bytes);
     CHECK(sh.max_age_ms == ds.max_age_ms);
     CHECK(sh.max_line_bytes == ds.max_line_bytes);
-    REQUIRE(sh.files.size() == ds.files.size());
-    const FileSourceConfig df;
-    for (size_t i = 0; i < sh.files.size(); ++i) {
-        CHECK(sh.files[i].job == ds.files[i].job);
-        CHECK(sh.files[i].format == ds.files[i].format);
-        CHECK(sh.files[i].max_files == df.max_files);
-        CHECK(sh.files[i].max_files_per_dir == df.max_files_per_dir);
-        CHECK(sh.files[i].max_files_per_owner == df.max_files_per_owner);
-        CHECK(sh.files[i].max_open_files == df.max_open_files);
-        CHECK(sh.files[i].idle_close_ms == df.idle_close_ms);
-        CHECK(sh.files[i].max_partial_bytes == df.max_partial_bytes);
+    // The sources' sections, each its kind's (lib/shipper/sources/<kind>/config.hpp).
+    const auto& files = source_config<FileKind>(sh);
+    const auto ds_files = FileKind::defaults();
+    REQUIRE(files.size() == ds_files.size());
+    const jobtrail::shipper::FileSourceConfig df;
+    for (size_t i = 0; i < files.size(); ++i) {
+        CHECK(files[i].job == ds_files[i].job);
+        CHECK(files[i].format == ds_files[i].format);
+        CHECK(files[i].max_files == df.max_files);
+        CHECK(files[i].max_files_per_dir == df.max_files_per_dir);
+        CHECK(files[i].max_files_per_owner == df.max_files_per_owner);
+        CHECK(files[i].max_open_files == df.max_open_files);
+        CHECK(files[i].idle_close_ms == df.idle_close_ms);
+        CHECK(files[i].max_partial_bytes == df.max_partial_bytes);
     }
-    CHECK(sh.journald.enabled == ds.journald.enabled);
-    CHECK(sh.journald.units == ds.journald.units);
-    CHECK(sh.journald.since_ms == ds.journald.since_ms);
+    const auto& journald = source_config<JournaldKind>(sh);
+    const auto ds_journald = JournaldKind::defaults();
+    CHECK(journald.enabled == ds_journald.enabled);
+    CHECK(journald.units == ds_journald.units);
+    CHECK(journald.since_ms == ds_journald.since_ms);
     CHECK(sh.heartbeat_ms == ds.heartbeat_ms);
     CHECK(sh.spool_fsync == ds.spool_fsync);
     const CliConfig dc;
@@ -147,8 +158,9 @@ TEST_CASE("cli section: read strictly, like every other section", "[config]") {
 }
 
 TEST_CASE("shipper section: errors name the key", "[config]") {
-    auto r = parse_config(
-        "shipper:\n  loki: {url: ftp://x}\n  sources:\n    files:\n      - {paths: [/a], format: xml}\n", "s.yaml");
+    auto r =
+        parse_config("shipper:\n  loki: {url: ftp://x}\n  sources:\n    files:\n      - {paths: [/a], format: xml}\n",
+                     "s.yaml", source_sections());
     REQUIRE(r.errors.size() == 3);
     CHECK(r.errors[0].key == "shipper.loki.url");
     CHECK(r.errors[1].key == "shipper.sources.files[0].job");
@@ -156,9 +168,10 @@ TEST_CASE("shipper section: errors name the key", "[config]") {
 }
 
 namespace {
-// The one error a snippet gives; fails the test if there is not exactly one.
+// The one error a snippet gives (every section known, the sources' too); fails the test if
+// there is not exactly one.
 ConfigError only_error(const std::string& yaml) {
-    auto r = parse_config(yaml, "h.yaml");
+    auto r = parse_config(yaml, "h.yaml", source_sections());
     std::string all;
     for (const auto& e : r.errors) all += e.text() + "\n";
     INFO(yaml << "gave:\n" << all);
@@ -166,60 +179,6 @@ ConfigError only_error(const std::string& yaml) {
     return r.errors[0];
 }
 }  // namespace
-
-TEST_CASE("file source labels: Loki label names only, never the ones jobtrail sets", "[config]") {
-    auto e = only_error(
-        "shipper:\n  sources:\n    files:\n      - name: a\n        paths: [/a]\n        job: app\n"
-        "        labels: {team: ml, bad-name: x}\n");
-    CHECK(e.key == "shipper.sources.files[0].labels.bad-name");
-    CHECK(e.line == 7);
-    CHECK(e.text().find("h.yaml:7:") == 0);
-    CHECK(e.message.find("not a Loki label name") != std::string::npos);
-    for (const char* reserved : {"cluster", "node", "job", "job_id", "service_name"}) {
-        INFO(reserved);
-        e = only_error("shipper:\n  sources:\n    files:\n      - {paths: [/a], job: app, labels: {" +
-                       std::string(reserved) + ": evil}}\n");
-        CHECK(e.key == "shipper.sources.files[0].labels." + std::string(reserved));
-        CHECK(e.line == 4);
-        CHECK(e.message.find("set by jobtrail") != std::string::npos);
-    }
-    CHECK(only_error("shipper:\n  sources:\n    files:\n      - {paths: [/a], job: app, labels: {__x: y}}\n").key ==
-          "shipper.sources.files[0].labels.__x");
-    CHECK(only_error("shipper:\n  sources:\n    files:\n      - {paths: [/a], job: app, labels: {x: {a: b}}}\n").key ==
-          "shipper.sources.files[0].labels.x");
-    auto ok = parse_config("shipper:\n  sources:\n    files:\n      - {paths: [/a], job: app, labels: {Team_2: ml}}\n",
-                           "h.yaml");
-    REQUIRE(ok.errors.empty());
-    CHECK(ok.config.shipper.files[0].labels == std::vector<std::pair<std::string, std::string>>{{"Team_2", "ml"}});
-}
-
-TEST_CASE("file source bounds: each refused out of range with its line and key, and read when valid", "[config]") {
-    const std::string head = "shipper:\n  sources:\n    files:\n      - paths: [/a]\n        job: app\n";
-    for (const auto& [key, bad, floor] :
-         std::vector<std::tuple<std::string, std::string, std::string>>{{"max_files_per_owner", "0", "1"},
-                                                                        {"max_open_files", "0", "1"},
-                                                                        {"max_open_files", "100000", "16384"},
-                                                                        {"idle_close", "10ms", "1s"},
-                                                                        {"idle_close", "400d", "1d"},
-                                                                        {"max_partial_bytes", "1KiB", "64KiB"},
-                                                                        {"max_partial_bytes", "64GiB", "1GiB"}}) {
-        INFO(key << ": " << bad);
-        auto e = only_error(head + "        " + key + ": " + bad + "\n");
-        CHECK(e.key == "shipper.sources.files[0]." + key);
-        CHECK(e.line == 6);
-        CHECK(e.message.find(floor) != std::string::npos);  // the range it should be in
-    }
-    auto ok = parse_config(head +
-                               "        max_files_per_owner: 7\n        max_open_files: 9\n        idle_close: 2m\n"
-                               "        max_partial_bytes: 1MiB\n",
-                           "h.yaml");
-    REQUIRE(ok.errors.empty());
-    const auto& f = ok.config.shipper.files[0];
-    CHECK(f.max_files_per_owner == 7);
-    CHECK(f.max_open_files == 9);
-    CHECK(f.idle_close_ms == 120'000);
-    CHECK(f.max_partial_bytes == 1u << 20);
-}
 
 TEST_CASE("a drop pattern RE2 cannot compile is an error with RE2's reason", "[config]") {
     auto e = only_error(
@@ -308,16 +267,4 @@ TEST_CASE("durations are bounded: no overflowing or never-ending timeouts", "[co
     auto ok = parse_config("collector:\n  prolog: {total_timeout: 30d, script_timeout: 100ms}\n", "h.yaml");
     CHECK(ok.errors.empty());
     CHECK(ok.config.collector.prolog.total_timeout_ms == 30LL * 86'400'000);
-}
-
-TEST_CASE("journald units: absent means the defaults, an explicit empty list is refused", "[config]") {
-    auto e = only_error("shipper:\n  sources:\n    journald:\n      units: []\n");
-    CHECK(e.key == "shipper.sources.journald.units");
-    CHECK(e.line == 4);
-    CHECK(e.message.find("every unit") != std::string::npos);
-    auto r = parse_config("shipper:\n  sources:\n    journald: {units: []}\n", "h.yaml");
-    CHECK(r.config.shipper.journald.units == default_shipper_config().journald.units);
-    auto absent = parse_config("shipper:\n  sources:\n    journald: {enabled: true}\n", "h.yaml");
-    CHECK(absent.errors.empty());
-    CHECK(absent.config.shipper.journald.units == default_shipper_config().journald.units);
 }

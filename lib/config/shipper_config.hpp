@@ -5,44 +5,11 @@
 #include <utility>
 #include <vector>
 
+#include "config/sources.hpp"
 #include "loki/endpoint.hpp"
 #include "node/schema.hpp"
 
 namespace jobtrail::config {
-
-// A set of files shipped as one kind of stream (the Loki `job` label).
-struct FileSourceConfig {
-    std::string name;
-    std::vector<std::string> paths;  // globs, {a,b} alternatives allowed
-    std::string job;                 // Loki `job` label: slurm-prolog-epilog, nccl, fabric-manager, ...
-    std::string format = "plain";    // plain | joblog (jobtrail's job logs) | nccl | cri
-    std::vector<std::pair<std::string, std::string>> labels;  // extra static labels
-    // What kind of stream these files are (`stream:`; default from the format): stages and the
-    // CLI find "the NCCL stream" by kind, whatever `job` the site calls it.
-    node::Stream stream = node::Stream::kOther;
-    // Bounds against a job's user with ten thousand files: files tracked by this source, and in
-    // any one directory (a job's NCCL directory). Files past them are refused and counted.
-    size_t max_files = 4096;
-    size_t max_files_per_dir = 512;
-    // One user's share of max_files, so that their old job directories cannot take the source's
-    // every slot. Root's files are exempt: no user can make one.
-    size_t max_files_per_owner = 1024;
-    // Descriptors held: a file not grown for idle_close is closed (its position kept) and opened
-    // again when its size changes; past max_open_files the least recently grown are closed.
-    size_t max_open_files = 256;
-    int64_t idle_close_ms = 60'000;
-    // Bytes of unterminated lines held for all files together; past it the longest are cut and
-    // shipped as lines (their rest follows as new lines), so a user's growing lines cost bounded memory.
-    uint64_t max_partial_bytes = 8ULL << 20;
-};
-
-// The systemd journal (slurmd, fabric manager, ...): one stream per unit and priority.
-struct JournaldConfig {
-    bool enabled = true;                  // ignored, with a warning, by a build without libsystemd
-    std::vector<std::string> units;       // _SYSTEMD_UNIT values; empty: every unit (the config refuses [])
-    std::string directory;                // journal files from here instead of the system journal
-    int64_t since_ms = 12LL * 3'600'000;  // first start, no cursor yet: how far back to begin
-};
 
 struct DropRule {
     std::string name;     // reason, counted in metrics
@@ -71,10 +38,10 @@ struct ShipperConfig {
     uint64_t max_line_bytes = 256ULL << 10;         // Loki's max_line_size
     std::string metrics_listen = "127.0.0.1:9480";  // IPv4 host:port; empty: no endpoint
     int64_t heartbeat_ms = 300'000;                 // {job="jobtrail-shipper"} heartbeat; 0: none
-    // Sources
-    bool kmsg = true;
-    std::vector<FileSourceConfig> files;
-    JournaldConfig journald;
+    // Sources: shipper.sources.<kind>, each parsed by its kind (config/sources.hpp), and the
+    // `job` value of each kind of stream they make, resolved once when the config is parsed.
+    SourceValues sources;
+    node::Schema schema;
     // Stages
     std::vector<DropRule> drop;
     bool drop_blank = true;
@@ -89,7 +56,7 @@ ShipperConfig default_shipper_config();
 // shipper.loki, for the shipper and the CLI alike.
 loki::Endpoint loki_endpoint(const ShipperConfig& c);
 
-// The `job` value of each kind of stream, the file sources' overrides applied.
+// The `job` value of each kind of stream, the sources' overrides applied (ShipperConfig::schema).
 node::Schema stream_schema(const ShipperConfig& c);
 
 }  // namespace jobtrail::config

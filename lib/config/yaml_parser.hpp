@@ -6,6 +6,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +15,10 @@
 #include "config/config.hpp"
 
 namespace jobtrail::config {
+
+// Units for the bounds of numeric keys.
+inline constexpr int64_t kMs = 1, kSec = 1'000, kMin = 60'000, kDay = 86'400'000;
+inline constexpr uint64_t kKiB = 1ULL << 10, kMiB = 1ULL << 20, kGiB = 1ULL << 30;
 
 class Parser {
 public:
@@ -26,6 +31,9 @@ public:
 
     // Reports keys of a mapping that are not in `allowed`; false if n is not a mapping.
     bool check_map(const YAML::Node& n, const std::string& where, std::initializer_list<const char*> allowed) {
+        return check_map(n, where, std::span<const char* const>(allowed.begin(), allowed.size()));
+    }
+    bool check_map(const YAML::Node& n, const std::string& where, std::span<const char* const> allowed) {
         if (!n.IsMap()) {
             error(n, where, "expected a mapping of keys");
             return false;

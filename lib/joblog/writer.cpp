@@ -6,10 +6,13 @@
 
 namespace jobtrail::joblog {
 
-FsStatus Writer::open(const std::string& dir, const std::string& file_name) {
+Status Writer::open(const std::string& dir, const std::string& file_name) {
     if (auto st = make_dirs(dir, 0755); !st.ok) return st;
     path_ = dir + "/" + file_name;
-    return open_append_safe(dir, file_name, 0640, fd_);
+    auto fd = open_append_safe(dir, file_name, 0640);
+    if (!fd.ok) return fd;
+    fd_ = std::move(fd.value);
+    return {};
 }
 
 void Writer::line(int64_t ts_ns, std::string_view tag, std::string_view name, std::string_view text, bool force) {

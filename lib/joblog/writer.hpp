@@ -21,7 +21,7 @@ public:
     Writer(const Writer&) = delete;
     Writer& operator=(const Writer&) = delete;
 
-    FsStatus open(const std::string& dir, const std::string& file_name);
+    Status open(const std::string& dir, const std::string& file_name);
     bool is_open() const { return fd_.valid(); }
 
     // ts_ns is raised to just past the previous line's when it is not later: every line of a

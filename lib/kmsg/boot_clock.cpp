@@ -44,7 +44,7 @@ std::string BootClock::current_boot_id() {
     return s ? std::string(trim(*s)) : std::string("unknown-boot");
 }
 
-bool BootClock::load(const std::string& state_dir, std::string& err) {
+Status BootClock::load(const std::string& state_dir) {
     boot_id_ = current_boot_id();
     const std::string path = state_dir + "/boot-offset";
     for (int attempt = 0; attempt < 2; ++attempt) {
@@ -53,32 +53,25 @@ bool BootClock::load(const std::string& state_dir, std::string& err) {
             int64_t off = 0;
             if (parse_offset_file(*content, id, off) && id == boot_id_) {
                 offset_ns_ = off;
-                return true;
+                return {};
             }
             // Another boot's (or a corrupt) file: replace it.
             offset_ns_ = derive_offset();
             const std::string body = boot_id_ + " " + std::to_string(offset_ns_) + "\n";
-            if (auto st = write_file_atomic(path, body, 0644); !st.ok) {
-                err = st.error;
-                return false;
-            }
+            if (auto st = write_file_atomic(path, body, 0644); !st.ok) return st;
             continue;  // re-read: a concurrent writer may have won the rename race
         }
         if (auto st = make_dirs(state_dir, 0755); !st.ok) {
             offset_ns_ = derive_offset();
-            err = st.error;
-            return false;
+            return st;
         }
         offset_ns_ = derive_offset();
         bool created = false;
         const std::string body = boot_id_ + " " + std::to_string(offset_ns_) + "\n";
-        if (auto st = create_file_exclusive(path, body, 0644, &created); !st.ok) {
-            err = st.error;
-            return false;
-        }
-        if (created) return true;
+        if (auto st = create_file_exclusive(path, body, 0644, &created); !st.ok) return st;
+        if (created) return {};
     }
-    return true;
+    return {};
 }
 
 }  // namespace jobtrail::kmsg

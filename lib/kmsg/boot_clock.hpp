@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/result.hpp"
+
 namespace jobtrail::kmsg {
 
 // Turns kernel monotonic microseconds into wall-clock nanoseconds with an offset derived once
@@ -15,7 +17,7 @@ public:
     // is missing or belongs to another boot. Falls back to an in-memory offset (and says why in
     // err) when the state directory is not writable: timestamps are then still right, only not
     // guaranteed identical across processes.
-    bool load(const std::string& state_dir, std::string& err);
+    Status load(const std::string& state_dir);
 
     // For tests and tools: a fixed boot id and offset.
     void set(std::string boot_id, int64_t offset_ns) {

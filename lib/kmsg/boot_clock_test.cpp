@@ -13,9 +13,8 @@ using jobtrail::kmsg::BootClock;
 TEST_CASE("the boot offset is derived once per boot and reused", "[kmsg]") {
     jobtrail::test::TempDir dir;
     BootClock a, b;
-    std::string err;
-    REQUIRE(a.load(dir.path() + "/state", err));
-    REQUIRE(b.load(dir.path() + "/state", err));
+    REQUIRE(a.load(dir.path() + "/state"));
+    REQUIRE(b.load(dir.path() + "/state"));
     CHECK(a.offset_ns() == b.offset_ns());
     CHECK(a.boot_id() == BootClock::current_boot_id());
     // The mapping is sane: "now" in kernel time maps back to about now.
@@ -28,8 +27,7 @@ TEST_CASE("an offset file of another boot is replaced", "[kmsg]") {
     jobtrail::test::TempDir dir;
     std::ofstream(dir.path() + "/boot-offset") << "some-other-boot 42\n";
     BootClock c;
-    std::string err;
-    REQUIRE(c.load(dir.path(), err));
+    REQUIRE(c.load(dir.path()));
     CHECK(c.offset_ns() != 42);
     std::ifstream in(dir.path() + "/boot-offset");
     std::string id;
@@ -41,8 +39,7 @@ TEST_CASE("a corrupt offset file is replaced, not trusted", "[kmsg]") {
     jobtrail::test::TempDir dir;
     std::ofstream(dir.path() + "/boot-offset") << std::string(64, '\0');
     BootClock c;
-    std::string err;
-    REQUIRE(c.load(dir.path(), err));
+    REQUIRE(c.load(dir.path()));
     CHECK(std::llabs(c.offset_ns() - (jobtrail::realtime_ns() - jobtrail::monotonic_ns())) < 1'000'000'000LL);
 }
 

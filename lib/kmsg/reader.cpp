@@ -9,39 +9,36 @@
 
 namespace jobtrail::kmsg {
 
-bool Reader::open(const std::string& path, bool non_blocking, std::string& err) {
+jobtrail::Status Reader::open(const std::string& path, bool non_blocking) {
     const int flags = O_RDONLY | O_CLOEXEC | (non_blocking ? O_NONBLOCK : 0);
     Fd fd(::open(path.c_str(), flags));
     if (!fd.valid()) {
-        err = "cannot open " + path + ": " + errno_text(errno);
-        return false;
+        return jobtrail::Status::failure("cannot open " + path + ": " + errno_text(errno));
     }
     fd_ = std::move(fd);
     path_ = path;
     have_expected_ = false;
     held_ = false;
     pending_overrun_ = false;
-    return true;
+    return {};
 }
 
-bool Reader::seek_start(std::string& err) {
+jobtrail::Status Reader::seek_start() {
     if (::lseek(fd_.get(), 0, SEEK_SET) < 0) {
-        err = "cannot seek to the start of " + path_ + ": " + errno_text(errno);
-        return false;
+        return jobtrail::Status::failure("cannot seek to the start of " + path_ + ": " + errno_text(errno));
     }
     have_expected_ = false;
     held_ = false;
-    return true;
+    return {};
 }
 
-bool Reader::seek_end(std::string& err) {
+jobtrail::Status Reader::seek_end() {
     if (::lseek(fd_.get(), 0, SEEK_END) < 0) {
-        err = "cannot seek to the end of " + path_ + ": " + errno_text(errno);
-        return false;
+        return jobtrail::Status::failure("cannot seek to the end of " + path_ + ": " + errno_text(errno));
     }
     have_expected_ = false;
     held_ = false;
-    return true;
+    return {};
 }
 
 Reader::Status Reader::next() {

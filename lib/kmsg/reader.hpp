@@ -26,13 +26,13 @@ public:
 
     Reader() = default;
     // Opens path read-only; non_blocking selects O_NONBLOCK.
-    bool open(const std::string& path, bool non_blocking, std::string& err);
+    jobtrail::Status open(const std::string& path, bool non_blocking);
     void close() { fd_.reset(); }
     bool is_open() const { return fd_.valid(); }
     int fd() const { return fd_.get(); }
 
-    bool seek_start(std::string& err);  // oldest record still in the ring
-    bool seek_end(std::string& err);    // only records written from now on
+    jobtrail::Status seek_start();  // oldest record still in the ring
+    jobtrail::Status seek_end();    // only records written from now on
 
     // Tells the reader which sequence number the caller expects next, so that a gap before the
     // first record read is reported as loss (used when resuming from a saved position).

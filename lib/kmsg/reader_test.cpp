@@ -32,15 +32,14 @@ std::vector<Record> read_all(Reader& rd, uint64_t* lost = nullptr) {
 
 TEST_CASE("reads the machine's real /dev/kmsg (read-only)", "[kmsg][device]") {
     Reader rd;
-    std::string err;
-    REQUIRE(rd.open("/dev/kmsg", true, err));
-    REQUIRE(rd.seek_start(err));
+    REQUIRE(rd.open("/dev/kmsg", true));
+    REQUIRE(rd.seek_start());
     uint64_t lost = 0;
     const auto recs = read_all(rd, &lost);
     REQUIRE_FALSE(recs.empty());
     for (size_t i = 1; i < recs.size(); ++i) CHECK(recs[i].seq > recs[i - 1].seq);
     // Nothing new after SEEK_END (non-blocking).
-    REQUIRE(rd.seek_end(err));
+    REQUIRE(rd.seek_end());
     CHECK(rd.next() == Reader::Status::kWouldBlock);
 }
 
@@ -50,8 +49,7 @@ TEST_CASE("fixture: one record per read, seek start/end, non-blocking", "[kmsg][
         "6;first\n4;NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
         " SUBSYSTEM=pci\n DEVICE=+pci:0000:3b:00.0\n6;third\n");
     Reader rd;
-    std::string err;
-    REQUIRE(rd.open(fs.kmsg(), true, err));
+    REQUIRE(rd.open(fs.kmsg(), true));
     auto recs = read_all(rd);
     REQUIRE(recs.size() == 3);
     CHECK(recs[0].message == "first");
@@ -63,9 +61,9 @@ TEST_CASE("fixture: one record per read, seek start/end, non-blocking", "[kmsg][
     REQUIRE(recs.size() == 1);
     CHECK(recs[0].message == "fourth");
 
-    REQUIRE(rd.seek_start(err));
+    REQUIRE(rd.seek_start());
     CHECK(read_all(rd).size() == 4);
-    REQUIRE(rd.seek_end(err));
+    REQUIRE(rd.seek_end());
     CHECK(rd.next() == Reader::Status::kWouldBlock);
     fs.ctl("6;fifth\n");
     recs = read_all(rd);
@@ -77,8 +75,7 @@ TEST_CASE("fixture: overrun (EPIPE) becomes an explicit loss with the right coun
     KmsgfsMount fs;
     fs.ctl("6;r0\n6;r1\n6;r2\n");
     Reader rd;
-    std::string err;
-    REQUIRE(rd.open(fs.kmsg(), true, err));
+    REQUIRE(rd.open(fs.kmsg(), true));
     REQUIRE(rd.next() == Reader::Status::kRecord);  // r0; we expect r1 next
     fs.ctl("6;r3\n6;r4\n!drop 3\n");                // r1, r2 (and r0) overwritten
     auto st = rd.next();
@@ -96,8 +93,7 @@ TEST_CASE("fixture: a resumed reader reports the gap before its first record", "
     KmsgfsMount fs;
     fs.ctl("6;a\n6;b\n6;c\n6;d\n!drop 2\n");  // seq 2 and 3 remain
     Reader rd;
-    std::string err;
-    REQUIRE(rd.open(fs.kmsg(), true, err));
+    REQUIRE(rd.open(fs.kmsg(), true));
     rd.expect_seq(1);  // we had acknowledged seq 0
     REQUIRE(rd.next() == Reader::Status::kLost);
     CHECK(rd.lost() == 1);
@@ -111,8 +107,7 @@ TEST_CASE("fixture: the ring keeps only ring-bytes of records", "[kmsg][fixture]
     for (int i = 0; i < 500; ++i) cmds += "6;line number " + std::to_string(i) + " with some padding text\n";
     fs.ctl(cmds);
     Reader rd;
-    std::string err;
-    REQUIRE(rd.open(fs.kmsg(), true, err));
+    REQUIRE(rd.open(fs.kmsg(), true));
     const auto recs = read_all(rd);
     CHECK(recs.size() < 500);
     CHECK(recs.back().message.find("line number 499") == 0);

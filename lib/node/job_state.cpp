@@ -64,8 +64,8 @@ std::optional<JobMarker> parse_job_marker(std::string_view text) {
                      str(j, "node"),   str(j, "trace"), i64(j, "start_ns")};
 }
 
-FsStatus write_job_marker(const Layout& l, const JobMarker& m) {
-    if (!valid_job_id(m.job_id)) return FsStatus::failure("not a job id: '" + m.job_id + "'");
+Status write_job_marker(const Layout& l, const JobMarker& m) {
+    if (!valid_job_id(m.job_id)) return Status::failure("not a job id: '" + m.job_id + "'");
     if (auto st = make_dirs(l.jobs_dir(), 0755); !st.ok) return st;
     return write_file_atomic(l.job_marker(m.job_id), to_json(m), 0644);
 }
@@ -98,8 +98,8 @@ std::optional<StepRecord> parse_step_record(std::string_view text) {
     return StepRecord{str(j, "job_id"), str(j, "step"), str(j, "trace"), i64(j, "start_ns"), str(j, "nccl_file")};
 }
 
-FsStatus write_step_record(const Layout& l, const StepRecord& r) {
-    if (!valid_job_id(r.job_id)) return FsStatus::failure("not a job id: '" + r.job_id + "'");
+Status write_step_record(const Layout& l, const StepRecord& r) {
+    if (!valid_job_id(r.job_id)) return Status::failure("not a job id: '" + r.job_id + "'");
     if (auto st = make_dirs(l.steps_dir(), 0755); !st.ok) return st;
     return write_file_atomic(l.step_record(r.job_id, r.step), to_json(r), 0644);
 }

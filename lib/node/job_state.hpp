@@ -22,7 +22,7 @@ struct JobMarker {
 };
 std::string to_json(const JobMarker& m);
 std::optional<JobMarker> parse_job_marker(std::string_view text);
-FsStatus write_job_marker(const Layout& l, const JobMarker& m);
+Status write_job_marker(const Layout& l, const JobMarker& m);
 std::optional<JobMarker> read_job_marker(const Layout& l, const std::string& job_id);
 // Every marker present now (the jobs running on the node).
 std::vector<JobMarker> read_job_markers(const Layout& l);
@@ -36,7 +36,7 @@ struct StepRecord {
 };
 std::string to_json(const StepRecord& r);
 std::optional<StepRecord> parse_step_record(std::string_view text);
-FsStatus write_step_record(const Layout& l, const StepRecord& r);
+Status write_step_record(const Layout& l, const StepRecord& r);
 std::vector<StepRecord> read_step_records(const Layout& l);
 
 // Removes the job marker and the job's step records (the epilog's last act).

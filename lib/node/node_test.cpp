@@ -11,6 +11,7 @@
 #include "node/layout.hpp"
 #include "node/nccl_file.hpp"
 #include "node/schema.hpp"
+#include "shipper/sources/registry.hpp"
 
 using namespace jobtrail::node;
 
@@ -91,7 +92,7 @@ TEST_CASE("the stream schema takes the site's job values from the config", "[nod
       - {name: nccl, paths: ["/l/nccl/*/*.log"], job: gpu-nccl, format: nccl}
       - {name: fm, paths: ["/var/log/fm.log"], job: gpu-fm, stream: fabric-manager}
 )";
-    const auto r = jobtrail::config::load_config(path);
+    const auto r = jobtrail::config::load_config(path, jobtrail::shipper::source_sections());
     REQUIRE(r.errors.empty());
     const Schema s = jobtrail::config::stream_schema(r.config.shipper);
     CHECK(s.job(Stream::kJobLog) == "gpu-jobs");
@@ -103,7 +104,7 @@ TEST_CASE("the stream schema takes the site's job values from the config", "[nod
     files:
       - {name: fm, paths: ["/var/log/fm.log"], job: gpu-fm, stream: kernel}
 )";
-    const auto bad = jobtrail::config::load_config(path);
+    const auto bad = jobtrail::config::load_config(path, jobtrail::shipper::source_sections());
     REQUIRE(bad.errors.size() == 1);
     CHECK(bad.errors[0].key == "shipper.sources.files[0].stream");
 }

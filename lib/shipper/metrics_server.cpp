@@ -18,27 +18,25 @@ MetricsServer::~MetricsServer() {
     stop();
 }
 
-bool MetricsServer::start(const std::string& listen, Render render, std::string& err) {
+Status MetricsServer::start(const std::string& listen, Render render) {
     const size_t colon = listen.rfind(':');
     if (colon == std::string::npos) {
-        err = "metrics address '" + listen + "' is not host:port";
-        return false;
+        return Status::failure("metrics address '" + listen + "' is not host:port");
     }
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<uint16_t>(std::atoi(listen.c_str() + colon + 1)));
     if (::inet_pton(AF_INET, listen.substr(0, colon).c_str(), &addr.sin_addr) != 1) {
-        err = "metrics address '" + listen + "' is not an IPv4 host:port";
-        return false;
+        return Status::failure("metrics address '" + listen + "' is not an IPv4 host:port");
     }
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     const int one = 1;
     ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd_, 8) != 0) {
-        err = "cannot listen on " + listen + ": " + errno_text(errno);
+        Status st = Status::failure("cannot listen on " + listen + ": " + errno_text(errno));
         ::close(fd_);
         fd_ = -1;
-        return false;
+        return st;
     }
     socklen_t len = sizeof addr;
     ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
@@ -65,7 +63,7 @@ bool MetricsServer::start(const std::string& listen, Render render, std::string&
             ::close(c);
         }
     });
-    return true;
+    return {};
 }
 
 void MetricsServer::stop() {

@@ -5,6 +5,8 @@
 #include <string>
 #include <thread>
 
+#include "common/result.hpp"
+
 namespace jobtrail::shipper {
 
 // Serves GET /metrics (Prometheus text) on a loopback address. One request at a time: a scrape
@@ -13,8 +15,8 @@ class MetricsServer {
 public:
     using Render = std::function<std::string()>;
     ~MetricsServer();
-    // listen: "127.0.0.1:9480"; false (and err) if it cannot bind.
-    bool start(const std::string& listen, Render render, std::string& err);
+    // listen: "127.0.0.1:9480"; fails if it cannot bind.
+    Status start(const std::string& listen, Render render);
     void stop();
     int port() const { return port_; }
 

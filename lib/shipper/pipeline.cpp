@@ -16,7 +16,7 @@
 #include "shipper/recovery.hpp"
 #include "shipper/service_notify.hpp"
 #include "shipper/sources/registry.hpp"
-#include "shipper/sources/self_source.hpp"
+#include "shipper/sources/self/self_source.hpp"
 
 namespace jobtrail::shipper {
 namespace {
@@ -143,8 +143,8 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush, bool closing) 
         return more;
     appended = uncommitted_;
     for (auto& l : lanes_)
-        if (!l.spool.sync()) {
-            note(Severity::kError, "spool_sync_failed", "spool: " + l.spool.error() + "; positions not advanced");
+        if (auto st = l.spool.sync(); !st.ok) {
+            note(Severity::kError, "spool_sync_failed", "spool: " + st.error + "; positions not advanced");
             return false;
         }
     // One durable file holds every source's position and the lane ends they correspond to; each
@@ -168,12 +168,11 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush, bool closing) 
 int Pipeline::run(const RunOptions& opts, const std::atomic<bool>& stop) {
     const auto& sc = cfg_.shipper;
     const std::string state = cfg_.collector.state_dir;
-    std::string err;
     if (auto st = make_dirs(state, 0755); !st.ok) {
         note(Severity::kError, "state_dir", st.error);
         return 1;
     }
-    if (!clock_.load(state, err)) note(Severity::kWarning, "boot_clock", "boot clock: " + err);
+    if (auto st = clock_.load(state); !st.ok) note(Severity::kWarning, "boot_clock", "boot clock: " + st.error);
     const SourceContext ctx{cfg_, node_, metrics_, events_, clock_};
     sources_ = make_sources_ ? make_sources_(ctx) : build_sources(ctx);
     auto self = std::make_unique<SelfSource>(node_, metrics_, sc.heartbeat_ms);
@@ -203,13 +202,13 @@ int Pipeline::run(const RunOptions& opts, const std::atomic<bool>& stop) {
         const std::string dir = lane == Lane::kNode ? base : base + "/" + std::string(lane_name(lane));
         const uint64_t segment = std::clamp<uint64_t>(l.max_bytes / 4, 1 << 20, 16ULL << 20);
         spool::Spool::Recovery rec;
-        if (!l.spool.open({dir, segment, l.max_bytes, true, sc.spool_fsync}, err, &rec)) {
-            note(Severity::kError, "spool_open_failed", "spool: " + err);
+        if (auto st = l.spool.open({dir, segment, l.max_bytes, true, sc.spool_fsync}, &rec); !st.ok) {
+            note(Severity::kError, "spool_open_failed", "spool: " + st.error);
             return 1;
         }
         if (!rec.note.empty()) note(Severity::kInfo, "spool_recovered", "spool " + dir + " recovery: " + rec.note);
-        if (!recover_spool(l.spool, lane, cp, err)) {
-            note(Severity::kError, "spool_recovery_failed", "spool " + dir + ": " + err);
+        if (auto st = recover_spool(l.spool, lane, cp); !st.ok) {
+            note(Severity::kError, "spool_recovery_failed", "spool " + dir + ": " + st.error);
             return 1;
         }
         // What a lane holds from before (the single spool before lanes, a larger max_size) does
@@ -224,12 +223,10 @@ int Pipeline::run(const RunOptions& opts, const std::atomic<bool>& stop) {
 
 int Pipeline::main_loop(const RunOptions& opts, const std::atomic<bool>& stop) {
     const auto& sc = cfg_.shipper;
-    std::string err;
     MetricsServer metrics_server;
-    if (!opts.once && !sc.metrics_listen.empty() &&
-        !metrics_server.start(
-            sc.metrics_listen, [this] { return render_metrics(); }, err))
-        note(Severity::kWarning, "metrics_listen_failed", "metrics: " + err);
+    if (!opts.once && !sc.metrics_listen.empty())
+        if (auto st = metrics_server.start(sc.metrics_listen, [this] { return render_metrics(); }); !st.ok)
+            note(Severity::kWarning, "metrics_listen_failed", "metrics: " + st.error);
 
     std::atomic<bool> sender_stop{false};
     std::array<std::unique_ptr<Sender>, kLanes> senders;

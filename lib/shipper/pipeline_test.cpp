@@ -65,8 +65,7 @@ int run(const jobtrail::config::Config& c, uint64_t lines) {
 // Every line in the spool, with how often it is there.
 std::map<std::string, int> spooled(const std::string& state) {
     jobtrail::spool::Spool s;
-    std::string err;
-    REQUIRE(s.open({state + "/spool"}, err));
+    REQUIRE(s.open({state + "/spool"}));
     std::map<std::string, int> out;
     std::vector<jobtrail::spool::Record> recs;
     jobtrail::spool::Position end;
@@ -92,8 +91,7 @@ TEST_CASE("pipeline: a line is in the spool once, and the checkpoint covers exac
     // the source will read them again, so a restart must cut them from the spool.
     {
         jobtrail::spool::Spool s;
-        std::string err;
-        REQUIRE(s.open({d.path() + "/spool"}, err));
+        REQUIRE(s.open({d.path() + "/spool"}));
         for (int i = 100; i < 105; ++i)
             REQUIRE(s.append(jobtrail::spool::Record{1, "{job=\"test\"}", "line " + std::to_string(i), {}}) ==
                     jobtrail::spool::Spool::Append::kOk);
@@ -198,8 +196,7 @@ TEST_CASE("pipeline: a job's NCCL flood fills only the jobs lane; the node's rec
     // The flood is in its own lane, bounded by its share, and what the checkpoint says was read
     // is exactly what that lane holds: the pause lost nothing.
     jobtrail::spool::Spool s;
-    std::string err;
-    REQUIRE(s.open({d.path() + "/spool/jobs"}, err));
+    REQUIRE(s.open({d.path() + "/spool/jobs"}));
     CHECK(s.pending_bytes() <= (2u << 20));
     std::vector<jobtrail::spool::Record> recs;
     jobtrail::spool::Position end;

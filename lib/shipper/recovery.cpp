@@ -45,14 +45,14 @@ void restore_sources(const Checkpoint& cp, std::vector<std::unique_ptr<Source>>&
         if (auto it = cp.sources.find(src->name()); it != cp.sources.end()) src->restore(*it);
 }
 
-bool recover_spool(spool::Spool& spool, Lane lane, const Checkpoint& cp, std::string& err) {
+Status recover_spool(spool::Spool& spool, Lane lane, const Checkpoint& cp) {
     const auto& end = cp.end(lane);
-    if (end) return spool.discard_after(*end, err);
+    if (end) return spool.discard_after(*end);
     // A checkpoint from a shipper that did not know this lane (a downgrade and back): its
     // sources' positions may be past what this lane holds, so nothing of it goes.
     for (const auto& e : cp.spool_end)
-        if (e) return true;
-    return spool.discard_after(spool.acked(), err);
+        if (e) return {};
+    return spool.discard_after(spool.acked());
 }
 
 }  // namespace jobtrail::shipper

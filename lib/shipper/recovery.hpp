@@ -34,6 +34,6 @@ void restore_sources(const Checkpoint& cp, std::vector<std::unique_ptr<Source>>&
 // Records after the checkpoint's end of the lane were spooled but their sources' positions were not
 // saved: the sources will read them again, so they go (they were never sent). Without a
 // checkpoint every source starts from scratch and anything unacknowledged is unaccounted.
-bool recover_spool(spool::Spool& spool, Lane lane, const Checkpoint& cp, std::string& err);
+Status recover_spool(spool::Spool& spool, Lane lane, const Checkpoint& cp);
 
 }  // namespace jobtrail::shipper

@@ -77,8 +77,7 @@ struct Rig {
     std::thread thread;
 
     Rig() {
-        std::string err;
-        REQUIRE(spool.open({dir.path() + "/spool"}, err));
+        REQUIRE(spool.open({dir.path() + "/spool"}));
         cfg.min_backoff_ms = 10;
         cfg.max_backoff_ms = 100;
         cfg.batch_wait_ms = 20;

@@ -38,15 +38,12 @@ std::string Spool::segment_path(uint64_t id) const {
     return opts_.dir + name;
 }
 
-bool Spool::open(const Options& opts, std::string& err, Recovery* rec) {
+Status Spool::open(const Options& opts, Recovery* rec) {
     std::lock_guard<std::mutex> lk(mu_);
     opts_ = opts;
     Recovery local;
     Recovery& rv = rec ? *rec : local;
-    if (auto st = make_dirs(opts_.dir, 0700); !st.ok) {
-        err = st.error;
-        return false;
-    }
+    if (auto st = make_dirs(opts_.dir, 0700); !st.ok) return st;
     segments_.clear();
     if (DIR* d = ::opendir(opts_.dir.c_str())) {
         while (dirent* e = ::readdir(d)) {
@@ -89,8 +86,7 @@ bool Spool::open(const Options& opts, std::string& err, Recovery* rec) {
             rv.truncated_bytes = data.size() - pos;
             rv.note = "cut a torn tail of " + std::to_string(rv.truncated_bytes) + " bytes from " + path;
             if (::truncate(path.c_str(), static_cast<off_t>(pos)) != 0) {
-                err = "cannot truncate " + path + ": " + errno_text(errno);
-                return false;
+                return Status::failure("cannot truncate " + path + ": " + errno_text(errno));
             }
             durable_size_.back() = pos;
         }
@@ -98,23 +94,21 @@ bool Spool::open(const Options& opts, std::string& err, Recovery* rec) {
     if (segments_.empty() || acked_.segment > segments_.back()) {
         // Nothing left to send: start clean at the acknowledged segment number.
         if (!start_segment(acked_.segment)) {
-            err = error_;
-            return false;
+            return Status::failure(error_);
         }
         acked_.offset = 0;
     } else {
         write_id_ = segments_.back();
         write_fd_.reset(::open(segment_path(write_id_).c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
         if (!write_fd_.valid()) {
-            err = "cannot open " + segment_path(write_id_) + ": " + errno_text(errno);
-            return false;
+            return Status::failure("cannot open " + segment_path(write_id_) + ": " + errno_text(errno));
         }
         write_size_ = durable_size_.back();
     }
     pending_ = durable_after_ack();
     read_ = acked_;
     readable_end_ = {segments_.back(), durable_size_.back()};
-    return true;
+    return {};
 }
 
 Position Spool::durable_end() const {
@@ -132,9 +126,9 @@ void Spool::set_readable_end(const Position& p) {
     readable_end_ = p;
 }
 
-bool Spool::discard_after(const Position& p, std::string& err) {
+Status Spool::discard_after(const Position& p) {
     std::lock_guard<std::mutex> lk(mu_);
-    if (p < acked_) return true;  // everything after an acknowledged point was sent already
+    if (p < acked_) return {};  // everything after an acknowledged point was sent already
     while (segments_.size() > 1 && segments_.back() > p.segment) {
         ::unlink(segment_path(segments_.back()).c_str());
         segments_.pop_back();
@@ -142,8 +136,7 @@ bool Spool::discard_after(const Position& p, std::string& err) {
     }
     if (segments_.back() == p.segment && durable_size_.back() > p.offset) {
         if (::truncate(segment_path(p.segment).c_str(), static_cast<off_t>(p.offset)) != 0) {
-            err = "cannot truncate " + segment_path(p.segment) + ": " + errno_text(errno);
-            return false;
+            return Status::failure("cannot truncate " + segment_path(p.segment) + ": " + errno_text(errno));
         }
         durable_size_.back() = p.offset;
     }
@@ -155,7 +148,7 @@ bool Spool::discard_after(const Position& p, std::string& err) {
     buf_.clear();
     pending_ = durable_after_ack();
     readable_end_ = {segments_.back(), durable_size_.back()};
-    return true;
+    return {};
 }
 
 uint64_t Spool::durable_after_ack() const {
@@ -230,17 +223,17 @@ bool Spool::flush_buffer() {
     return true;
 }
 
-bool Spool::sync() {
+Status Spool::sync() {
     std::lock_guard<std::mutex> lk(mu_);
-    if (!flush_buffer()) return false;
+    if (!flush_buffer()) return Status::failure(error_);
     if (opts_.fsync && ::fdatasync(write_fd_.get()) != 0) {
         error_ = "fdatasync " + segment_path(write_id_) + ": " + errno_text(errno);
-        return false;
+        return Status::failure(error_);
     }
     durable_size_.back() = write_size_;  // the write segment is always the last
     pending_ = durable_after_ack();
     if (!opts_.gate_reads) readable_end_ = {segments_.back(), durable_size_.back()};
-    return true;
+    return {};
 }
 
 size_t Spool::read(std::vector<Record>& out, size_t max_records, size_t max_bytes, Position& end) {

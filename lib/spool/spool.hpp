@@ -43,7 +43,7 @@ public:
         std::string note;
     };
 
-    bool open(const Options& opts, std::string& err, Recovery* rec = nullptr);
+    Status open(const Options& opts, Recovery* rec = nullptr);
 
     enum class Append { kOk, kFull };
     // Buffers a record for the current segment; durable only after sync().
@@ -51,8 +51,8 @@ public:
     // stops reading when the spool is full, so this is at most one pass over).
     Append append(const Record& r, bool past_cap = false);
     Append append(const RecordRef& r, bool past_cap = false);
-    // Writes buffered records and fdatasyncs them. False (and error()) on an I/O error.
-    bool sync();
+    // Writes buffered records and fdatasyncs them; fails on an I/O error (also kept in error()).
+    Status sync();
 
     // Reads up to max_records / max_bytes durable records from the read cursor onwards into
     // `out` (replacing its contents, reusing its elements' storage); returns how many; `end` is where the next read
@@ -69,7 +69,7 @@ public:
     // committed checkpoint, and may be discarded at the next start.
     void set_readable_end(const Position& p);
     // At start: drops durable records after p (the sources will read them again).
-    bool discard_after(const Position& p, std::string& err);
+    Status discard_after(const Position& p);
 
     void set_max_bytes(uint64_t max);
     uint64_t pending_bytes() const;   // durable, not yet acknowledged

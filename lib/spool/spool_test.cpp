@@ -63,8 +63,7 @@ TEST_CASE("frames round-trip and reject damage", "[spool]") {
 TEST_CASE("records come back in order, only once synced, and leave after ack", "[spool]") {
     jobtrail::test::TempDir dir;
     Spool s;
-    std::string err;
-    REQUIRE(s.open({dir.path() + "/spool"}, err));
+    REQUIRE(s.open({dir.path() + "/spool"}));
     for (int i = 0; i < 100; ++i) REQUIRE(s.append(rec(i)) == Spool::Append::kOk);
     Position end;
     std::vector<Record> got;
@@ -84,8 +83,7 @@ TEST_CASE("after a crash, unacknowledged records are sent again byte-identical",
     Position mid;
     {
         Spool s;
-        std::string err;
-        REQUIRE(s.open({dir.path()}, err));
+        REQUIRE(s.open({dir.path()}));
         for (int i = 0; i < 10; ++i) s.append(rec(i));
         REQUIRE(s.sync());
         std::vector<Record> first;
@@ -98,8 +96,7 @@ TEST_CASE("after a crash, unacknowledged records are sent again byte-identical",
         CHECK(rest.size() == 6);
     }
     Spool again;
-    std::string err;
-    REQUIRE(again.open({dir.path()}, err));
+    REQUIRE(again.open({dir.path()}));
     CHECK(again.acked() == mid);
     Position end;
     const auto got = read_all(again, end);
@@ -112,8 +109,7 @@ TEST_CASE("a torn tail is cut at open and appending goes on", "[spool]") {
     jobtrail::test::TempDir dir;
     {
         Spool s;
-        std::string err;
-        REQUIRE(s.open({dir.path()}, err));
+        REQUIRE(s.open({dir.path()}));
         for (int i = 0; i < 3; ++i) s.append(rec(i));
         REQUIRE(s.sync());
     }
@@ -122,9 +118,8 @@ TEST_CASE("a torn tail is cut at open and appending goes on", "[spool]") {
     append_frame(frame, rec(3));
     std::ofstream(dir.path() + "/seg-0000000000000001", std::ios::app) << frame.substr(0, frame.size() / 2);
     Spool s;
-    std::string err;
     Spool::Recovery rv;
-    REQUIRE(s.open({dir.path()}, err, &rv));
+    REQUIRE(s.open({dir.path()}, &rv));
     CHECK(rv.truncated_bytes == frame.size() / 2);
     s.append(rec(4));
     REQUIRE(s.sync());
@@ -138,8 +133,7 @@ TEST_CASE("a torn tail is cut at open and appending goes on", "[spool]") {
 TEST_CASE("segments roll over and acknowledged ones are deleted", "[spool]") {
     jobtrail::test::TempDir dir;
     Spool s;
-    std::string err;
-    REQUIRE(s.open({dir.path(), 4096}, err));
+    REQUIRE(s.open({dir.path(), 4096}));
     for (int i = 0; i < 200; ++i) s.append(rec(i, 100));
     REQUIRE(s.sync());
     CHECK(count_segments(dir.path()) > 3);
@@ -154,8 +148,7 @@ TEST_CASE("segments roll over and acknowledged ones are deleted", "[spool]") {
 TEST_CASE("a full spool refuses appends until acknowledged data leaves", "[spool]") {
     jobtrail::test::TempDir dir;
     Spool s;
-    std::string err;
-    REQUIRE(s.open({dir.path(), 4096, 8192}, err));
+    REQUIRE(s.open({dir.path(), 4096, 8192}));
     int accepted = 0;
     while (s.append(rec(accepted, 100)) == Spool::Append::kOk) ++accepted;
     CHECK(accepted > 10);
@@ -170,8 +163,7 @@ TEST_CASE("a full spool refuses appends until acknowledged data leaves", "[spool
 TEST_CASE("records larger than a read chunk are read whole", "[spool]") {
     jobtrail::test::TempDir dir;
     Spool s;
-    std::string err;
-    REQUIRE(s.open({dir.path()}, err));
+    REQUIRE(s.open({dir.path()}));
     s.append(rec(1, 3 << 20));
     s.append(rec(2));
     REQUIRE(s.sync());
@@ -185,8 +177,7 @@ TEST_CASE("damage inside an older segment is skipped and reported", "[spool]") {
     jobtrail::test::TempDir dir;
     {
         Spool s;
-        std::string err;
-        REQUIRE(s.open({dir.path(), 4096}, err));
+        REQUIRE(s.open({dir.path(), 4096}));
         for (int i = 0; i < 100; ++i) s.append(rec(i, 100));
         REQUIRE(s.sync());
     }
@@ -196,8 +187,7 @@ TEST_CASE("damage inside an older segment is skipped and reported", "[spool]") {
         f.write("garbage!", 8);
     }
     Spool s;
-    std::string err;
-    REQUIRE(s.open({dir.path(), 4096}, err));
+    REQUIRE(s.open({dir.path(), 4096}));
     Position end;
     const auto got = read_all(s, end);
     CHECK(s.corrupt_skipped() == 1);

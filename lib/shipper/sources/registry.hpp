@@ -1,33 +1,26 @@
 #pragma once
 
-#include <memory>
-#include <vector>
+#include "config/sources.hpp"
+#include "shipper/sources/file/config.hpp"
+#include "shipper/sources/journald/config.hpp"
+#include "shipper/sources/kind.hpp"
+#include "shipper/sources/kmsg/config.hpp"
 
-#include "config/config.hpp"
-#include "kmsg/boot_clock.hpp"
-#include "shipper/sources/source.hpp"
-
-// The kinds of source the pipeline is built from, one row each (fluent-bit's plugin table):
-// adding a source is one folder and one row here.
+// The kinds of source, one row each (fluent-bit's plugin table): each row names its section,
+// its parse (<kind>/config.cpp) and its build (<kind>/<kind>_source.cpp) through the kind's type
+// (kind.hpp). Adding a source is one folder and one row here.
 namespace jobtrail::shipper {
 
-// What a source may need from the shipper when it is built.
-struct SourceContext {
-    const config::Config& cfg;
-    const NodeInfo& node;
-    Metrics& metrics;
-    const Events& events;
-    const kmsg::BootClock& clock;
-};
+template <class... K>
+struct KindList {};
 
-struct SourceKind {
-    const char* name;  // its section: shipper.sources.<name>
-    void (*build)(const SourceContext& ctx, std::vector<std::unique_ptr<Source>>& out);
-};
+using SourceKinds = KindList<KmsgKind, FileKind, JournaldKind>;
 
-const std::vector<SourceKind>& source_kinds();
+// Every kind's section under shipper.sources, in the rows' order, for config::load_config and
+// config::parse_config (sections.cpp: parse only, so the CLI and the collectors link no source).
+config::SourceSections source_sections();
 
-// Every configured source, in the table's order.
-std::vector<std::unique_ptr<Source>> build_sources(const SourceContext& ctx);
+// Every configured source, in the rows' order (registry.cpp: the shipper).
+Sources build_sources(const SourceContext& ctx);
 
 }  // namespace jobtrail::shipper

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "config/config.hpp"
+#include "kmsg/boot_clock.hpp"
 #include "node/schema.hpp"
 #include "shipper/event.hpp"
 #include "shipper/internal_events.hpp"
@@ -30,6 +32,15 @@ public:
     virtual void flush_partial(std::vector<Event>&) {}
     // Bytes written to the source but not read yet, as of the last poll; -1 if unknowable.
     virtual int64_t backlog_bytes() const { return -1; }
+};
+
+// What a source may need from the shipper when it is built (kind.hpp's K::build).
+struct SourceContext {
+    const config::Config& cfg;
+    const NodeInfo& node;
+    Metrics& metrics;
+    const Events& events;
+    const kmsg::BootClock& clock;
 };
 
 }  // namespace jobtrail::shipper

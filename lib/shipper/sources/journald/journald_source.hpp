@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 
-#include "config/shipper_config.hpp"
+#include "shipper/sources/journald/config.hpp"
 #include "shipper/sources/source.hpp"
 
 struct sd_journal;
@@ -16,7 +16,7 @@ namespace jobtrail::shipper {
 // ago. One stream per unit and priority (labels `unit`, `priority`), the pid as metadata.
 class JournaldSource : public Source {
 public:
-    JournaldSource(config::JournaldConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m, Events events = {});
+    JournaldSource(JournaldConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m, Events events = {});
     ~JournaldSource() override;
     JournaldSource(const JournaldSource&) = delete;
     JournaldSource& operator=(const JournaldSource&) = delete;
@@ -31,11 +31,11 @@ public:
     static bool available();
 
 private:
-    bool open();
+    Status open();
     const std::shared_ptr<const Origin>& origin(const std::string& unit, int priority);
 
     std::string name_ = "journald";
-    config::JournaldConfig cfg_;
+    JournaldConfig cfg_;
     NodeInfo node_;
     uint64_t max_line_;
     Metrics& m_;

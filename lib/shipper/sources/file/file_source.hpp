@@ -9,7 +9,7 @@
 #include <string>
 
 #include "common/fs.hpp"
-#include "config/shipper_config.hpp"
+#include "shipper/sources/file/config.hpp"
 #include "shipper/sources/source.hpp"
 
 namespace jobtrail::shipper {
@@ -25,7 +25,7 @@ namespace jobtrail::shipper {
 class FileSource : public Source {
 public:
     // scan_interval_ms: how often the globs are listed again (new files appear within it).
-    FileSource(config::FileSourceConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m, int64_t idle_ms = 2000,
+    FileSource(FileSourceConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m, int64_t idle_ms = 2000,
                Events events = {}, int64_t scan_interval_ms = 0);
     const std::string& name() const override { return cfg_.name; }
     node::Stream kind() const override { return cfg_.stream; }
@@ -82,7 +82,7 @@ private:
     static std::string key_of(dev_t dev, ino_t ino) { return std::to_string(dev) + ":" + std::to_string(ino); }
 
     enum class Format { kRaw, kJoblog, kNccl, kCri };
-    config::FileSourceConfig cfg_;
+    FileSourceConfig cfg_;
     Format format_ = Format::kRaw;
     NodeInfo node_;
     uint64_t max_line_;

@@ -1,4 +1,4 @@
-#include "shipper/sources/file_source.hpp"
+#include "shipper/sources/file/file_source.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -113,7 +113,7 @@ std::string FileSource::sanitize(std::string_view s) {
     return out;
 }
 
-FileSource::FileSource(config::FileSourceConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m, int64_t idle_ms,
+FileSource::FileSource(FileSourceConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m, int64_t idle_ms,
                        Events events, int64_t scan_interval_ms)
     : cfg_(std::move(cfg)),
       node_(std::move(node)),
@@ -757,6 +757,12 @@ nlohmann::json FileSource::checkpoint() const {
     for (const auto& [k, t] : files_)
         files.push_back({{"key", k}, {"path", t.path}, {"fp", t.fingerprint}, {"offset", t.emitted_off}});
     return {{"files", files}};
+}
+
+void FileKind::build(const SourceContext& c, const Config& files, Sources& out) {
+    for (const auto& f : files)
+        out.push_back(
+            std::make_unique<FileSource>(f, c.node, c.cfg.shipper.max_line_bytes, c.metrics, 2000, c.events, 1000));
 }
 
 }  // namespace jobtrail::shipper

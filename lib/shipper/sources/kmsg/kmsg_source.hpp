@@ -8,6 +8,7 @@
 #include "kmsg/boot_clock.hpp"
 #include "kmsg/merge.hpp"
 #include "kmsg/reader.hpp"
+#include "shipper/sources/kmsg/config.hpp"
 #include "shipper/sources/source.hpp"
 
 namespace jobtrail::shipper {
@@ -27,7 +28,7 @@ public:
     void flush_partial(std::vector<Event>& out) override;
 
 private:
-    bool open_reader();
+    Status open_reader();
     const std::shared_ptr<const Origin>& origin(int level);
     void emit(const kmsg::Record& r, std::vector<Event>& out);
 

@@ -1,4 +1,4 @@
-#include "shipper/sources/kmsg_source.hpp"
+#include "shipper/sources/kmsg/kmsg_source.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -16,10 +16,7 @@ struct Env {
     Metrics m;
     nlohmann::json saved;
 
-    Env() {
-        std::string err;
-        REQUIRE(clock.load(state.path(), err));
-    }
+    Env() { REQUIRE(clock.load(state.path())); }
     // One shipper run: restore, read everything, keep the checkpoint.
     std::vector<Event> run() {
         KmsgSource s(fs.kmsg(), clock, {"c", "n"}, m);

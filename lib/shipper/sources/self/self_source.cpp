@@ -1,4 +1,4 @@
-#include "shipper/sources/self_source.hpp"
+#include "shipper/sources/self/self_source.hpp"
 
 #include "common/time.hpp"
 #include "jobtrail/version.hpp"

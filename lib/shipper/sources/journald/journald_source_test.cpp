@@ -1,4 +1,4 @@
-#include "shipper/sources/journald_source.hpp"
+#include "shipper/sources/journald/journald_source.hpp"
 
 #include <unistd.h>
 
@@ -59,7 +59,7 @@ TEST_CASE("journald: unit filter, labels, exact timestamps, resume from the curs
     write_journal(dir.path() + "/a.journal", {{now - 3'000'000, "slurmd.service", "3", "error: job 4242 failed", "77"},
                                               {now - 2'000'000, "cron.service", "6", "not ours", "1"},
                                               {now - 1'000'000, "slurmd.service", "6", "launch task 4242.0", "77"}});
-    jobtrail::config::JournaldConfig cfg;
+    jobtrail::shipper::JournaldConfig cfg;
     cfg.units = {"slurmd.service"};
     cfg.directory = dir.path();
     Metrics m;
@@ -100,7 +100,7 @@ TEST_CASE("journald: the first start goes back `since`, not to the beginning of 
     const int64_t now = jobtrail::realtime_ns() / 1000;
     write_journal(dir.path() + "/a.journal", {{now - 48LL * 3600 * 1'000'000, "slurmd.service", "6", "old", "1"},
                                               {now - 60'000'000, "slurmd.service", "6", "recent", "1"}});
-    jobtrail::config::JournaldConfig cfg;
+    jobtrail::shipper::JournaldConfig cfg;
     cfg.units = {};  // every unit
     cfg.directory = dir.path();
     cfg.since_ms = 3'600'000;

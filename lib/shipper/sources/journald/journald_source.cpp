@@ -1,4 +1,4 @@
-#include "shipper/sources/journald_source.hpp"
+#include "shipper/sources/journald/journald_source.hpp"
 
 #include <cstdlib>
 #include <cstring>
@@ -13,7 +13,7 @@
 
 namespace jobtrail::shipper {
 
-JournaldSource::JournaldSource(config::JournaldConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m, Events events)
+JournaldSource::JournaldSource(JournaldConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m, Events events)
     : cfg_(std::move(cfg)), node_(std::move(node)), max_line_(max_line), m_(m), events_(std::move(events)) {}
 
 void JournaldSource::restore(const nlohmann::json& state) {
@@ -67,18 +67,17 @@ std::string_view field(sd_journal* j, const char* name, size_t name_len) {
 
 }  // namespace
 
-bool JournaldSource::open() {
+Status JournaldSource::open() {
     const int r = cfg_.directory.empty() ? sd_journal_open(&j_, SD_JOURNAL_LOCAL_ONLY)
                                          : sd_journal_open_directory(&j_, cfg_.directory.c_str(), 0);
     if (r < 0) {
         j_ = nullptr;
+        Status st = Status::failure("cannot open the journal" +
+                                    (cfg_.directory.empty() ? "" : " in " + cfg_.directory) + ": " + std::strerror(-r));
         // Retried every pass; said once until it works again.
-        if (!open_failed_)
-            events_.emit(Severity::kError, name_, "open_failed",
-                         "cannot open the journal" + (cfg_.directory.empty() ? "" : " in " + cfg_.directory) + ": " +
-                             std::strerror(-r));
+        if (!open_failed_) events_.emit(Severity::kError, name_, "open_failed", st.error);
         open_failed_ = true;
-        return false;
+        return st;
     }
     open_failed_ = false;
     for (const auto& u : cfg_.units) {
@@ -97,14 +96,14 @@ bool JournaldSource::open() {
     } else {
         sd_journal_seek_realtime_usec(j_, static_cast<uint64_t>(realtime_ns() / 1000 - cfg_.since_ms * 1000));
     }
-    return true;
+    return {};
 }
 
 bool JournaldSource::poll(std::vector<Event>& out, size_t max_bytes) {
     if (!j_) {
         if (monotonic_ns() < next_open_ns_) return false;
         next_open_ns_ = monotonic_ns() + 60'000'000'000;
-        if (!open()) return false;
+        if (!open().ok) return false;
     }
     sd_journal_process(j_);
     size_t bytes = 0;
@@ -151,13 +150,23 @@ bool JournaldSource::available() {
     return false;
 }
 JournaldSource::~JournaldSource() = default;
-bool JournaldSource::open() {
-    return false;
+Status JournaldSource::open() {
+    return Status::failure("this build has no libsystemd");
 }
 bool JournaldSource::poll(std::vector<Event>&, size_t) {
     return false;
 }
 
 #endif
+
+void JournaldKind::build(const SourceContext& c, const Config& j, Sources& out) {
+    if (!j.enabled) return;
+    if (!JournaldSource::available()) {
+        c.events.emit(Severity::kWarning, "journald", "not_built",
+                      "shipper.sources.journald is enabled but this build has no libsystemd: not read");
+        return;
+    }
+    out.push_back(std::make_unique<JournaldSource>(j, c.node, c.cfg.shipper.max_line_bytes, c.metrics, c.events));
+}
 
 }  // namespace jobtrail::shipper

@@ -1,4 +1,4 @@
-#include "shipper/sources/file_source.hpp"
+#include "shipper/sources/file/file_source.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,7 +18,7 @@ namespace {
 struct Fixture {
     jobtrail::test::TempDir dir;
     Metrics m;
-    jobtrail::config::FileSourceConfig cfg;
+    jobtrail::shipper::FileSourceConfig cfg;
     Fixture(std::string format = "plain", std::string sub = "logs") {
         for (size_t at = sub.find('/'); at != std::string::npos; at = sub.find('/', at + 1))
             ::mkdir((dir.path() + "/" + sub.substr(0, at)).c_str(), 0755);

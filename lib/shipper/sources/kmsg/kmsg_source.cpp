@@ -1,4 +1,4 @@
-#include "shipper/sources/kmsg_source.hpp"
+#include "shipper/sources/kmsg/kmsg_source.hpp"
 
 #include <charconv>
 
@@ -35,18 +35,20 @@ const std::shared_ptr<const Origin>& KmsgSource::origin(int level) {
     return o;
 }
 
-bool KmsgSource::open_reader() {
-    std::string err;
-    if (!reader_.open(path_, true, err) || !reader_.seek_start(err)) {
+Status KmsgSource::open_reader() {
+    Status st = reader_.open(path_, true);
+    if (st.ok) st = reader_.seek_start();
+    if (!st.ok) {
         reader_.close();
         // Retried every pass; said once until it works again.
-        if (!open_failed_) events_.emit(Severity::kError, name_, "open_failed", "cannot read " + path_ + ": " + err);
+        if (!open_failed_)
+            events_.emit(Severity::kError, name_, "open_failed", "cannot read " + path_ + ": " + st.error);
         open_failed_ = true;
-        return false;
+        return st;
     }
     if (open_failed_) events_.emit(Severity::kInfo, name_, "opened", "reading " + path_ + " again");
     open_failed_ = false;
-    return true;
+    return st;
 }
 
 void KmsgSource::emit(const kmsg::Record& r, std::vector<Event>& out) {
@@ -68,7 +70,7 @@ void KmsgSource::emit(const kmsg::Record& r, std::vector<Event>& out) {
 
 bool KmsgSource::poll(std::vector<Event>& out, size_t max_bytes) {
     if (!reader_.is_open()) {
-        if (!open_reader()) return false;
+        if (!open_reader().ok) return false;
         if (have_skip_) reader_.expect_seq(skip_through_ + 1);
     }
     size_t bytes = 0;
@@ -119,6 +121,11 @@ void KmsgSource::flush_partial(std::vector<Event>& out) {
     std::vector<kmsg::Record> done;
     merger_.flush(done);
     for (auto& r : done) emit(r, out);
+}
+
+void KmsgKind::build(const SourceContext& c, const Config& k, Sources& out) {
+    if (k.enabled)
+        out.push_back(std::make_unique<KmsgSource>(c.cfg.collector.kmsg_path, c.clock, c.node, c.metrics, c.events));
 }
 
 }  // namespace jobtrail::shipper

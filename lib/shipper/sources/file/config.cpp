@@ -1,0 +1,139 @@
+#include "shipper/sources/file/config.hpp"
+
+#include "config/yaml_parser.hpp"
+#include "node/layout.hpp"
+
+namespace jobtrail::shipper {
+
+using config::kDay;
+using config::kGiB;
+using config::kKiB;
+using config::kSec;
+
+namespace {
+
+// Loki label names; Loki refuses a push (every line of the stream) with any other.
+bool valid_label_name(const std::string& s) {
+    if (s.empty() || s.rfind("__", 0) == 0) return false;  // __name__ and the like are Loki's own
+    for (size_t i = 0; i < s.size(); ++i) {
+        const char c = s[i];
+        const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+        if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return false;
+    }
+    return true;
+}
+
+// The labels every stream gets from jobtrail: a source's `labels` may not replace them, or its
+// lines would pose as another node's, job's or stream kind.
+bool reserved_label(const std::string& s) {
+    namespace l = node::label;
+    for (const char* r : {l::kCluster, l::kNode, l::kJob, l::kJobId, l::kServiceName})
+        if (s == r) return true;
+    return false;
+}
+
+}  // namespace
+
+std::vector<FileSourceConfig> FileKind::defaults() {
+    const node::Layout layout;
+    const node::Schema schema;
+    using node::Stream;
+    return {{"prolog-epilog", {layout.job_logs_glob()}, schema.job(Stream::kJobLog), "joblog", {}, Stream::kJobLog},
+            {"nccl", {layout.nccl_files_glob()}, schema.job(Stream::kNccl), "nccl", {}, Stream::kNccl},
+            {"fabric-manager",
+             {"/var/log/fabricmanager.log"},
+             schema.job(Stream::kFabricManager),
+             "plain",
+             {},
+             Stream::kFabricManager}};
+}
+
+void FileKind::schema(const Config& c, node::Schema& s) {
+    for (const auto& f : c)
+        if (f.stream != node::Stream::kOther) s.set_job(f.stream, f.job);
+}
+
+void FileKind::parse(config::Parser& p, const YAML::Node& sources, const std::string& where, Config& out) {
+    const std::string fw0 = where + "." + kName;
+    if (const YAML::Node f = sources[kName]) {
+        if (!f.IsSequence()) {
+            p.error(f, fw0, "expected a list of file sources");
+        } else {
+            std::vector<FileSourceConfig> files;
+            size_t i = 0;
+            for (const auto& item : f) {
+                const std::string fw = fw0 + "[" + std::to_string(i++) + "]";
+                if (!p.check_map(
+                        item, fw,
+                        {"name", "paths", "job", "format", "stream", "labels", "max_files", "max_files_per_dir",
+                         "max_files_per_owner", "max_open_files", "idle_close", "max_partial_bytes"}))
+                    continue;
+                FileSourceConfig fs;
+                p.string(item, fw, "name", fs.name);
+                p.string(item, fw, "job", fs.job);
+                p.string(item, fw, "format", fs.format);
+                if (item["paths"]) p.string_list(item["paths"], fw + ".paths", fs.paths);
+                int max_files = static_cast<int>(fs.max_files), per_dir = static_cast<int>(fs.max_files_per_dir);
+                p.integer(item, fw, "max_files", max_files, 1, 1'000'000);
+                p.integer(item, fw, "max_files_per_dir", per_dir, 1, 1'000'000);
+                fs.max_files = static_cast<size_t>(max_files);
+                fs.max_files_per_dir = static_cast<size_t>(per_dir);
+                int per_owner = static_cast<int>(fs.max_files_per_owner), open = static_cast<int>(fs.max_open_files);
+                p.integer(item, fw, "max_files_per_owner", per_owner, 1, 1'000'000);
+                // Under the unit's LimitNOFILE (65536), with room for the other sources and sockets.
+                p.integer(item, fw, "max_open_files", open, 1, 16'384);
+                fs.max_files_per_owner = static_cast<size_t>(per_owner);
+                fs.max_open_files = static_cast<size_t>(open);
+                p.duration(item, fw, "idle_close", fs.idle_close_ms, kSec, kDay);
+                // Below one line's worth lines get cut often; past 1GiB it is no bound under MemoryMax.
+                p.size(item, fw, "max_partial_bytes", fs.max_partial_bytes, 64 * kKiB, kGiB);
+                if (fs.paths.empty()) p.error(item, fw + ".paths", "missing: at least one path or glob");
+                if (fs.job.empty()) p.error(item, fw + ".job", "missing: the Loki job label for these files");
+                if (fs.format != "plain" && fs.format != "joblog" && fs.format != "nccl" && fs.format != "cri")
+                    p.error(item["format"], fw + ".format", "expected plain, joblog, nccl or cri");
+                fs.stream = fs.format == "joblog" ? node::Stream::kJobLog
+                            : fs.format == "nccl" ? node::Stream::kNccl
+                                                  : node::Stream::kOther;
+                if (item["stream"]) {
+                    std::string kind;
+                    p.string(item, fw, "stream", kind);
+                    const auto k = node::parse_stream_kind(kind);
+                    if (!k || *k == node::Stream::kKernel || *k == node::Stream::kJournal ||
+                        *k == node::Stream::kShipper)
+                        p.error(item["stream"], fw + ".stream", "expected job-log, nccl, fabric-manager or other");
+                    else
+                        fs.stream = *k;
+                }
+                if (const YAML::Node lb = item["labels"]) {
+                    if (!lb.IsMap()) {
+                        p.error(lb, fw + ".labels", "expected a mapping of label names to values");
+                    } else {
+                        for (const auto& kv : lb) {
+                            const std::string name = kv.first.as<std::string>("");
+                            const std::string lk = fw + ".labels." + name;
+                            if (!valid_label_name(name))
+                                p.error(kv.first, lk,
+                                        "'" + name +
+                                            "' is not a Loki label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting "
+                                            "with __): Loki would refuse every line of this source");
+                            else if (reserved_label(name))
+                                p.error(kv.first, lk,
+                                        "'" + name +
+                                            "' is set by jobtrail on every stream (cluster, node, job, job_id, "
+                                            "service_name); the source's job: key names its stream");
+                            else if (!kv.second.IsScalar() || kv.second.Scalar().empty())
+                                p.error(kv.second, lk, "expected a non-empty string value");
+                            else
+                                fs.labels.emplace_back(name, kv.second.Scalar());
+                        }
+                    }
+                }
+                if (fs.name.empty()) fs.name = fs.job;
+                files.push_back(std::move(fs));
+            }
+            out = std::move(files);
+        }
+    }
+}
+
+}  // namespace jobtrail::shipper
