@@ -179,12 +179,13 @@ void parse_shipper(Parser& p, const YAML::Node& n, SourceSections sections, Ship
         p.size(s, w + ".spool", "max_size", c.spool_max_bytes, kSpoolMin, kSpoolMax);
     }
     if (const YAML::Node b = n["batch"];
-        b && p.check_map(b, w + ".batch", {"max_bytes", "max_wait", "max_in_flight"})) {
+        b && p.check_map(b, w + ".batch", {"max_bytes", "max_wait", "max_in_flight", "max_stream_rate"})) {
         p.size(b, w + ".batch", "max_bytes", c.batch_max_bytes, 16 * kKiB, 16 * kMiB);
         p.duration(b, w + ".batch", "max_wait", c.batch_wait_ms, 10 * kMs, kMin);
         int in_flight = static_cast<int>(c.max_in_flight);
         p.integer(b, w + ".batch", "max_in_flight", in_flight, 1, 16);
         c.max_in_flight = static_cast<size_t>(in_flight);
+        p.size(b, w + ".batch", "max_stream_rate", c.max_stream_rate, 64 * kKiB, kGiB, /*zero_is_off=*/true);
     }
     if (const YAML::Node r = n["retry"]; r && p.check_map(r, w + ".retry", {"min_backoff", "max_backoff"})) {
         p.duration(r, w + ".retry", "min_backoff", c.min_backoff_ms, 10 * kMs, 10 * kMin);

@@ -32,6 +32,11 @@ struct ShipperConfig {
     uint64_t batch_max_bytes = 1ULL << 20;
     int64_t batch_wait_ms = 1'000;
     size_t max_in_flight = 4;  // push requests at once per spool lane, each for another stream
+    // Each stream's pushes paced at this (bytes/s; 0: unpaced) and cut to a quarter of it, so
+    // Loki never shards it: under shard_streams (on by default, desired_rate 1536KB) a stream
+    // above the rate is split over __stream_shard__ streams taken round robin, and an entry sent
+    // again after a lost answer lands in another shard and is kept twice.
+    uint64_t max_stream_rate = 512ULL << 10;
     int64_t min_backoff_ms = 500;
     int64_t max_backoff_ms = 300'000;
     int64_t max_age_ms = 7LL * 86'400'000;          // Loki's reject_old_samples_max_age
@@ -48,7 +53,7 @@ struct ShipperConfig {
     bool nccl_noise = true;  // drop NCCL INFO Net/Channel/Comm lines of jobs without trace capture
     // NCCL line bytes one job may ship from this node per window; past it its lines are dropped,
     // counted, and said in one line of its stream per window. 0 bytes: no budget.
-    uint64_t nccl_budget_bytes = 64ULL << 20;
+    uint64_t nccl_budget_bytes = 24ULL << 20;
     int64_t nccl_budget_window_ms = 60'000;
 };
 

@@ -69,8 +69,7 @@ TEST_CASE("the derived offset is the machine's boot time, the kernel's own", "[k
     const int64_t suspended_ns = (boot.tv_sec - mono.tv_sec) * 1'000'000'000LL + (boot.tv_nsec - mono.tv_nsec);
     jobtrail::test::TempDir dir;
     BootClock c;
-    std::string err;
-    REQUIRE(c.load(dir.path(), err));
+    REQUIRE(c.load(dir.path()).ok);
     INFO("offset " << c.offset_ns() << " btime " << btime << " suspended " << suspended_ns);
     CHECK(std::llabs(c.offset_ns() - btime * 1'000'000'000LL) < 2'000'000'000LL + suspended_ns);
     // A record stamped 5 s after boot happened 5 s after btime.
@@ -81,8 +80,7 @@ TEST_CASE("this boot's stored offset is used as it is, not derived again", "[kms
     jobtrail::test::TempDir dir;
     std::ofstream(dir.path() + "/boot-offset") << BootClock::current_boot_id() << " 1700000000123456000\n";
     BootClock c;
-    std::string err;
-    REQUIRE(c.load(dir.path(), err));
+    REQUIRE(c.load(dir.path()).ok);
     CHECK(c.offset_ns() == 1'700'000'000'123'456'000);
     CHECK(c.wall_ns(7) == 1'700'000'000'123'463'000);
     CHECK(c.boot_id() == BootClock::current_boot_id());

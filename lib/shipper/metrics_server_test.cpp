@@ -71,9 +71,7 @@ TEST_CASE("metrics: the counters an operator greps for, in Prometheus' text form
 
 TEST_CASE("metrics server: GET /metrics answers the render, anything else 404, bad addresses refused", "[shipper]") {
     MetricsServer s;
-    std::string err;
-    REQUIRE(s.start(
-        "127.0.0.1:0", [] { return std::string("jobtrail_up 1\n"); }, err));
+    REQUIRE(s.start("127.0.0.1:0", [] { return std::string("jobtrail_up 1\n"); }).ok);
     REQUIRE(s.port() > 0);
     const std::string ok = http(s.port(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
     CHECK(ok.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
@@ -83,15 +81,15 @@ TEST_CASE("metrics server: GET /metrics answers the render, anything else 404, b
     CHECK(http(s.port(), "POST /metrics HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 404", 0) == 0);
 
     MetricsServer same;
-    CHECK_FALSE(same.start(
-        "127.0.0.1:" + std::to_string(s.port()), [] { return std::string(); }, err));
-    CHECK(err.find("cannot listen on 127.0.0.1:") == 0);
+    auto st = same.start("127.0.0.1:" + std::to_string(s.port()), [] { return std::string(); });
+    CHECK_FALSE(st.ok);
+    CHECK(st.error.find("cannot listen on 127.0.0.1:") == 0);
     MetricsServer bad;
-    CHECK_FALSE(bad.start(
-        "localhost:9480", [] { return std::string(); }, err));
-    CHECK(err.find("not an IPv4 host:port") != std::string::npos);
-    CHECK_FALSE(bad.start(
-        "9480", [] { return std::string(); }, err));
-    CHECK(err.find("not host:port") != std::string::npos);
+    st = bad.start("localhost:9480", [] { return std::string(); });
+    CHECK_FALSE(st.ok);
+    CHECK(st.error.find("not an IPv4 host:port") != std::string::npos);
+    st = bad.start("9480", [] { return std::string(); });
+    CHECK_FALSE(st.ok);
+    CHECK(st.error.find("not host:port") != std::string::npos);
     s.stop();
 }

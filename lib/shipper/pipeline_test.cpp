@@ -164,7 +164,7 @@ private:
 
 }  // namespace
 
-TEST_CASE("pipeline: a job's NCCL flood fills only the jobs lane; the node's records keep being spooled", "[shipper]") {
+TEST_CASE("pipeline: a job's NCCL flood fills only the jobs lane, the node's records keep being spooled", "[shipper]") {
     jobtrail::test::TempDir d;
     auto c = config(d.path());
     c.shipper.spool_max_bytes = 4 << 20;  // 2 MiB a lane
@@ -225,8 +225,7 @@ TEST_CASE("pipeline: a restart with nothing new keeps every spooled line, the ch
     REQUIRE(cp.end(Lane::kNode));
     {
         jobtrail::spool::Spool s;
-        std::string err;
-        REQUIRE(s.open({d.path() + "/spool"}, err));
+        REQUIRE(s.open({d.path() + "/spool"}).ok);
         CHECK(*cp.end(Lane::kNode) == s.durable_end());
     }
     REQUIRE(run(c, 100) == 0);

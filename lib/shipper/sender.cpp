@@ -126,6 +126,9 @@ void Sender::dispatch(int64_t now) {
         if (s.in_flight || s.queue.empty() || s.next_try_ns > now) continue;
         Piece& p = s.queue.front();
         uint64_t cap = cfg_.batch_max_bytes;
+        // Pushes of a quarter of the stream's pace: Loki's rate store sees it steady, never a
+        // burst above its shard threshold.
+        if (cfg_.max_stream_rate) cap = std::min(cap, std::max<uint64_t>(1, cfg_.max_stream_rate / 4));
         if (s.cap_bytes) cap = std::min(cap, s.cap_bytes);
         if (tenant_cap_) cap = std::min(cap, tenant_cap_);
         loki::StreamRef ref{name, {}};
@@ -182,9 +185,11 @@ void Sender::handle(const Job& job) {
     uint64_t line_bytes = 0;
     for (size_t i = p.next; i < p.next + s.sent_n; ++i) line_bytes += p.recs[i]->line.size();
     const auto paced = [&] {
-        // The stream's bucket refills at the named rate: the next request waits for what this took.
-        if (s.rate_bps)
-            s.next_try_ns = std::max(s.next_try_ns, now + int64_t(s.sent_bytes * 1'000'000'000 / s.rate_bps));
+        // The stream's bucket refills at the named rate (or our own pace, below Loki's shard
+        // threshold): the next request waits for what this took.
+        uint64_t rate = s.rate_bps;
+        if (cfg_.max_stream_rate) rate = rate ? std::min(rate, cfg_.max_stream_rate) : cfg_.max_stream_rate;
+        if (rate) s.next_try_ns = std::max(s.next_try_ns, now + int64_t(s.sent_bytes * 1'000'000'000 / rate));
     };
     switch (v.verdict) {
         case loki::Verdict::kAccepted:

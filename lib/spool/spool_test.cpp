@@ -201,8 +201,7 @@ TEST_CASE("an ack in the middle of a segment keeps that segment's rest and every
     Position mid;
     {
         Spool s;
-        std::string err;
-        REQUIRE(s.open({dir.path(), 4096}, err));
+        REQUIRE(s.open({dir.path(), 4096}));
         for (int i = 0; i < 200; ++i) REQUIRE(s.append(rec(i, 100)) == Spool::Append::kOk);
         REQUIRE(s.sync());
         REQUIRE(count_segments(dir.path()) > 3);
@@ -231,8 +230,7 @@ TEST_CASE("an ack in the middle of a segment keeps that segment's rest and every
     }
     // And after a restart.
     Spool s;
-    std::string err;
-    REQUIRE(s.open({dir.path(), 4096}, err));
+    REQUIRE(s.open({dir.path(), 4096}));
     CHECK(s.acked() == mid);
     CHECK(s.pending_bytes() == rest_bytes);
     Position end;
@@ -245,8 +243,7 @@ TEST_CASE("a damaged payload byte is caught by the checksum, the frame around it
     jobtrail::test::TempDir dir;
     {
         Spool s;
-        std::string err;
-        REQUIRE(s.open({dir.path(), 4096}, err));
+        REQUIRE(s.open({dir.path(), 4096}));
         for (int i = 0; i < 100; ++i) s.append(rec(i, 100));
         REQUIRE(s.sync());
     }
@@ -266,8 +263,7 @@ TEST_CASE("a damaged payload byte is caught by the checksum, the frame around it
         f.put('y');  // "line 5xxy..."
     }
     Spool s;
-    std::string err;
-    REQUIRE(s.open({dir.path(), 4096}, err));
+    REQUIRE(s.open({dir.path(), 4096}));
     Position end;
     const auto got = read_all(s, end);
     CHECK(s.corrupt_skipped() == 1);
@@ -281,8 +277,7 @@ TEST_CASE("a full spool takes exactly what fits in max_bytes", "[spool]") {
     // Counted in whole frames, the one being appended included: never a record past the limit.
     jobtrail::test::TempDir dir;
     Spool s;
-    std::string err;
-    REQUIRE(s.open({dir.path(), 4096, 8192}, err));
+    REQUIRE(s.open({dir.path(), 4096, 8192}));
     int fits = 0;
     for (uint64_t used = 0;; ++fits) {
         std::string frame;

@@ -194,7 +194,7 @@ TEST_CASE("stages: a kernel record read just after its job's epilog removed the 
     CHECK(e[2].metadata.empty());  // before either job started
 }
 
-TEST_CASE("stages: one-byte NCCL lines with long metadata pay for the metadata; a stopping shipper says its drops",
+TEST_CASE("stages: one-byte NCCL lines with long metadata pay for the metadata, a stopping shipper says its drops",
           "[shipper]") {
     jobtrail::test::TempDir run;
     auto cfg = jobtrail::config::default_shipper_config();
