@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <tuple>
 
+#include "config_errors.hpp"
 #include "shipper/sources/registry.hpp"
 
 using namespace jobtrail::config;
@@ -167,18 +168,7 @@ TEST_CASE("shipper section: errors name the key", "[config]") {
     CHECK(r.errors[2].key == "shipper.sources.files[0].format");
 }
 
-namespace {
-// The one error a snippet gives (every section known, the sources' too); fails the test if
-// there is not exactly one.
-ConfigError only_error(const std::string& yaml) {
-    auto r = parse_config(yaml, "h.yaml", source_sections());
-    std::string all;
-    for (const auto& e : r.errors) all += e.text() + "\n";
-    INFO(yaml << "gave:\n" << all);
-    REQUIRE(r.errors.size() == 1);
-    return r.errors[0];
-}
-}  // namespace
+using jobtrail::test::only_error;
 
 TEST_CASE("a drop pattern RE2 cannot compile is an error with RE2's reason", "[config]") {
     auto e = only_error(

@@ -3,22 +3,13 @@
 #include <catch2/catch.hpp>
 
 #include "config/config.hpp"
+#include "config_errors.hpp"
 #include "shipper/sources/registry.hpp"
 
 using namespace jobtrail::config;
 using namespace jobtrail::shipper;
 
-namespace {
-// The one error a snippet gives; fails the test if there is not exactly one.
-ConfigError only_error(const std::string& yaml) {
-    auto r = parse_config(yaml, "h.yaml", source_sections());
-    std::string all;
-    for (const auto& e : r.errors) all += e.text() + "\n";
-    INFO(yaml << "gave:\n" << all);
-    REQUIRE(r.errors.size() == 1);
-    return r.errors[0];
-}
-}  // namespace
+using jobtrail::test::only_error;
 
 TEST_CASE("journald units: absent means the defaults, an explicit empty list is refused", "[config][journald]") {
     auto e = only_error("shipper:\n  sources:\n    journald:\n      units: []\n");
