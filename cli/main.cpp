@@ -171,8 +171,8 @@ int cmd_xid(const Common& f, const std::string& since, const std::string& nodes)
         return forensics::kExitUsage;
     }
     loki::Client client(endpoint(c, f));
-    std::string err;
-    client.load_secrets(err);
+    if (auto st = client.load_secrets(); !st.ok)
+        std::fprintf(stderr, "jobtrail: %s (querying without those credentials)\n", st.error.c_str());
     events::Extractor ex;
     struct Row {
         uint64_t count = 0;

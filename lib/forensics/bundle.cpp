@@ -359,8 +359,7 @@ public:
         QueryRecord r{name, logql};
         const int64_t t0 = monotonic_ns();
         loki::Client client(o_.endpoint);
-        std::string err;
-        client.load_secrets(err);
+        client.load_secrets();  // unreadable: said once, when the job is looked up
         // query_range splits by Loki's max_query_length.
         const auto res = loki::query_range(client, logql, start, end, o_.query, sink);
         r.lines = res.entries;
@@ -692,8 +691,8 @@ BundleResult make_bundle(const BundleOptions& o) {
             std::set<std::string> nodes;
             std::string cluster_label;
             loki::Client client(o.endpoint);
-            std::string err;
-            client.load_secrets(err);
+            if (auto secrets = client.load_secrets(); !secrets.ok)
+                std::fprintf(stderr, "jobtrail: %s (querying without those credentials)\n", secrets.error.c_str());
             const int64_t now = realtime_ns();
             QueryRecord q{"find the job", prolog_epilog_query(o.schema, o.job_id)};
             const auto r = loki::query_range(client, q.logql, now - o.lookback_ns, now + 60'000'000'000, o.query,

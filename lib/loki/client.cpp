@@ -43,18 +43,14 @@ Client::~Client() {
     curl_easy_cleanup(static_cast<CURL*>(curl_));
 }
 
-bool Client::load_secrets(std::string& err) {
-    auto read_secret = [&](const std::string& path, std::string& out) {
-        if (path.empty()) return true;
-        auto s = read_small_file(path, size_t{64} * 1024);
-        if (!s) {
-            err = "cannot read secret file " + path;
-            return false;
-        }
-        out = std::string(trim(*s));
-        return true;
-    };
-    return read_secret(ep_.basic_password_file, password_) && read_secret(ep_.bearer_token_file, token_);
+Status Client::load_secrets() {
+    for (auto [path, out] : {std::pair{&ep_.basic_password_file, &password_}, {&ep_.bearer_token_file, &token_}}) {
+        if (path->empty()) continue;
+        auto s = read_small_file(*path, size_t{64} * 1024);
+        if (!s) return Status::failure("cannot read secret file " + *path);
+        *out = std::string(trim(*s));
+    }
+    return Status::success();
 }
 
 std::string Client::describe() const {

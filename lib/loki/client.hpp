@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/result.hpp"
 #include "loki/endpoint.hpp"
 
 namespace jobtrail::loki {
@@ -40,7 +41,7 @@ public:
     // For log lines: the URL without credentials.
     std::string describe() const;
     // Reads the secret files; false (and err) if one is configured but unreadable.
-    bool load_secrets(std::string& err);
+    Status load_secrets();
 
     static std::string url_encode(std::string_view s);
 

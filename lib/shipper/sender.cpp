@@ -24,11 +24,10 @@ Sender::Sender(const config::ShipperConfig& cfg, spool::Spool& spool, Metrics& m
     auto once = std::make_shared<std::once_flag>();
     make_ = [this, once]() -> std::unique_ptr<loki::PushTransport> {
         auto c = std::make_unique<loki::Client>(config::loki_endpoint(cfg_));
-        std::string err;
-        if (!c->load_secrets(err))
+        if (auto st = c->load_secrets(); !st.ok)
             std::call_once(*once, [&] {
                 events_.emit(Severity::kError, "sender", "credentials_unreadable",
-                             err + " (pushing without those credentials)");
+                             st.error + " (pushing without those credentials)");
             });
         return c;
     };
@@ -305,7 +304,11 @@ void Sender::ack_done() {
         any = true;
         window_.pop_front();
     }
-    if (any) spool_.ack(end);
+    if (any)
+        if (auto st = spool_.ack(end); !st.ok)
+            // Not fatal: Loki has the records; after a restart they are sent again and dropped
+            // by Loki as duplicates.
+            events_.emit(Severity::kWarning, "sender", "ack_failed", "spool: " + st.error);
     m_.oldest_pending_ns[lane_index(lane_)] =
         window_.empty() || window_.front().records.empty() ? 0 : window_.front().records.front().ts_ns;
 }

@@ -303,12 +303,12 @@ size_t Spool::read(std::vector<Record>& out, size_t max_records, size_t max_byte
     return n;
 }
 
-bool Spool::ack(const Position& pos) {
+Status Spool::ack(const Position& pos) {
     std::lock_guard<std::mutex> lk(mu_);
     const std::string body = std::to_string(pos.segment) + " " + std::to_string(pos.offset) + "\n";
     if (auto st = write_file_atomic(opts_.dir + "/acked", body, 0600); !st.ok) {
         error_ = st.error;
-        return false;
+        return st;
     }
     acked_ = pos;
     // Segments wholly acknowledged (and not the one being written) go.
@@ -318,7 +318,7 @@ bool Spool::ack(const Position& pos) {
         durable_size_.erase(durable_size_.begin());
     }
     pending_ = durable_after_ack();
-    return true;
+    return Status::success();
 }
 
 void Spool::rewind() {

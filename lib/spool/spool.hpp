@@ -59,7 +59,7 @@ public:
     // continues (pass it to ack() once Loki answered).
     size_t read(std::vector<Record>& out, size_t max_records, size_t max_bytes, Position& end);
     // Everything before `pos` is acknowledged: persisted, and segments wholly before it deleted.
-    bool ack(const Position& pos);
+    Status ack(const Position& pos);
     // Read again from the acknowledged position (after a failed send).
     void rewind();
 
