@@ -238,15 +238,15 @@ void write_timeline(const Staging& st, const std::string& out_path) {
     }
 }
 
-bool write_archive(const std::string& staging, const std::string& top, const std::vector<std::string>& files,
-                   const std::string& path, std::string& err) {
+Status write_archive(const std::string& staging, const std::string& top, const std::vector<std::string>& files,
+                     const std::string& path) {
     struct archive* a = archive_write_new();
     archive_write_add_filter_zstd(a);
     archive_write_set_format_pax_restricted(a);
     if (archive_write_open_filename(a, path.c_str()) != ARCHIVE_OK) {
-        err = std::string("cannot write ") + path + ": " + archive_error_string(a);
+        auto st = Status::failure(std::string("cannot write ") + path + ": " + archive_error_string(a));
         archive_write_free(a);
-        return false;
+        return st;
     }
     const time_t now = ::time(nullptr);
     for (const auto& rel : files) {
@@ -269,10 +269,10 @@ bool write_archive(const std::string& staging, const std::string& top, const std
         }
         archive_entry_free(e);
     }
-    const bool ok = archive_write_close(a) == ARCHIVE_OK;
-    if (!ok) err = std::string("archive: ") + archive_error_string(a);
+    Status st;
+    if (archive_write_close(a) != ARCHIVE_OK) st = Status::failure(std::string("archive: ") + archive_error_string(a));
     archive_write_free(a);
-    return ok;
+    return st;
 }
 
 // --- where the job ran and when ---------------------------------------------------------------
@@ -819,12 +819,11 @@ BundleResult make_bundle(const BundleOptions& o) {
     files.insert(files.begin(), "manifest.json");
 
     res.archive = o.out_dir + "/" + top + ".tar.zst";
-    std::string err;
-    if (!write_archive(staging, top, files, res.archive, err)) {
+    if (auto written = write_archive(staging, top, files, res.archive); !written.ok) {
         fs::remove(res.archive, ec);  // half an archive is no bundle
         res.archive.clear();
         res.exit_code = kExitError;
-        res.error = err;
+        res.error = written.error;
         return res;
     }
     write_file_atomic(res.archive + ".sha256", sha256_file(res.archive) + "  " + top + ".tar.zst\n", 0644);

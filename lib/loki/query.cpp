@@ -65,10 +65,9 @@ bool query_piece(Client& client, const std::string& logql, int64_t start_ns, int
         }
         std::vector<LabelSet> streams;
         std::vector<std::pair<size_t, QueryEntry>> page;
-        std::string err;
-        if (!parse_streams_response(http.body, streams, page, err)) {
+        if (auto st = parse_streams_response(http.body, streams, page); !st.ok) {
             res.failed = true;
-            res.error = "unexpected response: " + err;
+            res.error = "unexpected response: " + st.error;
             return false;
         }
         std::stable_sort(page.begin(), page.end(),

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/result.hpp"
+
 namespace jobtrail::loki {
 
 using LabelSet = std::map<std::string, std::string>;
@@ -24,8 +26,8 @@ struct QueryEntry {
 };
 
 // Parses one query_range response body (resultType "streams") into entries, in response order.
-// Returns false with `err` saying what was wrong when the body is not a streams result.
-bool parse_streams_response(const std::string& body, std::vector<LabelSet>& streams,
-                            std::vector<std::pair<size_t, QueryEntry>>& entries, std::string& err);
+// Fails, saying what was wrong, when the body is not a streams result.
+Status parse_streams_response(const std::string& body, std::vector<LabelSet>& streams,
+                              std::vector<std::pair<size_t, QueryEntry>>& entries);
 
 }  // namespace jobtrail::loki

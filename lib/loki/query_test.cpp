@@ -107,24 +107,25 @@ TEST_CASE("query_range reports Loki's refusal and parse errors instead of an emp
 
     std::vector<LabelSet> streams;
     std::vector<std::pair<size_t, QueryEntry>> entries;
-    std::string err;
-    CHECK_FALSE(parse_streams_response(R"({"status":"success","data":{"resultType":"matrix","result":[]}})", streams,
-                                       entries, err));
-    CHECK(err.find("metric query") != std::string::npos);
-    CHECK_FALSE(parse_streams_response(
+    auto st =
+        parse_streams_response(R"({"status":"success","data":{"resultType":"matrix","result":[]}})", streams, entries);
+    CHECK_FALSE(st.ok);
+    CHECK(st.error.find("metric query") != std::string::npos);
+    st = parse_streams_response(
         R"({"status":"success","data":{"resultType":"streams","result":[{"stream":{},"values":[["x","l"]]}]}})",
-        streams, entries, err));
-    CHECK(err.find("nanoseconds") != std::string::npos);
+        streams, entries);
+    CHECK_FALSE(st.ok);
+    CHECK(st.error.find("nanoseconds") != std::string::npos);
 }
 
 TEST_CASE("a response with fields of the wrong type is refused, not thrown", "[loki]") {
     // Found by the fuzzer: json::value() throws on a non-string "status".
     std::vector<LabelSet> streams;
     std::vector<std::pair<size_t, QueryEntry>> entries;
-    std::string err;
-    CHECK_FALSE(parse_streams_response(R"({"status":4214680680132})", streams, entries, err));
-    CHECK_FALSE(parse_streams_response(R"({"status":"success","data":{"resultType":7}})", streams, entries, err));
-    CHECK_FALSE(err.empty());
+    CHECK_FALSE(parse_streams_response(R"({"status":4214680680132})", streams, entries).ok);
+    const auto st = parse_streams_response(R"({"status":"success","data":{"resultType":7}})", streams, entries);
+    CHECK_FALSE(st.ok);
+    CHECK_FALSE(st.error.empty());
 }
 
 TEST_CASE("a response larger than the cap fails the request and says so, with or without a length", "[loki][double]") {

@@ -79,15 +79,12 @@ struct Pipe {
 // Both ends of a pipe, each closed on every way out.
 struct PipePair {
     Fd read, write;
-    bool open(std::string& err) {
+    Status open() {
         int fds[2];
-        if (::pipe2(fds, O_CLOEXEC) != 0) {
-            err = "pipe: " + errno_text(errno);
-            return false;
-        }
+        if (::pipe2(fds, O_CLOEXEC) != 0) return Status::failure("pipe: " + errno_text(errno));
         read.reset(fds[0]);
         write.reset(fds[1]);
-        return true;
+        return Status::success();
     }
 };
 
@@ -136,7 +133,11 @@ RunResult run(const std::vector<std::string>& argv, const RunOptions& opts, cons
         return res;
     }
     PipePair out, err, exec_err;
-    if (!out.open(res.error) || !err.open(res.error) || !exec_err.open(res.error)) return res;
+    for (PipePair* p : {&out, &err, &exec_err})
+        if (auto st = p->open(); !st.ok) {
+            res.error = st.error;
+            return res;
+        }
 
     // Everything the child needs is prepared before fork: only async-signal-safe calls after.
     std::vector<char*> cargv;

@@ -8,10 +8,9 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::vector<jobtrail::loki::LabelSet> streams;
     std::vector<std::pair<size_t, jobtrail::loki::QueryEntry>> entries;
-    std::string err;
-    const bool ok = jobtrail::loki::parse_streams_response(std::string(reinterpret_cast<const char*>(data), size),
-                                                           streams, entries, err);
-    if (!ok && err.empty()) __builtin_trap();
+    const auto st = jobtrail::loki::parse_streams_response(std::string(reinterpret_cast<const char*>(data), size),
+                                                           streams, entries);
+    if (!st.ok && st.error.empty()) __builtin_trap();
     for (const auto& [idx, e] : entries)
         if (idx >= streams.size()) __builtin_trap();
     return 0;
