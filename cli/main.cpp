@@ -1,13 +1,17 @@
 // jobtrail: the operator's commands. `bundle` gathers a job's forensic bundle, `xid` shows the
-// fleet's Xid events, `logql` prints a job's queries for Grafana. Exit codes: 0 found, 1 not
+// fleet's Xid events, `node` a node's jobs and the kernel events that hit them, `logql` prints a
+// job's queries for Grafana. Exit codes: 0 found, 1 not
 // found, 2 usage error, 3 partial result (some queries failed), 4 error.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "common/fs.hpp"
 #include "common/text.hpp"
 #include "common/time.hpp"
 #include "config/config.hpp"
@@ -15,7 +19,11 @@
 #include "events/xid_catalogue.hpp"
 #include "forensics/bundle.hpp"
 #include "forensics/logql.hpp"
+#include "forensics/node_view.hpp"
+#include "joblog/format.hpp"
 #include "jobtrail/version.hpp"
+#include "kmsg/record.hpp"
+#include "node/layout.hpp"
 #include "shipper/sources/registry.hpp"
 
 using namespace jobtrail;
@@ -222,6 +230,121 @@ int cmd_xid(const Common& f, const std::string& since, const std::string& nodes)
     return rows.empty() ? forensics::kExitNotFound : forensics::kExitOk;
 }
 
+// "prolog device[unresolved] note=…" (a job log line as the shipper sends it) into its parts.
+bool split_job_line(std::string_view line, std::string_view& phase, std::string_view& tag, std::string_view& name,
+                    std::string_view& text) {
+    const size_t a = line.find(' ');
+    if (a == std::string_view::npos) return false;
+    phase = line.substr(0, a);
+    std::string_view rest = line.substr(a + 1);
+    const size_t b = rest.find(' ');
+    const std::string_view full = rest.substr(0, b);
+    text = b == std::string_view::npos ? std::string_view() : rest.substr(b + 1);
+    const size_t br = full.find('[');
+    tag = full.substr(0, br);
+    name = br == std::string_view::npos || full.back() != ']' ? std::string_view()
+                                                              : full.substr(br + 1, full.size() - br - 2);
+    return phase == "prolog" || phase == "epilog";
+}
+
+// This node's job logs: the jobs from their headers, the kernel records the collectors kept.
+int node_from_local(const config::Config& c, forensics::NodeView& v, int64_t from, int64_t to) {
+    struct Rec {
+        int64_t ts;
+        uint64_t seq;
+        std::string message;
+    };
+    std::map<uint64_t, Rec> kernel;  // by seq: every epilog after it holds the same record
+    const int64_t job_from = from - 2LL * 86'400 * 1'000'000'000;
+    int files = 0;
+    for (const auto phase : {node::Phase::kProlog, node::Phase::kEpilog}) {
+        const std::string dir = c.collector.layout().job_log_dir(phase);
+        std::error_code ec;
+        for (const auto& de : std::filesystem::directory_iterator(dir, ec)) {
+            const auto parsed = node::parse_job_log(de.path().string());
+            if (!parsed || !de.is_regular_file(ec)) continue;
+            const auto text = read_small_file(de.path().string(), 64ULL << 20);
+            if (!text) continue;
+            ++files;
+            size_t at = 0;
+            while (at < text->size()) {
+                size_t nl = text->find('\n', at);
+                if (nl == std::string::npos) nl = text->size();
+                const std::string_view raw(text->data() + at, nl - at);
+                at = nl + 1;
+                joblog::Line l;
+                if (!joblog::parse_line(raw, l) || l.ts_ns < job_from || l.ts_ns > to) continue;
+                const std::string_view ph = node::phase_name(parsed->phase);
+                if (l.tag == joblog::kKmsg || l.tag == joblog::kKmsgContext) {
+                    kmsg::Record rec;
+                    kmsg::ParseError perr;
+                    if (!kmsg::parse_record(unescape_hex(l.text), rec, perr) || rec.facility != 0) continue;
+                    const int64_t ts = kmsg::header_line_time(l.text).value_or(l.ts_ns);
+                    if (ts >= from && kernel.size() < 1'000'000) kernel[rec.seq] = Rec{ts, rec.seq, rec.message};
+                    continue;
+                }
+                v.add_job_line(parsed->job_id, ph, l.ts_ns, l.tag, l.name, l.text);
+            }
+        }
+    }
+    std::vector<Rec> recs;
+    for (auto& [seq, r] : kernel) recs.push_back(std::move(r));
+    std::stable_sort(recs.begin(), recs.end(), [](const Rec& a, const Rec& b) { return a.ts < b.ts; });
+    for (const auto& r : recs) v.add_kernel(r.ts, r.message);
+    return files;
+}
+
+int cmd_node(const Common& f, const std::string& node_name, const std::string& since, bool local) {
+    config::Config c;
+    if (!load(f, c)) return forensics::kExitUsage;
+    const auto d = parse_duration_ms(since);
+    if (!d || *d <= 0) {
+        std::fprintf(stderr, "jobtrail: --since takes a duration such as 24h\n");
+        return forensics::kExitUsage;
+    }
+    const int64_t to = realtime_ns(), from = to - *d * 1'000'000;
+    forensics::NodeView v(node_name);
+    std::string source;
+    int rc = forensics::kExitOk;
+    if (local) {
+        source = "this node's job logs under " + c.collector.log_dir;
+        if (node_from_local(c, v, from, to) == 0) {
+            std::fprintf(stderr, "jobtrail: no job logs under %s\n", c.collector.log_dir.c_str());
+            rc = forensics::kExitNotFound;
+        }
+    } else {
+        const auto ep = endpoint(c, f);
+        loki::Client client(ep);
+        if (auto st = client.load_secrets(); !st.ok)
+            std::fprintf(stderr, "jobtrail: %s (querying without those credentials)\n", st.error.c_str());
+        source = "Loki " + redact_url_credentials(ep.url);
+        const auto schema = config::stream_schema(c.shipper);
+        // Jobs that started up to two days before the window still ran in it.
+        const auto jr =
+            loki::query_range(client, forensics::node_jobs_query(schema, node_name),
+                              from - 2LL * 86'400 * 1'000'000'000, to, f.query, [&](const loki::QueryEntry& e) {
+                                  auto it = e.labels->find(std::string(node::label::kJobId));
+                                  std::string_view phase, tag, name, text;
+                                  if (it == e.labels->end() || !split_job_line(e.line, phase, tag, name, text)) return;
+                                  v.add_job_line(it->second, phase, e.ts_ns, tag, name, text);
+                              });
+        const auto kr = loki::query_range(client, forensics::kernel_query(schema, node_name), from, to, f.query,
+                                          [&](const loki::QueryEntry& e) { v.add_kernel(e.ts_ns, e.line); });
+        for (const auto* r : {&jr, &kr})
+            if (r->failed) {
+                std::fprintf(stderr, "jobtrail: query failed: %s (what follows is partial)\n", r->error.c_str());
+                rc = forensics::kExitPartial;
+            }
+        if (rc == forensics::kExitOk && v.jobs().empty() && v.events().empty()) rc = forensics::kExitNotFound;
+    }
+    if (f.json)
+        std::printf("%s\n",
+                    v.json(from, to, source).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    else
+        std::fputs(v.text(from, to, source).c_str(), stdout);
+    return rc;
+}
+
 int cmd_logql(const Common& f, const std::string& job, const std::string& nodes) {
     config::Config c;
     if (!load(f, c)) return forensics::kExitUsage;
@@ -287,6 +410,14 @@ int main(int argc, char** argv) try {
     logql->add_option("jobid", qjob, "Slurm job id")->required();
     logql->add_option("--nodes", qnodes, "comma-separated nodes, for the kernel and slurmd queries");
 
+    std::string nnode, nsince = "24h";
+    bool nlocal = false;
+    auto* nodecmd = app.add_subcommand(
+        "node", "a node's story: the jobs that ran there with their GPUs, each kernel event and the job it hit");
+    nodecmd->add_option("node", nnode, "node name (the `node` label)")->required();
+    nodecmd->add_option("--since", nsince, "how far back")->capture_default_str();
+    nodecmd->add_flag("--local", nlocal, "from this node's job logs, without Loki");
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -302,6 +433,7 @@ int main(int argc, char** argv) try {
             return cmd_bundle(f, job, nodes, start, end, margin, lookback, local, nccl_dir, out_dir, parallel, cmdline);
         if (*xid) return catalogue ? cmd_xid_catalogue(f) : cmd_xid(f, since, xnodes);
         if (*logql) return cmd_logql(f, qjob, qnodes);
+        if (*nodecmd) return cmd_node(f, nnode, nsince, nlocal);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "jobtrail: error: %s\n", e.what());
         return forensics::kExitError;

@@ -10,6 +10,7 @@
 #include "collector/kernel_snapshot.hpp"
 #include "collector/scripts.hpp"
 #include "collector/session.hpp"
+#include "common/time.hpp"
 #include "events/extractor.hpp"
 #include "node/job_state.hpp"
 
@@ -46,7 +47,9 @@ int run(const std::string& config_path) {
                      "failing the epilog so Slurm drains the node: " + why + " [policy collector.epilog.fail_on_xid]");
             summary += " drain_reason=\"" + why + "\"";
         }
-        jobtrail::node::remove_job_state(s.config().collector.layout(), s.facts().job_id);
+        // Kept with its end time under ended/: the shipper may read the job's last kernel
+        // records after this.
+        jobtrail::node::remove_job_state(s.config().collector.layout(), s.facts().job_id, jobtrail::realtime_ns());
     }
     s.footer(status, summary);
     return status;

@@ -1,9 +1,12 @@
 // jobtrail-prolog: Slurm's Prolog=. Records the job's start on this node, then runs the site's
 // prolog scripts; its exit status is theirs and nothing else.
 #include <csignal>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "collector/cli.hpp"
+#include "collector/job_devices.hpp"
 #include "collector/kernel_snapshot.hpp"
 #include "collector/scripts.hpp"
 #include "collector/session.hpp"
@@ -13,10 +16,11 @@ namespace jc = jobtrail::collector;
 
 namespace {
 
-void write_job_marker(jc::Session& s) {
+void write_job_marker(jc::Session& s, const jobtrail::devices::Resolution& d) {
     const auto& cc = s.config().collector;
     const jobtrail::node::JobMarker m{s.facts().job_id, s.facts().user,  s.facts().uid,
-                                      s.facts().node,   s.facts().trace, s.start_ns()};
+                                      s.facts().node,   s.facts().trace, s.start_ns(),
+                                      d.devices,        d.note,          0};
     if (auto st = jobtrail::node::write_job_marker(cc.layout(), m); !st.ok)
         s.notice("error", "cannot write job marker: " + st.error);
 }
@@ -24,11 +28,30 @@ void write_job_marker(jc::Session& s) {
 int run(const std::string& config_path) {
     jc::Session s(jc::Phase::kProlog, config_path);
     s.header();
-    if (s.facts().valid_job_id()) {
+    const bool job = s.facts().valid_job_id();
+    // The marker goes out before the probes (seconds), with the devices the driver names; it
+    // is rewritten with nvidia-smi's serials when the probe gives them.
+    jobtrail::devices::Resolution devices;
+    if (job) {
         jc::guarded(s, "kernel mark", [&] { jc::record_kernel_mark(s); });
-        jc::guarded(s, "job marker", [&] { write_job_marker(s); });
+        jc::guarded(s, "devices", [&] { devices = jc::resolve_job_devices(s); });
+        jc::guarded(s, "job marker", [&] { write_job_marker(s, devices); });
     }
-    jc::guarded(s, "probes", [&] { jc::run_probes(s); });
+    std::map<std::string, std::vector<std::string>> probe_out;
+    jc::guarded(s, "probes", [&] { probe_out = jc::run_probes(s); });
+    if (job) {
+        jc::guarded(s, "devices", [&] {
+            auto with_serials = jc::resolve_job_devices(s, probe_out);
+            if (with_serials.devices.size() == devices.devices.size()) {
+                bool more = false;
+                for (size_t i = 0; i < devices.devices.size(); ++i)
+                    more |= devices.devices[i].serial != with_serials.devices[i].serial;
+                if (more) write_job_marker(s, with_serials);
+                devices = std::move(with_serials);
+            }
+            jc::log_job_devices(s, devices);
+        });
+    }
     const auto scripts = jc::run_site_scripts(s);
     s.footer(scripts.status, "scripts_run=" + std::to_string(scripts.ran) +
                                  (scripts.failed.empty() ? "" : " failed=" + scripts.failed));

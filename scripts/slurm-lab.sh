@@ -11,6 +11,9 @@
 #   SLURM_LAB_PROLOG_EPILOG_TIMEOUT      PrologEpilogTimeout seconds (default 120)
 #   SLURM_LAB_REWRITE=1                  rewrite the configs even if they exist
 #   SLURM_LAB_WAIT                       seconds to wait for the node to be idle (default 60)
+#   SLURM_LAB_GRES, SLURM_LAB_GRES_CONF  the node's Gres= (e.g. gpu:3) and gres.conf's lines
+#   SLURM_LAB_OVERSUBSCRIBE              the partition's OverSubscribe= (default NO; YES lets
+#                                        jobs asking --oversubscribe share the node's 2 cores)
 set -euo pipefail
 
 cmd=${1:-status}
@@ -89,9 +92,14 @@ MailProg=/bin/true
 PrologFlags=${SLURM_LAB_PROLOG_FLAGS:-Alloc}
 PrologEpilogTimeout=${SLURM_LAB_PROLOG_EPILOG_TIMEOUT:-120}
 PlugStackConfig=$D/etc/plugstack.conf
-$topo State=UNKNOWN
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+$topo${SLURM_LAB_GRES:+ Gres=$SLURM_LAB_GRES} State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=${SLURM_LAB_OVERSUBSCRIBE:-NO}
 CONF
+    rm -f "$D/etc/gres.conf"
+    if [ -n "${SLURM_LAB_GRES:-}" ]; then
+        echo "GresTypes=${SLURM_LAB_GRES%%:*}" >> "$D/etc/slurm.conf"
+        printf '%s\n' "${SLURM_LAB_GRES_CONF:-}" > "$D/etc/gres.conf"
+    fi
     [ -n "${SLURM_LAB_PROLOG:-}" ] && echo "Prolog=$SLURM_LAB_PROLOG" >> "$D/etc/slurm.conf"
     [ -n "${SLURM_LAB_EPILOG:-}" ] && echo "Epilog=$SLURM_LAB_EPILOG" >> "$D/etc/slurm.conf"
     { printf '%s\n' "${SLURM_LAB_PLUGSTACK:-}"; echo "include $D/etc/plugstack.conf.d/*.conf"; } > "$D/etc/plugstack.conf"

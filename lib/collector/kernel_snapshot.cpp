@@ -102,7 +102,15 @@ std::vector<EventHit> record_kernel_delta(Session& s, const events::Extractor& e
         mark.reset();
     }
 
+    // Whose each record was: this job's marker (still there: the epilog removes it last), the
+    // markers of the jobs running beside it and of those that ended within the hour.
+    devices::Attributor attributor;
+    for (const auto& m : node::read_ended_markers(layout))
+        attributor.upsert(m.job_id, m.start_ns, m.end_ns, m.devices, m.devices_note);
+    for (const auto& m : node::read_job_markers(layout))
+        attributor.upsert(m.job_id, m.start_ns, 0, m.devices, m.devices_note);
     EventTally tally(ex);
+    tally.attribute_with(&attributor, s.facts().job_id);
     kmsg::FragmentMerger merger;
     std::vector<kmsg::Record> done;
     uint64_t written = 0;

@@ -24,7 +24,8 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
 }
 
 process::RunResult run_logged(Session& s, const std::vector<std::string>& argv, const std::string& name,
-                              std::string_view out_tag, std::string_view err_tag, int64_t timeout_ms) {
+                              std::string_view out_tag, std::string_view err_tag, int64_t timeout_ms,
+                              std::vector<std::string>* keep = nullptr) {
     auto& log = s.log();
     log.line(realtime_ns(), joblog::kRun, name, "command=" + argv[0] + " timeout_ms=" + std::to_string(timeout_ms));
     process::RunOptions opts;
@@ -34,6 +35,7 @@ process::RunResult run_logged(Session& s, const std::vector<std::string>& argv, 
     opts.env = s.child_env();
     auto res = process::run(argv, opts, [&](process::Stream st, int64_t ts, std::string_view line) {
         log.line(ts, st == process::Stream::kStdout ? out_tag : err_tag, name, line);
+        if (keep && st == process::Stream::kStdout && keep->size() < 256) keep->emplace_back(line.substr(0, 1024));
     });
     std::string text = "status=" + std::to_string(res.shell_status()) +
                        " duration_ms=" + std::to_string(res.duration_ms) + " result=\"" + res.describe() + "\"";
@@ -97,7 +99,8 @@ ScriptsOutcome run_site_scripts(Session& s) {
     return o;
 }
 
-void run_probes(Session& s) {
+std::map<std::string, std::vector<std::string>> run_probes(Session& s) {
+    std::map<std::string, std::vector<std::string>> out;
     const auto& pc = s.phase_config();
     const auto& path = s.config().collector.path;
     for (const auto& probe : pc.probes) {
@@ -111,9 +114,11 @@ void run_probes(Session& s) {
         argv.push_back(exe);
         for (size_t i = 1; i < probe.argv.size(); ++i)
             argv.push_back(replace_all(probe.argv[i], "{job_id}", s.facts().job_id));
-        const auto res = run_logged(s, argv, probe.name, joblog::kProbe, joblog::kProbeErr, probe.timeout_ms);
+        auto& keep = out[probe.name];
+        const auto res = run_logged(s, argv, probe.name, joblog::kProbe, joblog::kProbeErr, probe.timeout_ms, &keep);
         if (res.timed_out) s.notice("warning", "probe " + probe.name + " timed out; killed and skipped");
     }
+    return out;
 }
 
 }  // namespace jobtrail::collector

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,8 @@ struct ScriptsOutcome {
 ScriptsOutcome run_site_scripts(Session& s);
 
 // Runs the phase's probes (nvidia-smi, dcgmi, ...), recording output and outcome. A missing
-// program is recorded as skipped. Probes never affect the exit status.
-void run_probes(Session& s);
+// program is recorded as skipped. Probes never affect the exit status. Returns each probe's
+// first standard output lines (at most 256 of 1 KiB), by probe name, for the prolog's devices.
+std::map<std::string, std::vector<std::string>> run_probes(Session& s);
 
 }  // namespace jobtrail::collector

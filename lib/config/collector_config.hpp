@@ -34,6 +34,9 @@ struct CollectorConfig {
     std::string run_dir{node::kDefaultRunDir};
     std::string nccl_dir;  // the plugin's nccl_dir; empty: <log_dir>/nccl
     std::string kmsg_path = "/dev/kmsg";
+    // The driver's view of the GPUs (gpus/<bdf>/information): the prolog maps the job's
+    // SLURM_JOB_GPUS to PCI addresses with it. Tests point it at a fixture tree.
+    std::string nvidia_proc = "/proc/driver/nvidia";
     // PATH for site scripts and probes: slurmd gives Prolog/Epilog none.
     std::string path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
     // Kernel context kept in the prolog log: at most this many records, none older than this.

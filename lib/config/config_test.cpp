@@ -17,6 +17,7 @@ TEST_CASE("an empty file gives the documented defaults", "[config]") {
     CHECK(r.errors.empty());
     CHECK(r.config.collector.log_dir == "/var/log/slurm");
     CHECK(r.config.collector.kmsg_path == "/dev/kmsg");
+    CHECK(r.config.collector.nvidia_proc == "/proc/driver/nvidia");
     CHECK(r.config.collector.prolog.scripts == std::vector<std::string>{"/etc/slurm/prolog.d/*"});
     CHECK(r.config.collector.epilog.fail_on_xid.empty());
     CHECK(r.config.collector.prolog.probes.size() == 2);
@@ -29,6 +30,7 @@ cluster: gpu-a
 collector:
   log_dir: /data/log
   kmsg: /tmp/kmsg
+  nvidia_proc: /fixture/nvidia
   kernel_context: {records: 50, max_age: 5m}
   max_log_bytes: 8MiB
   prolog:

@@ -4,6 +4,7 @@
 
 #include "common/text.hpp"
 #include "common/time.hpp"
+#include "devices/gpus.hpp"
 
 namespace jobtrail::forensics {
 namespace {
@@ -66,6 +67,7 @@ void Analyzer::add(const std::string& node, const std::string& source, int64_t t
                                 (ev->meaning.empty() ? "" : ": " + ev->meaning),
                             ev->action, line);
         p.xid = ev->xid;
+        p.pci_bdf = ev->pci_bdf;
         group(node + "|" + ev->kind + "|" + std::to_string(ev->xid) + "|" + ev->pci_bdf, p);
         return;
     }
@@ -99,6 +101,19 @@ void Analyzer::add(const std::string& node, const std::string& source, int64_t t
                             line);
                 group(node + "|" + source + "|" + std::string(name), p);
             }
+        } else if (tag == "device" && source == "prolog" && name.empty()) {
+            // kind=gpu index=1 bdf=0000:2a:00.0 serial=…: what Slurm gave the job on this node.
+            const auto key = devices::bdf_key(kv(text, "bdf"));
+            int index = -1;
+            const auto idx = kv(text, "index");
+            if (!key.empty() && !idx.empty() && idx.size() < 7 &&
+                std::all_of(idx.begin(), idx.end(), [](char c) { return c >= '0' && c <= '9'; }))
+                index = std::stoi(std::string(idx));
+            if (!key.empty() && index >= 0 && devices_[node].size() < 64) {
+                node::JobDevice d{"gpu", index, std::string(utf8_prefix(kv(text, "bdf"), 32)), "",
+                                  std::string(utf8_prefix(kv(text, "serial"), 64))};
+                devices_[node][key] = devices::describe(d);
+            }
         } else if (tag == "end" && source == "epilog") {
             facts_.exit_by_node[node] = std::string(kv(text, "status"));
         }
@@ -129,7 +144,17 @@ void Analyzer::add(const std::string& node, const std::string& source, int64_t t
 std::vector<Finding> Analyzer::findings() const {
     std::vector<Finding> out;
     out.reserve(groups_.size());
-    for (const auto& [k, f] : groups_) out.push_back(f);
+    for (const auto& [k, f] : groups_) {
+        out.push_back(f);
+        Finding& g = out.back();
+        if (g.source != "kmsg" || g.pci_bdf.empty()) continue;
+        const auto node = devices_.find(g.node);
+        if (node == devices_.end()) continue;  // the job's devices there are not known
+        const auto dev = node->second.find(devices::bdf_key(g.pci_bdf));
+        g.own_device = dev != node->second.end() ? 1 : 0;
+        g.title += dev != node->second.end() ? ", on this job's " + dev->second
+                                             : " (not this job's device: another job's, or the node's)";
+    }
     std::sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
         return a.ts_ns != b.ts_ns ? a.ts_ns < b.ts_ns : a.node < b.node;
     });
@@ -137,9 +162,12 @@ std::vector<Finding> Analyzer::findings() const {
 }
 
 const Finding* Analyzer::likely_cause(const std::vector<Finding>& sorted) const {
-    for (const auto sev : {events::Severity::kFatal, events::Severity::kError, events::Severity::kWarning})
+    for (const auto sev : {events::Severity::kFatal, events::Severity::kError, events::Severity::kWarning}) {
+        for (const auto& f : sorted)
+            if (f.severity == sev && f.own_device != 0) return &f;
         for (const auto& f : sorted)
             if (f.severity == sev) return &f;
+    }
     return nullptr;
 }
 

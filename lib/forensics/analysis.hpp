@@ -22,7 +22,12 @@ struct Finding {
     uint64_t count = 0;
     std::string title;  // one line: "Xid 79 on 0000:3b:00: GPU has fallen off the bus"
     std::string action;
-    std::string quote;  // the first line as it was
+    std::string quote;    // the first line as it was
+    std::string pci_bdf;  // the device a kernel event names
+    // For a kernel event naming a device: 1 when it is one the job was given on that node (its
+    // prolog's `device` lines), 0 when the job had other devices there (another job's, or none
+    // of a job's), -1 when the job's devices there are not known.
+    int own_device = -1;
 };
 
 struct JobFacts {
@@ -38,6 +43,8 @@ public:
     void add(const std::string& node, const std::string& source, int64_t ts_ns, std::string_view line);
     std::vector<Finding> findings() const;  // by time
     // The first fatal finding, else the first error, else the first warning; nullptr if none.
+    // At each severity, events on the job's own devices (or naming none) come before those on a
+    // device that was not the job's.
     const Finding* likely_cause(const std::vector<Finding>& sorted) const;
     const JobFacts& facts() const { return facts_; }
     JobFacts& facts() { return facts_; }
@@ -47,6 +54,7 @@ private:
     Finding& group(const std::string& key, const Finding& proto);
     events::Extractor extractor_;
     std::map<std::string, Finding> groups_;
+    std::map<std::string, std::map<std::string, std::string>> devices_;  // node -> bdf key -> "GPU 1 (…)"
     JobFacts facts_;
 };
 

@@ -9,6 +9,7 @@
 #include "forensics/analysis.hpp"
 #include "forensics/bundle.hpp"
 #include "forensics/logql.hpp"
+#include "forensics/node_view.hpp"
 #include "forensics/report.hpp"
 
 using namespace jobtrail::forensics;
@@ -21,9 +22,15 @@ TEST_CASE("LogQL for a job uses the shipper's labels and quotes what it embeds",
     CHECK(slurmd_query(schema, "n1", "77") ==
           R"({job="systemd-journal", unit="slurmd.service", node="n1"} |~ "\\b77\\b")");
     const auto qs = job_queries(schema, "77", {"n1"}, true);
-    bool sm = false;
-    for (const auto& q : qs) sm |= q.logql.find(R"(| slurm_job_id=~"(.*,)?77(,.*)?")") != std::string::npos;
-    CHECK(sm);
+    bool own = false, node_wide = false;
+    for (const auto& q : qs) {
+        own |= q.logql == R"x({job="kmsg"} | slurm_job_id="77")x";
+        node_wide |= q.logql == R"x({job="kmsg"} | attribution="node" | slurm_jobs_running=~"(.*,)?77(,.*)?")x";
+    }
+    CHECK(own);
+    CHECK(node_wide);
+    CHECK(node_jobs_query(schema, "n1") ==
+          R"x({job="slurm-prolog-epilog", node="n1"} |~ "^(prolog|epilog) (meta|device|end)")x");
     for (const auto& q : job_queries(schema, "77", {"n1"}, false))
         CHECK(q.logql.find("slurm_job_id") == std::string::npos);
 }
@@ -165,4 +172,64 @@ TEST_CASE("a local file is read up to the cap, then cut with a marker the manife
     CHECK(manifest.find(R"("name": "local NCCL")") != std::string::npos);
     CHECK(manifest.find(R"("truncated": true)") != std::string::npos);
     fs::remove_all(dir);
+}
+
+TEST_CASE("the most likely cause is an event on the job's own GPU, not on its neighbour's", "[forensics]") {
+    Analyzer a;
+    a.add("n1", "prolog", 100, "prolog device kind=gpu index=1 bdf=0000:2a:00.0 serial=1652922012346");
+    // The neighbour's GPU fails first, then the job's own.
+    a.add("n1", "kmsg", 200, "NVRM: Xid (PCI:0000:18:00): 79, pid=1, GPU has fallen off the bus.");
+    a.add("n1", "kmsg", 300, "NVRM: Xid (PCI:0000:2a:00): 79, pid=1, GPU has fallen off the bus.");
+    const auto fs = a.findings();
+    const Finding* c = a.likely_cause(fs);
+    REQUIRE(c);
+    CHECK(c->ts_ns == 300);
+    CHECK(c->own_device == 1);
+    CHECK(c->title.find("on this job's GPU 1 (0000:2a:00.0, serial 1652922012346)") != std::string::npos);
+    CHECK(fs[0].own_device == 0);
+    CHECK(fs[0].title.find("not this job's device") != std::string::npos);
+    // Without the job's devices (an older prolog, another node) the first fatal event stands.
+    Analyzer b;
+    b.add("n1", "kmsg", 200, "NVRM: Xid (PCI:0000:18:00): 79, pid=1, GPU has fallen off the bus.");
+    b.add("n1", "kmsg", 300, "NVRM: Xid (PCI:0000:2a:00): 79, pid=1, GPU has fallen off the bus.");
+    const auto gs = b.findings();
+    CHECK(b.likely_cause(gs)->ts_ns == 200);
+    CHECK(gs[0].own_device == -1);
+}
+
+TEST_CASE("jobtrail node: jobs with their GPUs, each kernel event with the job it hit", "[forensics]") {
+    NodeView v("n1");
+    v.add_job_line("1", "prolog", 100, "meta", "", "user=alice");
+    v.add_job_line("1", "prolog", 101, "device", "", "kind=gpu index=0 bdf=0000:18:00.0 serial=S0");
+    v.add_job_line("2", "prolog", 100, "device", "", "kind=gpu index=1 bdf=0000:2a:00.0");
+    v.add_job_line("3", "prolog", 100, "device", "unresolved",
+                   "note=\"the driver lists no GPU with minor 2\" attribution=node-wide");
+    v.add_job_line("1", "epilog", 900, "end", "", "status=0 duration_ms=1");
+    v.add_kernel(500, "NVRM: Xid (PCI:0000:2a:00): 79, pid=1, GPU has fallen off the bus.");
+    v.add_kernel(600,
+                 "oom-kill:constraint=CONSTRAINT_MEMCG,oom_memcg=/slurm/uid_0/job_3,task_memcg=/slurm/uid_0/job_3/"
+                 "step_0,task=x,pid=5,uid=0");
+    v.add_kernel(601, "Memory cgroup out of memory: Killed process 5 (x) total-vm:1kB");
+    v.add_kernel(700, "mlx5_core 0000:5e:00.0: health compromised - reached miss count");
+    v.add_kernel(950, "NVRM: Xid (PCI:0000:18:00): 79, pid=1, GPU has fallen off the bus.");
+    REQUIRE(v.events().size() == 4);
+    CHECK(v.events()[0].jobs == std::vector<std::string>{"2"});
+    CHECK(v.events()[0].basis == "device");
+    CHECK(v.events()[1].jobs == std::vector<std::string>{"3"});
+    CHECK(v.events()[1].basis == "memcg");
+    CHECK(v.events()[2].jobs == std::vector<std::string>{"1", "2", "3"});
+    // After job 1's epilog its GPU is nobody's: node-wide, among the jobs still running.
+    CHECK(v.events()[3].basis == "node");
+    CHECK(v.events()[3].jobs == std::vector<std::string>{"2", "3"});
+    const std::string t = v.text(0, 1000, "test");
+    CHECK(t.find("1 user=alice") != std::string::npos);
+    CHECK(t.find("    GPU 0 (0000:18:00.0, serial S0)") != std::string::npos);
+    CHECK(t.find("hit job 2: its GPU 1 (0000:2a:00.0)") != std::string::npos);
+    CHECK(t.find("devices: the driver lists no GPU with minor 2") != std::string::npos);
+    CHECK(t.find("JOBS NOT HIT\n------------\n1: no event on its devices or memory cgroup (1 node-wide)") !=
+          std::string::npos);
+    const auto j = v.json(0, 1000, "test");
+    CHECK(j["jobs"][0]["hit"] == false);
+    CHECK(j["jobs"][1]["hit"] == true);
+    CHECK(j["events"][0]["device"] == "GPU 1 (0000:2a:00.0)");
 }

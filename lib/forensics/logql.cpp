@@ -61,6 +61,10 @@ std::string kernel_query(const node::Schema& s, const std::string& node) {
     return selector(s, node::Stream::kKernel, node_matcher({node}));
 }
 
+std::string node_jobs_query(const node::Schema& s, const std::string& node) {
+    return selector(s, node::Stream::kJobLog, node_matcher({node})) + " |~ \"^(prolog|epilog) (meta|device|end)\"";
+}
+
 std::string slurmd_query(const node::Schema& s, const std::string& node, const std::string& job_id) {
     return selector(s, node::Stream::kJournal, slurmd_matchers(node_matcher({node}))) + job_word(job_id);
 }
@@ -91,9 +95,15 @@ std::vector<NamedQuery> job_queries(const node::Schema& s, const std::string& jo
         q.push_back({"Xid count by node", "sum by (node) (count_over_time(" + selector(s, Stream::kKernel, nm) +
                                               " |~ \"^NVRM: Xid\" [5m]))"});
     }
-    if (structured_metadata)
-        q.push_back({"kernel records while the job ran (structured metadata)",
-                     selector(s, Stream::kKernel) + " | slurm_job_id=~" + logql_string("(.*,)?" + job_id + "(,.*)?")});
+    if (structured_metadata) {
+        // The shipper's attribution (devices/attribution.hpp): the job's own records are one
+        // equality; node-wide ones list it among the jobs running then.
+        q.push_back({"kernel records of this job: its devices, its memory cgroup (structured metadata)",
+                     selector(s, Stream::kKernel) + " | slurm_job_id=" + logql_string(job_id)});
+        q.push_back({"node-wide kernel records while the job ran (structured metadata)",
+                     selector(s, Stream::kKernel) + " | attribution=\"node\" | slurm_jobs_running=~" +
+                         logql_string("(.*,)?" + job_id + "(,.*)?")});
+    }
     return q;
 }
 

@@ -24,6 +24,8 @@ struct NamedQuery {
 std::string prolog_epilog_query(const node::Schema& s, const std::string& job_id);
 std::string nccl_query(const node::Schema& s, const std::string& job_id, const std::string& node = "");
 std::string kernel_query(const node::Schema& s, const std::string& node);
+// The lines of a node's prolog/epilog logs that say which jobs ran there and on which devices.
+std::string node_jobs_query(const node::Schema& s, const std::string& node);
 std::string slurmd_query(const node::Schema& s, const std::string& node, const std::string& job_id);
 std::string fabric_manager_query(const node::Schema& s, const std::string& node);
 // Fleet-wide Xid lines (jobtrail xid).

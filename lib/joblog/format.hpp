@@ -34,6 +34,7 @@ inline constexpr std::string_view kKmsgContext = "kmsg-context";  // kernel reco
 inline constexpr std::string_view kKmsgDict = "kmsg-dict";        // KEY=value of the preceding record
 inline constexpr std::string_view kKmsgLost = "kmsg-lost";        // records the ring lost
 inline constexpr std::string_view kEvent = "event";               // recognised kernel event (summary)
+inline constexpr std::string_view kDevice = "device";             // prolog: a device the job was given
 inline constexpr std::string_view kJobtrail = "jobtrail";         // the collector's own notices/errors
 inline constexpr std::string_view kEnd = "end";                   // footer: exit status, duration
 

@@ -64,6 +64,14 @@ std::string Layout::job_marker(const std::string& job_id) const {
     return jobs_dir() + "/" + job_id;
 }
 
+std::string Layout::ended_dir() const {
+    return run_dir + "/ended";
+}
+
+std::string Layout::ended_marker(const std::string& job_id) const {
+    return ended_dir() + "/" + job_id;
+}
+
 std::string Layout::steps_dir() const {
     return run_dir + "/steps";
 }

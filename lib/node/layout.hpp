@@ -8,15 +8,18 @@
 // and how it is opened. The plugin, the collectors, the shipper and the CLI ask this; none spells
 // a path itself.
 //
-// | path                                   | owner                 | written by        | opened by readers as |
-// |----------------------------------------|-----------------------|-------------------|----------------------|
-// | <log_dir>/{prolog,epilog}/<jobid>.log  | root, 0640            | collectors        | root's file          |
-// | <nccl_dir>/<jobid>/                    | the job's user, 0700  | job steps         | user-owned: open_read_safe |
-// | <nccl_dir>/<jobid>/.jobtrail-job       | root, 0444            | plugin            | user-owned dir:
-// O_NOFOLLOW|O_NONBLOCK | | <run_dir>/jobs/<jobid>                 | root, 0644            | prolog (epilog removes) |
-// root's file    | | <run_dir>/steps/<jobid>.<step>         | root, 0644            | plugin (epilog removes) | root's
-// file    | | <state_dir>/kmsg-marks/<jobid>         | root                  | prolog            | root's file | |
-// <state_dir>/spool, shipper-checkpoint.json | root              | shipper           | root's file          |
+// clang-format off
+// | path                                       | owner                | written by              | opened by readers as        |
+// |--------------------------------------------|----------------------|-------------------------|-----------------------------|
+// | <log_dir>/{prolog,epilog}/<jobid>.log      | root, 0640           | collectors              | root's file                 |
+// | <nccl_dir>/<jobid>/                        | the job's user, 0700 | job steps               | user-owned: open_read_safe  |
+// | <nccl_dir>/<jobid>/.jobtrail-job           | root, 0444           | plugin                  | user-owned dir: O_NOFOLLOW|O_NONBLOCK |
+// | <run_dir>/jobs/<jobid>                     | root, 0644           | prolog (epilog removes) | root's file                 |
+// | <run_dir>/ended/<jobid>                    | root, 0644           | epilog (keeps an hour)  | root's file                 |
+// | <run_dir>/steps/<jobid>.<step>             | root, 0644           | plugin (epilog removes) | root's file                 |
+// | <state_dir>/kmsg-marks/<jobid>             | root                 | prolog                  | root's file                 |
+// | <state_dir>/spool, shipper-checkpoint.json | root                 | shipper                 | root's file                 |
+// clang-format on
 namespace jobtrail::node {
 
 inline constexpr std::string_view kDefaultLogDir = "/var/log/slurm";
@@ -51,6 +54,9 @@ struct Layout {
     std::string nccl_files_glob() const;
     std::string jobs_dir() const;
     std::string job_marker(const std::string& job_id) const;
+    // <run_dir>/ended/<jobid>: the marker of a job that ended here, with its end time (epilog).
+    std::string ended_dir() const;
+    std::string ended_marker(const std::string& job_id) const;
     std::string steps_dir() const;
     std::string step_record(const std::string& job_id, const std::string& step) const;
     std::string kmsg_marks_dir() const;

@@ -58,14 +58,14 @@ TEST_CASE("job marker and step record: one writer, one reader, damaged files rea
     jobtrail::test::TempDir run;
     Layout l;
     l.run_dir = run.path();
-    const JobMarker m{"42", "alice", "1000", "gpu01", "INFO:NET", 123456789};
+    const JobMarker m{"42", "alice", "1000", "gpu01", "INFO:NET", 123456789, {}, {}, 0};
     REQUIRE(write_job_marker(l, m).ok);
     const auto back = read_job_marker(l, "42");
     REQUIRE(back);
     CHECK(back->user == "alice");
     CHECK(back->trace == "INFO:NET");
     CHECK(back->start_ns == 123456789);
-    CHECK_FALSE(write_job_marker(l, {"../x", "", "", "", "", 0}).ok);
+    CHECK_FALSE(write_job_marker(l, {"../x", "", "", "", "", 0, {}, {}, 0}).ok);
     // A trace request with bytes that are not UTF-8 must not make the writer throw.
     REQUIRE(write_step_record(l, {"42", "0", std::string("INFO\xff"), 5, "/n/42/0.%h.%p.log"}).ok);
     REQUIRE(write_step_record(l, {"42", "batch", "", 6, ""}).ok);
@@ -107,4 +107,37 @@ TEST_CASE("the stream schema takes the site's job values from the config", "[nod
     const auto bad = jobtrail::config::load_config(path, jobtrail::shipper::source_sections());
     REQUIRE(bad.errors.size() == 1);
     CHECK(bad.errors[0].key == "shipper.sources.files[0].stream");
+}
+
+TEST_CASE("job markers carry the job's devices, and an ended job's is kept with its end time", "[node]") {
+    jobtrail::test::TempDir run;
+    Layout l;
+    l.run_dir = run.path();
+    JobMarker m{"42", "alice", "1000", "gpu01", "", 1000, {{"gpu", 3, "0000:3b:00.0", "GPU-x", "S3"}}, "", 0};
+    REQUIRE(write_job_marker(l, m).ok);
+    auto back = read_job_marker(l, "42");
+    REQUIRE(back);
+    REQUIRE(back->devices.size() == 1);
+    CHECK(back->devices[0].index == 3);
+    CHECK(back->devices[0].bdf == "0000:3b:00.0");
+    CHECK(back->devices[0].serial == "S3");
+    CHECK(read_ended_markers(l).empty());
+    // A damaged device entry is left out, never a reason to lose the marker.
+    CHECK(
+        parse_job_marker(
+            R"({"job_id":"5","devices":[{"index":-4,"bdf":"x"},7,{"index":1e30,"bdf":"y"},{"index":2,"bdf":"0000:1b:00.0"}]})")
+            ->devices.size() == 1);
+
+    remove_job_state(l, "42", 5000);
+    CHECK_FALSE(read_job_marker(l, "42"));
+    auto ended = read_ended_markers(l);
+    REQUIRE(ended.size() == 1);
+    CHECK(ended[0].end_ns == 5000);
+    CHECK(ended[0].devices.size() == 1);
+    // An hour later the next job's end removes it.
+    REQUIRE(write_job_marker(l, {"43", "bob", "1001", "gpu01", "", 2000, {}, "", 0}).ok);
+    remove_job_state(l, "43", 5000 + 3601LL * 1'000'000'000);
+    ended = read_ended_markers(l);
+    REQUIRE(ended.size() == 1);
+    CHECK(ended[0].job_id == "43");
 }

@@ -49,6 +49,7 @@ struct Event {
     std::string line;
     Metadata metadata;  // this line's own, after the origin's (kernel seq, xid, slurm_job_id)
     bool dropped = false;
+    bool kernel_facility = false;  // a kmsg record the kernel wrote (not a root process's text)
     const loki::LabelSet& labels() const { return origin->labels; }
 };
 

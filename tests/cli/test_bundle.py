@@ -567,7 +567,8 @@ class OtherCommands(unittest.TestCase):
         checked = Bundle.check_logql(self, qs)
         used = {l for q in checked for l in q["labels"]}
         # Only labels (and metadata) the shipper produces.
-        self.assertLessEqual(used, {"job", "job_id", "node", "unit", "slurm_job_id", "cluster", "priority"})
+        self.assertLessEqual(used, {"job", "job_id", "node", "unit", "slurm_job_id", "slurm_jobs_running", "attribution",
+                                    "cluster", "priority"})
 
     def test_xid_table_across_the_fleet(self):
         loki = Loki()

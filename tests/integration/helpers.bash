@@ -30,6 +30,7 @@ collector:
   state_dir: $D/state
   run_dir: $D/run-jobtrail
   kmsg: $D/kmsgfs/kmsg
+  nvidia_proc: $D/nvidia
   path: $D/bin:/usr/local/bin:/usr/bin:/bin
   kill_grace: 500ms
   kernel_context: {records: 20, max_age: 10m}

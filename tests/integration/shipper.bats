@@ -40,8 +40,9 @@ wait_entries() {
     [[ "$out" == *"RESTART_BM"* ]]
     out=$(wait_entries "{job=\"nccl\", job_id=\"$id\"} |= \"NCCL WARN\"" 2)
     [[ "$out" == *"Got completion with error 12"* ]]
-    # the kernel's record of the Xid carries the job that was running
-    out=$(wait_entries "{job=\"kmsg\"} |= \"Xid\" | slurm_job_id=~\"(.*,)?$id(,.*)?\"" 1)
+    # the kernel's record of the Xid carries the job that was running (the only one: no GPU of
+    # its own named, so it concerns every job then)
+    out=$(wait_entries "{job=\"kmsg\"} |= \"Xid\" | slurm_job_id=\"$id\" | attribution=\"node\"" 1)
     [[ "$out" == *"GPU has fallen off the bus"* ]]
     [[ "$out" == *'"xid": "79"'* ]]
     # the label set is the design's, nothing else

@@ -1,11 +1,17 @@
 #include "shipper/stages/stages.hpp"
 
+#include <algorithm>
+
 #include "common/time.hpp"
 #include "node/job_state.hpp"
 
 namespace jobtrail::shipper {
 
 namespace {
+
+// How long an ended job still gets the kernel's late records (the ring read back after a
+// restart, a slow pass): each kernel record is judged against every job kept.
+constexpr int64_t kAttributeAfterEnd = 3600LL * 1'000'000'000;
 
 bool is_trace(const std::string& t) {
     return !t.empty() && t != "none";
@@ -18,17 +24,46 @@ JobTable::JobTable(node::Layout layout, Clock now)
 
 void JobTable::refresh() {
     for (auto& [id, j] : jobs_) j.marker = false;
-    for (const auto& m : node::read_job_markers(layout_)) {
+    for (auto& m : node::read_job_markers(layout_)) {
         Job& j = jobs_[m.job_id];
         j.start_ns = m.start_ns;
         j.traced = is_trace(m.trace);
         j.marker = true;
         j.gone_ns = 0;
+        j.devices = std::move(m.devices);
+        j.devices_note = std::move(m.devices_note);
+        attributor_.upsert(m.job_id, j.start_ns, 0, j.devices, j.devices_note);
+        j.attributed = true;
     }
     const int64_t now = now_();
+    bool ended = !read_ended_;
     for (auto& [id, j] : jobs_) {
-        if (j.running && !j.marker) j.gone_ns = now;
+        if (j.running && !j.marker) {
+            j.gone_ns = now;
+            attributor_.upsert(id, j.start_ns, j.gone_ns, j.devices, j.devices_note);
+            ended = true;
+        }
         j.running = j.marker;
+        if (j.attributed && !j.running && j.gone_ns < now - kAttributeAfterEnd) {
+            attributor_.erase(id);
+            j.attributed = false;
+        }
+    }
+    // The epilog's end time is the job's, not when this pass noticed; and a job that ended
+    // while the shipper was down is still known. Read when a job went, and at start.
+    if (ended) {
+        read_ended_ = true;
+        for (auto& m : node::read_ended_markers(layout_)) {
+            if (m.end_ns < now - kAttributeAfterEnd) continue;
+            Job& j = jobs_[m.job_id];
+            if (j.marker) continue;  // the same id running again
+            j.start_ns = m.start_ns;
+            j.gone_ns = m.end_ns;
+            j.devices = std::move(m.devices);
+            j.devices_note = std::move(m.devices_note);
+            attributor_.upsert(m.job_id, j.start_ns, j.gone_ns, j.devices, j.devices_note);
+            j.attributed = true;
+        }
     }
     for (const auto& r : node::read_step_records(layout_)) {
         auto it = jobs_.find(r.job_id);
@@ -37,15 +72,13 @@ void JobTable::refresh() {
     // Forget finished jobs eventually; keep enough to judge their late NCCL lines.
     if (jobs_.size() > 10'000) {
         for (auto it = jobs_.begin(); it != jobs_.end() && jobs_.size() > 5'000;)
-            it = it->second.running ? std::next(it) : jobs_.erase(it);
+            if (it->second.running) {
+                ++it;
+            } else {
+                attributor_.erase(it->first);
+                it = jobs_.erase(it);
+            }
     }
-}
-
-std::string JobTable::running_at(int64_t ts) const {
-    std::string out;
-    for (const auto& [id, j] : jobs_)
-        if (j.start_ns <= ts && (j.running || (j.gone_ns && ts <= j.gone_ns))) out += (out.empty() ? "" : ",") + id;
-    return out;
 }
 
 int JobTable::traced(const std::string& id, const std::string& step) const {
@@ -96,9 +129,26 @@ void Stages::apply(std::vector<Event>& events) {
                 e.dropped = true;
             }
         } else if (o.kind == node::Stream::kKernel) {
-            if (auto ids = jobs_.running_at(e.ts_ns); !ids.empty()) e.metadata.emplace_back("slurm_job_id", ids);
+            tag_kernel(e);
         }
     }
+}
+
+void Stages::tag_kernel(Event& e) {
+    std::string_view bdf;
+    for (const auto& [k, v] : e.metadata)
+        if (k == "pci_bdf") bdf = v;
+    // Text a root process wrote into the ring is judged by its time only.
+    const auto a = e.kernel_facility ? jobs_.attribute(e.ts_ns, e.line, bdf) : jobs_.attribute(e.ts_ns, {}, {});
+    if (a.running.empty() && a.owner.empty()) return;
+    // The one job it concerns; a node-wide record concerns the only job running, if one is.
+    const std::string owner = !a.owner.empty() ? a.owner : (a.running.size() == 1 ? a.running[0] : std::string());
+    std::string running;
+    for (const auto& id : a.running) running += (running.empty() ? "" : ",") + id;
+    if (!owner.empty()) e.metadata.emplace_back("slurm_job_id", owner);
+    if (!running.empty()) e.metadata.emplace_back("slurm_jobs_running", running);
+    e.metadata.emplace_back("attribution", std::string(devices::basis_name(a.basis)));
+    if (a.device) e.metadata.emplace_back("gpu", std::to_string(a.device->index));
 }
 
 }  // namespace jobtrail::shipper

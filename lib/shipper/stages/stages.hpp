@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "config/shipper_config.hpp"
+#include "devices/attribution.hpp"
 #include "node/layout.hpp"
 #include "shipper/event.hpp"
 #include "shipper/internal_events.hpp"
@@ -21,15 +22,17 @@ namespace jobtrail::shipper {
 // node contract), refreshed on every pass. Remembers which jobs and steps asked for trace
 // capture after their records are gone, and when a job's marker went: a kernel record is
 // judged by its own time, and one the shipper reads just after the epilog removed the marker
-// still belongs to that job.
+// still belongs to that job, as does a record on a device the job owned then.
 class JobTable {
 public:
     using Clock = std::function<int64_t()>;  // realtime ns
     explicit JobTable(node::Layout layout, Clock now = {});
     void refresh();
-    // Comma-separated ids of the jobs running at ts (started at or before it, and not seen
-    // gone before it).
-    std::string running_at(int64_t ts_ns) const;
+    // Which job a kernel record concerns (devices/attribution.hpp). message and pci_bdf are
+    // empty for a record the kernel did not write itself.
+    devices::Attribution attribute(int64_t ts_ns, std::string_view message, std::string_view pci_bdf) {
+        return attributor_.attribute(ts_ns, message, pci_bdf);
+    }
     // 1 if the step (or, without a record of the step, its job) asked for trace capture, 0 if
     // not, -1 if the job was never seen.
     int traced(const std::string& job_id, const std::string& step = {}) const;
@@ -42,15 +45,21 @@ private:
         bool marker = false;                // seen in this refresh
         int64_t gone_ns = 0;                // when the marker was first missing (0: still there)
         std::map<std::string, bool> steps;  // step -> traced
+        std::vector<node::JobDevice> devices;
+        std::string devices_note;
+        bool attributed = false;  // in attributor_ (running, or ended within kAttributeAfterEnd)
     };
     node::Layout layout_;
     Clock now_;
     std::map<std::string, Job> jobs_;
+    devices::Attributor attributor_;
+    bool read_ended_ = false;
 };
 
 // Stages, applied in order to each pass's events: drop blank lines, drop by RE2 rules, drop NCCL
 // INFO noise of jobs without trace capture, hold each job's NCCL lines to its budget, tag kernel
-// records with the running jobs.
+// records with the job they concern (slurm_job_id), the jobs running then (slurm_jobs_running)
+// and how that was decided (attribution: device, memcg or node).
 class Stages {
 public:
     // Clocks for tests: the budget's (monotonic) and the job table's (realtime).
@@ -61,6 +70,7 @@ public:
     void flush(std::vector<Event>& out, bool all = false) { budget_.flush(out, all); }
 
 private:
+    void tag_kernel(Event& e);
     struct Rule {
         std::string name;
         std::unique_ptr<RE2> re;

@@ -58,8 +58,9 @@ TEST_CASE("stages: blank lines, drop rules, NCCL noise, running jobs on kernel r
     CHECK_FALSE(e[3].dropped);  // job 11 did
     CHECK_FALSE(e[4].dropped);  // unknown job: kept
     CHECK_FALSE(e[5].dropped);  // warnings always
-    REQUIRE(e[6].metadata.size() == 1);
-    CHECK(e[6].metadata[0] == std::make_pair(std::string("slurm_job_id"), std::string("10,11")));
+    // Two jobs ran at the record's time and it names no device: it concerns both.
+    using P = std::pair<std::string, std::string>;
+    CHECK(e[6].metadata == std::vector<P>{{"slurm_jobs_running", "10,11"}, {"attribution", "node"}});
     CHECK(m.dropped.at("healthcheck") == 1);
     CHECK(m.dropped.at("nccl_noise") == 1);
 }
@@ -67,7 +68,7 @@ TEST_CASE("stages: blank lines, drop rules, NCCL noise, running jobs on kernel r
 TEST_CASE("stages key on the kind of stream: a renamed `job` and a step's own trace request", "[shipper]") {
     jobtrail::test::TempDir run;
     const auto l = layout(run.path());
-    REQUIRE(jobtrail::node::write_job_marker(l, {"20", "u", "1000", "n", "", 1000}).ok);
+    REQUIRE(jobtrail::node::write_job_marker(l, {"20", "u", "1000", "n", "", 1000, {}, {}, 0}).ok);
     // The job did not ask for trace capture; its step 1 did (srun --trace-capture inside it).
     REQUIRE(jobtrail::node::write_step_record(l, {"20", "1", "INFO", 1100, ""}).ok);
     REQUIRE(jobtrail::node::write_step_record(l, {"20", "2", "none", 1100, ""}).ok);
@@ -81,8 +82,9 @@ TEST_CASE("stages key on the kind of stream: a renamed `job` and a step's own tr
     CHECK(e[0].dropped);        // step 0: the job's request (none)
     CHECK_FALSE(e[1].dropped);  // step 1 asked
     CHECK(e[2].dropped);
-    REQUIRE(e[3].metadata.size() == 1);
-    CHECK(e[3].metadata[0].second == "20");
+    // The only job running: the record is its.
+    REQUIRE_FALSE(e[3].metadata.empty());
+    CHECK(e[3].metadata[0] == std::make_pair(std::string("slurm_job_id"), std::string("20")));
 }
 
 TEST_CASE("stages: a job's NCCL lines past its budget are dropped, counted and said once per window in its stream",
@@ -168,8 +170,8 @@ TEST_CASE("stages: a kernel record read just after its job's epilog removed the 
           "[shipper]") {
     jobtrail::test::TempDir run;
     const auto l = layout(run.path());
-    REQUIRE(jobtrail::node::write_job_marker(l, {"30", "u", "1000", "n", "", 1000}).ok);
-    REQUIRE(jobtrail::node::write_job_marker(l, {"31", "u", "1000", "n", "", 1000}).ok);
+    REQUIRE(jobtrail::node::write_job_marker(l, {"30", "u", "1000", "n", "", 1000, {}, {}, 0}).ok);
+    REQUIRE(jobtrail::node::write_job_marker(l, {"31", "u", "1000", "n", "", 1000, {}, {}, 0}).ok);
     auto cfg = jobtrail::config::default_shipper_config();
     Metrics m;
     int64_t now = 5000;
@@ -187,10 +189,10 @@ TEST_CASE("stages: a kernel record read just after its job's epilog removed the 
                             ev("kmsg", "NVRM: Xid (PCI:0000:3b:00): 79, pid=1", "", 6500),
                             ev("kmsg", "NVRM: Xid (PCI:0000:3b:00): 79, pid=1", "", 900)};
     st.apply(e);
-    REQUIRE(e[0].metadata.size() == 1);
-    CHECK(e[0].metadata[0].second == "30,31");
-    REQUIRE(e[1].metadata.size() == 1);
-    CHECK(e[1].metadata[0].second == "31");
+    using P = std::pair<std::string, std::string>;
+    CHECK(e[0].metadata == std::vector<P>{{"slurm_jobs_running", "30,31"}, {"attribution", "node"}});
+    CHECK(e[1].metadata ==
+          std::vector<P>{{"slurm_job_id", "31"}, {"slurm_jobs_running", "31"}, {"attribution", "node"}});
     CHECK(e[2].metadata.empty());  // before either job started
 }
 
@@ -230,4 +232,77 @@ TEST_CASE("stages: an NCCL file whose name gives no job does not spend another j
     e.push_back(ev("nccl", "NCCL WARN real trouble", "4243"));
     st.apply(e);
     CHECK_FALSE(e.back().dropped);
+}
+
+namespace {
+// A kernel record as the kmsg source makes it: the extractor's pci_bdf, and the kernel's facility.
+Event kernel(std::string line, int64_t ts, std::string bdf = "", bool kernel_facility = true) {
+    Event e = ev("kmsg", std::move(line), "", ts);
+    if (!bdf.empty()) e.metadata.emplace_back("pci_bdf", bdf);
+    e.kernel_facility = kernel_facility;
+    return e;
+}
+std::string meta(const Event& e, const std::string& key) {
+    for (const auto& [k, v] : e.metadata)
+        if (k == key) return v;
+    return "-";
+}
+jobtrail::node::JobMarker marker(std::string id, int64_t start, int minor, std::string bdf) {
+    jobtrail::node::JobMarker m{id, "u", "1000", "n", "", start, {}, {}, 0};
+    m.devices.push_back({"gpu", minor, std::move(bdf), "", ""});
+    return m;
+}
+}  // namespace
+
+TEST_CASE("stages: a kernel record goes to the job that owned its GPU then, even after the job's end", "[shipper]") {
+    jobtrail::test::TempDir run;
+    const auto l = layout(run.path());
+    REQUIRE(jobtrail::node::write_job_marker(l, marker("1", 1000, 0, "0000:1b:00.0")).ok);
+    REQUIRE(jobtrail::node::write_job_marker(l, marker("2", 1000, 1, "0000:3b:00.0")).ok);
+    REQUIRE(jobtrail::node::write_job_marker(l, marker("3", 1000, 2, "0000:5d:00.0")).ok);
+    int64_t now = 10'000;
+    auto cfg = jobtrail::config::default_shipper_config();
+    Metrics m;
+    Stages st(cfg, l, m, {}, [&] { return now; });
+    std::vector<Event> e = {
+        kernel("NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.", 5000, "0000:3b:00"),
+        kernel("mlx5_core 0000:5e:00.0: health compromised - reached miss count", 5000, "0000:5e:00.0"),
+        kernel("oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,"
+               "oom_memcg=/slurm/uid_0/job_3,task_memcg=/slurm/uid_0/job_3/step_0/task_0,"
+               "task=eat,pid=4040,uid=0",
+               5000),
+        kernel("Memory cgroup out of memory: Killed process 4040 (eat) total-vm:10kB", 5000)};
+    st.apply(e);
+    CHECK(meta(e[0], "slurm_job_id") == "2");
+    CHECK(meta(e[0], "attribution") == "device");
+    CHECK(meta(e[0], "gpu") == "1");
+    CHECK(meta(e[0], "slurm_jobs_running") == "1,2,3");
+    CHECK(meta(e[1], "slurm_job_id") == "-");  // the HCA is no job's: every job's record
+    CHECK(meta(e[1], "attribution") == "node");
+    CHECK(meta(e[2], "slurm_job_id") == "3");
+    CHECK(meta(e[2], "attribution") == "memcg");
+    CHECK(meta(e[3], "slurm_job_id") == "3");
+
+    // Job 2's epilog removes its marker at 20,000; the shipper reads an Xid stamped 5 ms before.
+    jobtrail::node::remove_job_state(l, "2");
+    now = 20'000;
+    std::vector<Event> late = {
+        kernel("NVRM: Xid (PCI:0000:3b:00): 13, pid=1, Graphics Exception", 19'995, "0000:3b:00"),
+        kernel("NVRM: Xid (PCI:0000:3b:00): 13, pid=1, Graphics Exception", 20'500, "0000:3b:00")};
+    st.apply(late);
+    CHECK(meta(late[0], "slurm_job_id") == "2");
+    CHECK(meta(late[0], "attribution") == "device");
+    // After its end, the GPU is nobody's: the record is the node's (jobs 1 and 3 still run).
+    CHECK(meta(late[1], "slurm_job_id") == "-");
+    CHECK(meta(late[1], "attribution") == "node");
+    CHECK(meta(late[1], "slurm_jobs_running") == "1,3");
+
+    // Text a root process wrote (not facility 0) is never taken for a device or cgroup's word.
+    std::vector<Event> forged = {kernel("NVRM: Xid (PCI:0000:1b:00): 79, pid=1, forged", 20'500, "", false),
+                                 kernel("oom-kill:constraint=CONSTRAINT_MEMCG,oom_memcg=/slurm/uid_0/job_1,"
+                                        "task_memcg=/slurm/uid_0/job_1/step_0,task=x,pid=9,uid=0",
+                                        20'500, "", false)};
+    st.apply(forged);
+    CHECK(meta(forged[0], "attribution") == "node");
+    CHECK(meta(forged[1], "attribution") == "node");
 }

@@ -56,6 +56,7 @@ void KmsgSource::emit(const kmsg::Record& r, std::vector<Event>& out) {
     e.ts_ns = clock_.record_ns(r.usec, r.seq);
     e.origin = origin(r.level);
     e.line = escape_line(r.message);
+    e.kernel_facility = r.facility == 0;
     e.metadata.emplace_back("seq", std::to_string(r.seq));
     if (auto v = r.dict_value("SUBSYSTEM"); !v.empty()) e.metadata.emplace_back("subsystem", std::string(v));
     if (auto v = r.dict_value("DEVICE"); !v.empty()) e.metadata.emplace_back("device", std::string(v));

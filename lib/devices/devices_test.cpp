@@ -1,0 +1,213 @@
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "devices/attribution.hpp"
+#include "devices/gpus.hpp"
+
+using namespace jobtrail::devices;
+using jobtrail::node::JobDevice;
+
+namespace {
+
+// As the driver writes it (kernel-open/nvidia/nv-procfs.c, 535+: "Key: \t value").
+std::string information(int minor, const std::string& bdf) {
+    return "Model: \t\t NVIDIA H100 80GB HBM3\n"
+           "IRQ:   \t\t 0\n"
+           "GPU UUID: \t GPU-6f6ea5a4-1b0e-4b1a-8cc4-0000000000" +
+           std::to_string(10 + minor) +
+           "\n"
+           "Video BIOS: \t 96.00.74.00.0d\n"
+           "Bus Type: \t PCIe\n"
+           "DMA Size: \t 52 bits\n"
+           "DMA Mask: \t 0xfffffffffffff\n"
+           "Bus Location: \t " +
+           bdf + "\nDevice Minor: \t " + std::to_string(minor) +
+           "\nGPU Firmware: \t 550.54.15\n"
+           "GPU Excluded:\t No\n";
+}
+
+std::string temp_tree() {
+    char tmpl[] = "/tmp/jt-nvidia-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl));
+    return tmpl;
+}
+
+void add_gpu(const std::string& root, const std::string& dir_name, const std::string& text) {
+    ::mkdir((root + "/gpus").c_str(), 0755);
+    ::mkdir((root + "/gpus/" + dir_name).c_str(), 0755);
+    std::ofstream(root + "/gpus/" + dir_name + "/information") << text;
+}
+
+JobDevice gpu(int i, const std::string& bdf) {
+    return JobDevice{"gpu", i, bdf, "", ""};
+}
+
+}  // namespace
+
+TEST_CASE("devices: the driver's information file gives minor, bus location and uuid", "[devices]") {
+    const auto g = parse_nvidia_information(information(3, "0000:3B:00.0"));
+    REQUIRE(g);
+    CHECK(g->minor == 3);
+    CHECK(g->bdf == "0000:3b:00.0");
+    CHECK(g->uuid == "GPU-6f6ea5a4-1b0e-4b1a-8cc4-000000000013");
+    CHECK(g->model == "NVIDIA H100 80GB HBM3");
+    // An older driver's file (no firmware line, "Blacklisted:") still reads.
+    CHECK(parse_nvidia_information("Model: \t\t Tesla V100\nBus Location: \t 0000:86:00.0\nDevice Minor: \t 7\n"
+                                   "Blacklisted:\t No\n")
+              ->minor == 7);
+    // Without the minor or the address the GPU cannot be matched: not a GPU entry.
+    CHECK_FALSE(parse_nvidia_information("Model: \t\t X\nBus Location: \t 0000:86:00.0\n"));
+    CHECK_FALSE(parse_nvidia_information("Device Minor: \t 1\n"));
+    CHECK_FALSE(parse_nvidia_information("Bus Location: \t nonsense\nDevice Minor: \t 1\n"));
+    CHECK_FALSE(parse_nvidia_information("Bus Location: \t 0000:86:00.0\nDevice Minor: \t -1\n"));
+    CHECK_FALSE(parse_nvidia_information(""));
+}
+
+TEST_CASE("devices: PCI addresses of Xid, mlx5 and nvidia-smi forms are one key", "[devices]") {
+    CHECK(bdf_key("0000:3b:00") == "0000:3b:00");
+    CHECK(bdf_key("0000:3B:00.0") == "0000:3b:00");
+    CHECK(bdf_key("00000000:3B:00.0") == "0000:3b:00");
+    CHECK(bdf_key("3b:00.0") == "0000:3b:00");
+    CHECK(bdf_key("0001:3b:00.1") == "0001:3b:00");
+    CHECK(bdf_key("").empty());
+    CHECK(bdf_key("0000:3b:00.9").empty());
+    CHECK(bdf_key("zz00:3b:00.0").empty());
+    CHECK(bdf_key("0000:3b").empty());
+}
+
+TEST_CASE("devices: Slurm index lists", "[devices]") {
+    CHECK(*parse_index_list("0,1,3") == std::vector<int>{0, 1, 3});
+    CHECK(*parse_index_list("0-2,5") == std::vector<int>{0, 1, 2, 5});
+    CHECK(parse_index_list("")->empty());
+    CHECK_FALSE(parse_index_list("0,a"));
+    CHECK_FALSE(parse_index_list("3-1"));
+    CHECK_FALSE(parse_index_list("0-99999999"));
+    CHECK_FALSE(parse_index_list("-1"));
+}
+
+TEST_CASE("devices: a job's GPUs resolve to bus ids and serials, and what is missing is said", "[devices]") {
+    const std::string root = temp_tree();
+    add_gpu(root, "0000:1b:00.0", information(0, "0000:1b:00.0"));
+    add_gpu(root, "0000:3b:00.0", information(1, "0000:3b:00.0"));
+    add_gpu(root, "0000:5d:00.0", "garbage\n");
+    std::string note;
+    const auto gpus = read_nvidia_gpus(root, note);
+    REQUIRE(gpus.size() == 2);
+    CHECK(gpus[0].minor == 0);
+    CHECK(note.find("0000:5d:00.0") != std::string::npos);
+
+    const auto serials =
+        serials_from_smi_csv({"index, pci.bus_id, serial, temperature.gpu", "0, 00000000:1B:00.0, 1650923004567, 31",
+                              "1, 00000000:3B:00.0, [N/A], 33", "broken"});
+    CHECK(serials.size() == 1);
+
+    auto r = resolve_job_gpus("0,1", gpus, serials);
+    REQUIRE(r.devices.size() == 2);
+    CHECK(r.devices[0].bdf == "0000:1b:00.0");
+    CHECK(r.devices[0].serial == "1650923004567");
+    CHECK(r.devices[1].serial.empty());
+    CHECK(r.note.empty());
+    CHECK(describe(r.devices[0]) == "GPU 0 (0000:1b:00.0, serial 1650923004567)");
+
+    r = resolve_job_gpus("1,4", gpus, serials);
+    CHECK(r.devices.size() == 1);
+    CHECK(r.note == "the driver lists no GPU with minor 4");
+    CHECK(resolve_job_gpus("", gpus, serials).note.empty());
+    CHECK(resolve_job_gpus("x", gpus, serials).note.find("not an index list") != std::string::npos);
+
+    note.clear();
+    CHECK(read_nvidia_gpus(root + "/none", note).empty());
+    CHECK(note.find("no GPU list at") != std::string::npos);
+    std::system(("rm -rf " + root).c_str());
+}
+
+TEST_CASE("devices: OOM kill lines of recent kernels name the job's cgroup", "[devices]") {
+    // cgroup v1 (Slurm's /slurm/uid_N/job_N/step_N/task_N), kernel 5.x
+    auto k = parse_oom_kill(
+        "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0-1,"
+        "oom_memcg=/slurm/uid_1000/job_4243,task_memcg=/slurm/uid_1000/job_4243/step_0/task_0,task=python3,"
+        "pid=81234,uid=1000");
+    CHECK(k.job_id == "4243");
+    CHECK(k.pid == 81234);
+    // cgroup v2 (slurmstepd.scope), kernel 6.x
+    k = parse_oom_kill(
+        "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,"
+        "oom_memcg=/system.slice/slurmstepd.scope/job_77,task_memcg=/system.slice/slurmstepd.scope/job_77/"
+        "step_batch/user/task_0,task=train,pid=5,uid=0");
+    CHECK(k.job_id == "77");
+    // A global OOM (no memcg) names no job.
+    k = parse_oom_kill(
+        "oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom,"
+        "task_memcg=/system.slice/foo.service,task=foo,pid=9,uid=0");
+    CHECK(k.job_id.empty());
+    CHECK(k.pid == 9);
+    // A comm chosen to look like another job's cgroup and pid changes nothing.
+    k = parse_oom_kill(
+        "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,"
+        "oom_memcg=/slurm/uid_5/job_10,task_memcg=/slurm/uid_5/job_10/step_0/task_0,"
+        "task=x,task_memcg=/slurm/job_99/,pid=1,pid=700,uid=5");
+    CHECK(k.job_id == "10");
+    CHECK(k.pid == 700);
+    // A job's own sub-cgroup deeper in the path is not a job.
+    CHECK(parse_oom_kill("oom-kill:constraint=CONSTRAINT_MEMCG,oom_memcg=/slurm/uid_5/job_10,"
+                         "task_memcg=/slurm/uid_5/job_10/step_0/task_0/job_99,task=x,pid=2,uid=5")
+              .job_id == "10");
+    CHECK(parse_oom_kill("Out of memory: Killed process 1 (x)").job_id.empty());
+    CHECK(killed_pid("Memory cgroup out of memory: Killed process 81234 (python3) total-vm:1kB") == 81234);
+    CHECK(killed_pid("Out of memory: Killed process 12 (a b)") == 12);
+    CHECK(killed_pid("segfault: Killed process 12") == -1);
+}
+
+TEST_CASE("devices: a record is the device owner's, the memcg's, or every running job's", "[devices]") {
+    Attributor a;
+    a.upsert("1", 100, 0, {gpu(0, "0000:1b:00.0")}, "");
+    a.upsert("2", 100, 0, {gpu(1, "0000:3b:00.0")}, "");
+    a.upsert("3", 200, 500, {gpu(2, "0000:5d:00.0")}, "");
+
+    auto r = a.attribute(300, "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.", "0000:3b:00");
+    CHECK(r.basis == Basis::kDevice);
+    CHECK(r.owner == "2");
+    CHECK(r.running == std::vector<std::string>{"1", "2", "3"});
+    REQUIRE(r.device);
+    CHECK(r.device->index == 1);
+    CHECK(r.jobs() == std::vector<std::string>{"2"});
+
+    // Job 3 ended at 500: a record of 499 on its GPU is still its own, one of 501 is nobody's.
+    CHECK(a.attribute(499, "NVRM: Xid (PCI:0000:5d:00): 13, x", "0000:5d:00").owner == "3");
+    r = a.attribute(501, "NVRM: Xid (PCI:0000:5d:00): 13, x", "0000:5d:00");
+    CHECK(r.basis == Basis::kNode);
+    CHECK(r.owner.empty());
+    CHECK(r.jobs() == std::vector<std::string>{"1", "2"});
+    CHECK(r.note == "0000:5d:00 is no running job's device");
+
+    // An HCA no job was given concerns every job running.
+    r = a.attribute(300, "mlx5_core 0000:5e:00.0: health compromised", "0000:5e:00.0");
+    CHECK(r.basis == Basis::kNode);
+    CHECK(r.jobs() == std::vector<std::string>{"1", "2", "3"});
+
+    // The oom-kill line, and the "Killed process" record after it, are the cgroup's job.
+    r = a.attribute(300,
+                    "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,"
+                    "oom_memcg=/slurm/uid_0/job_3,task_memcg=/slurm/uid_0/job_3/step_0/task_0,task=eat,pid=4040,uid=0",
+                    "");
+    CHECK(r.basis == Basis::kMemcg);
+    CHECK(r.owner == "3");
+    CHECK(a.attribute(300, "Memory cgroup out of memory: Killed process 4040 (eat) total-vm:10kB", "").owner == "3");
+    // An unrelated kill of another pid is node-wide; a memcg of a job this node never ran too.
+    CHECK(a.attribute(300, "Out of memory: Killed process 4041 (eat)", "").basis == Basis::kNode);
+    CHECK(a.attribute(
+               300, "oom-kill:constraint=CONSTRAINT_MEMCG,task_memcg=/slurm/uid_0/job_9/step_0,task=e,pid=1,uid=0", "")
+              .basis == Basis::kNode);
+
+    // Missing device data: node-wide, and said so.
+    a.upsert("4", 100, 0, {}, "the driver lists no GPU with minor 3");
+    r = a.attribute(300, "NVRM: Xid (PCI:0000:86:00): 48, x", "0000:86:00");
+    CHECK(r.basis == Basis::kNode);
+    CHECK(r.note.find("devices unknown for job 4: the driver lists no GPU with minor 3") != std::string::npos);
+    CHECK(a.owner_of("0000:1b:00.0", 300) == "1");
+    CHECK(a.owner_of("0000:1b:00.0", 50).empty());
+}

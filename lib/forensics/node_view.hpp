@@ -1,0 +1,61 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "devices/attribution.hpp"
+#include "events/extractor.hpp"
+#include "node/job_state.hpp"
+
+// `jobtrail node <node>`: the node's story for the operator deciding whether to drain it — the
+// jobs that ran there with their devices (from their prolog/epilog records), every kernel event
+// with the job it hit, and the jobs it did not touch.
+namespace jobtrail::forensics {
+
+struct NodeJob {
+    std::string id, user;
+    int64_t start_ns = 0, end_ns = 0;  // end 0: no epilog end seen (still running, or lost)
+    std::vector<node::JobDevice> devices;
+    std::string devices_note;
+};
+
+struct NodeEvent {
+    int64_t ts_ns = 0;
+    events::Event event;
+    std::string basis;              // device, memcg, node
+    std::vector<std::string> jobs;  // the jobs it concerns
+    std::string device;             // "GPU 1 (0000:2a:00.0, serial …)" when a job's device
+    std::string note;
+    std::string line;
+};
+
+class NodeView {
+public:
+    explicit NodeView(std::string node) : node_(std::move(node)) {}
+    // One line of a job's prolog or epilog log (tag, [name], text as the job log has them).
+    void add_job_line(const std::string& job_id, std::string_view phase, int64_t ts_ns, std::string_view tag,
+                      std::string_view name, std::string_view text);
+    // Kernel records in time order, after every job line: each is judged against the jobs.
+    void add_kernel(int64_t ts_ns, std::string_view message);
+
+    const std::map<std::string, NodeJob>& jobs() const { return jobs_; }
+    const std::vector<NodeEvent>& events() const { return events_; }
+    std::string text(int64_t from_ns, int64_t to_ns, const std::string& source) const;
+    nlohmann::json json(int64_t from_ns, int64_t to_ns, const std::string& source) const;
+
+private:
+    void prepare();
+    std::string node_;
+    std::map<std::string, NodeJob> jobs_;
+    std::vector<NodeEvent> events_;
+    devices::Attributor attributor_;
+    events::Extractor extractor_;
+    bool prepared_ = false;
+    uint64_t dropped_ = 0;  // events past the cap
+};
+
+}  // namespace jobtrail::forensics
