@@ -863,6 +863,21 @@ class NodeContract(unittest.TestCase):
             env.close()
 
 
+def with_prolog(env, script, replace):
+    """Job logs under env.dir/slurm, written by a prolog that runs `script` (shell); the config's
+    `replace` (old, new) applied too."""
+    d = env.dir
+    os.makedirs(d + "/slurm")
+    with open(d + "/site.sh", "w") as f:
+        f.write("#!/bin/sh\n%s\n" % script)
+    os.chmod(d + "/site.sh", 0o755)
+    with open(d + "/cfg.yaml") as f:
+        cfg = f.read()
+    cfg = cfg.replace("  state_dir:", "  log_dir: %s/slurm\n  prolog: {scripts: [%s/site.sh]}\n  state_dir:" % (d, d))
+    with open(d + "/cfg.yaml", "w") as f:
+        f.write(cfg.replace(*replace))
+
+
 class Stamps(unittest.TestCase):
     def test_identical_lines_and_kernel_records_all_arrive_once(self):
         """A site script prints `ok` eight times in one write and the kernel prints one mlx5
@@ -871,17 +886,9 @@ class Stamps(unittest.TestCase):
         env = Env()
         try:
             d = env.dir
-            os.makedirs(d + "/slurm")
-            with open(d + "/site.sh", "w") as f:
-                f.write("#!/bin/sh\nprintf 'ok\\nok\\nok\\nok\\nok\\nok\\nok\\nok\\n'\n")
-            os.chmod(d + "/site.sh", 0o755)
-            with open(d + "/cfg.yaml") as f:
-                cfg = f.read()
-            cfg = cfg.replace("  state_dir:", "  log_dir: %s/slurm\n  prolog: {scripts: [%s/site.sh]}\n  state_dir:" % (d, d))
-            cfg = cfg.replace('      - {name: app, paths: ["%s/logs/*.log"], job: app}' % d,
-                              '      - {name: jobs, paths: ["%s/slurm/prolog/*.log"], job: jobs, format: joblog}' % d)
-            with open(d + "/cfg.yaml", "w") as f:
-                f.write(cfg)
+            with_prolog(env, "printf 'ok\\nok\\nok\\nok\\nok\\nok\\nok\\nok\\n'",
+                        ('      - {name: app, paths: ["%s/logs/*.log"], job: app}' % d,
+                         '      - {name: jobs, paths: ["%s/slurm/prolog/*.log"], job: jobs, format: joblog}' % d))
             mlx = "mlx5_core 0000:5e:00.0: mlx5_cmd_out_err:838: ACCESS_REG(0x805) op_mod(0x1) failed"
             with open(d + "/mnt/ctl", "w") as f:
                 f.write("3,7000000;%s\n" % mlx * 3)
@@ -923,17 +930,8 @@ class Pods(unittest.TestCase):
         try:
             d = env.dir
             root = d + "/pods"
-            os.makedirs(d + "/slurm")
-            with open(d + "/site.sh", "w") as f:
-                f.write("#!/bin/sh\ntrue\n")
-            os.chmod(d + "/site.sh", 0o755)
-            with open(d + "/cfg.yaml") as f:
-                cfg = f.read()
-            cfg = cfg.replace("  state_dir:", "  log_dir: %s/slurm\n  prolog: {scripts: [%s/site.sh]}\n  state_dir:" % (d, d))
-            cfg = cfg.replace('    journald: {', '    pods: {enabled: true, root: "%s", nccl_containers: [trainer]}\n'
-                              '    journald: {' % root)
-            with open(d + "/cfg.yaml", "w") as f:
-                f.write(cfg)
+            with_prolog(env, "true", ('    journald: {', '    pods: {enabled: true, root: "%s", nccl_containers: '
+                                                            '[trainer]}\n    journald: {' % root))
             # Job 4242 runs on this node without trace capture: its NCCL containers' INFO noise goes.
             p = subprocess.run([os.path.join(BUILD, "prolog/jobtrail-prolog"), "--config", d + "/cfg.yaml"],
                                env=dict(os.environ, SLURM_JOB_ID="4242"), capture_output=True, timeout=60)

@@ -17,7 +17,7 @@ size_t slot_of(std::string_view stream) {
 
 std::optional<Line> parse(std::string_view text) {
     const size_t a = text.find(' ');
-    if (a == std::string_view::npos || a > 64) return std::nullopt;  // RFC 3339 times are short
+    if (a > 64) return std::nullopt;  // RFC 3339 times are short (and npos: no space at all)
     const size_t b = text.find(' ', a + 1);
     if (b == std::string_view::npos) return std::nullopt;
     Line l;
