@@ -174,6 +174,8 @@ const char* refusal_name(Refusal r) {
             return "too_many_files";
         case Refusal::kOwnerShare:
             return "too_many_files_of_owner";
+        case Refusal::kUnexpectedName:
+            return "unexpected_name";
     }
     return "unknown";
 }

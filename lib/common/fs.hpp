@@ -60,7 +60,8 @@ enum class Refusal {
     kForeignOwner,
     kUnreadable,
     kTooMany,
-    kOwnerShare
+    kOwnerShare,
+    kUnexpectedName  // not a name the source reads (a pod log path that is not kubelet's shape)
 };
 const char* refusal_name(Refusal r);
 

@@ -4,7 +4,7 @@ namespace jobtrail::node {
 namespace {
 
 constexpr std::array<std::string_view, kStreamKinds> kNames = {"kernel",         "job-log",          "nccl", "journal",
-                                                               "fabric-manager", "jobtrail-shipper", "other"};
+                                                               "fabric-manager", "jobtrail-shipper", "pod",  "other"};
 
 }  // namespace
 
@@ -30,6 +30,7 @@ Schema::Schema() {
     set_job(Stream::kJournal, "systemd-journal");
     set_job(Stream::kFabricManager, "fabric-manager");
     set_job(Stream::kShipper, "jobtrail-shipper");
+    set_job(Stream::kPod, "kubernetes-pods");
 }
 
 }  // namespace jobtrail::node

@@ -18,6 +18,9 @@ struct Metrics {
         kmsg_lost{0};
     // Unterminated lines shipped before their end to keep a source under max_partial_bytes.
     std::atomic<uint64_t> partial_lines_cut{0};
+    // CRI (container) logs: lines that were not CRI, shipped as they are; P lines handed out
+    // before their F (longer than max_line_bytes, or left at the end of a rotated file).
+    std::atomic<uint64_t> cri_malformed{0}, cri_lines_cut{0};
     std::atomic<int64_t> last_success_ns{0};
     // Per spool lane, the timestamp of the oldest unacknowledged record (0: none), and the last
     // acknowledged push. The jobs lane's timestamps are a user's (NCCL lines carry their own).

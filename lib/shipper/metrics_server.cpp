@@ -94,6 +94,12 @@ std::string render_metrics(Metrics& m, const std::array<uint64_t, kLanes>& pendi
             "Unterminated lines shipped before their end, their rest as new lines, to keep a file source under its "
             "max_partial_bytes.",
             m.partial_lines_cut);
+    counter("jobtrail_shipper_cri_malformed_lines_total",
+            "Lines of CRI (container) log files that were not CRI lines, shipped as they are.", m.cri_malformed);
+    counter("jobtrail_shipper_cri_lines_cut_total",
+            "CRI partial lines shipped before their F line: longer than max_line_bytes, or left at the end of a "
+            "rotated file.",
+            m.cri_lines_cut);
     s += "# HELP jobtrail_shipper_spool_bytes Unacknowledged bytes in the spool.\n# TYPE jobtrail_shipper_spool_bytes "
          "gauge\njobtrail_shipper_spool_bytes " +
          std::to_string(spool_pending_bytes) + "\n";

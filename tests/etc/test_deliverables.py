@@ -18,11 +18,12 @@ DEBS = os.environ.get("JOBTRAIL_DEBS", "")
 JS = os.path.join(SRC, "tests/js")
 
 # What the shipper produces (design.md): stream labels, then structured metadata.
-LABELS = {"cluster", "node", "job", "job_id", "unit", "priority", "service_name"}
+LABELS = {"cluster", "node", "job", "job_id", "unit", "priority", "service_name", "namespace", "pod", "container"}
 METADATA = {"seq", "subsystem", "device", "xid", "sxid", "pci_bdf", "event", "severity", "slurm_job_id",
             "slurm_jobs_running", "attribution", "gpu", "file",
-            "step", "pid", "phase", "tag", "stream"}
-JOBS = {"kmsg", "slurm-prolog-epilog", "nccl", "systemd-journal", "fabric-manager", "jobtrail-shipper"}
+            "step", "pid", "phase", "tag", "stream", "pod_uid"}
+JOBS = {"kmsg", "slurm-prolog-epilog", "nccl", "systemd-journal", "fabric-manager", "jobtrail-shipper",
+        "kubernetes-pods"}
 GRAFANA_VARS = {"$__auto": "5m", "$__interval": "1m", "$__range": "1h", "$job_id": "4242", "$cluster": ".+",
                 "$job_nodes": ".+"}
 

@@ -5,6 +5,7 @@
 #include "shipper/sources/journald/config.hpp"
 #include "shipper/sources/kind.hpp"
 #include "shipper/sources/kmsg/config.hpp"
+#include "shipper/sources/pods/config.hpp"
 
 // The kinds of source, one row each (fluent-bit's plugin table): each row names its section,
 // its parse (<kind>/config.cpp) and its build (<kind>/<kind>_source.cpp) through the kind's type
@@ -14,7 +15,7 @@ namespace jobtrail::shipper {
 template <class... K>
 struct KindList {};
 
-using SourceKinds = KindList<KmsgKind, FileKind, JournaldKind>;
+using SourceKinds = KindList<KmsgKind, FileKind, JournaldKind, PodsKind>;
 
 // Every kind's section under shipper.sources, in the rows' order, for config::load_config and
 // config::parse_config (sections.cpp: parse only, so the CLI and the collectors link no source).

@@ -53,6 +53,18 @@ void FileKind::schema(const Config& c, node::Schema& s) {
         if (f.stream != node::Stream::kOther) s.set_job(f.stream, f.job);
 }
 
+void parse_file_bounds(config::Parser& p, const YAML::Node& n, const std::string& where, FileSourceConfig& fs) {
+    int max_files = static_cast<int>(fs.max_files), open = static_cast<int>(fs.max_open_files);
+    p.integer(n, where, "max_files", max_files, 1, 1'000'000);
+    // Under the unit's LimitNOFILE (65536), with room for the other sources and sockets.
+    p.integer(n, where, "max_open_files", open, 1, 16'384);
+    fs.max_files = static_cast<size_t>(max_files);
+    fs.max_open_files = static_cast<size_t>(open);
+    p.duration(n, where, "idle_close", fs.idle_close_ms, kSec, kDay);
+    // Below one line's worth lines get cut often; past 1GiB it is no bound under MemoryMax.
+    p.size(n, where, "max_partial_bytes", fs.max_partial_bytes, 64 * kKiB, kGiB);
+}
+
 void FileKind::parse(config::Parser& p, const YAML::Node& sources, const std::string& where, Config& out) {
     const std::string fw0 = where + "." + kName;
     if (const YAML::Node f = sources[kName]) {
@@ -73,20 +85,13 @@ void FileKind::parse(config::Parser& p, const YAML::Node& sources, const std::st
                 p.string(item, fw, "job", fs.job);
                 p.string(item, fw, "format", fs.format);
                 if (item["paths"]) p.string_list(item["paths"], fw + ".paths", fs.paths);
-                int max_files = static_cast<int>(fs.max_files), per_dir = static_cast<int>(fs.max_files_per_dir);
-                p.integer(item, fw, "max_files", max_files, 1, 1'000'000);
+                int per_dir = static_cast<int>(fs.max_files_per_dir),
+                    per_owner = static_cast<int>(fs.max_files_per_owner);
                 p.integer(item, fw, "max_files_per_dir", per_dir, 1, 1'000'000);
-                fs.max_files = static_cast<size_t>(max_files);
-                fs.max_files_per_dir = static_cast<size_t>(per_dir);
-                int per_owner = static_cast<int>(fs.max_files_per_owner), open = static_cast<int>(fs.max_open_files);
                 p.integer(item, fw, "max_files_per_owner", per_owner, 1, 1'000'000);
-                // Under the unit's LimitNOFILE (65536), with room for the other sources and sockets.
-                p.integer(item, fw, "max_open_files", open, 1, 16'384);
+                fs.max_files_per_dir = static_cast<size_t>(per_dir);
                 fs.max_files_per_owner = static_cast<size_t>(per_owner);
-                fs.max_open_files = static_cast<size_t>(open);
-                p.duration(item, fw, "idle_close", fs.idle_close_ms, kSec, kDay);
-                // Below one line's worth lines get cut often; past 1GiB it is no bound under MemoryMax.
-                p.size(item, fw, "max_partial_bytes", fs.max_partial_bytes, 64 * kKiB, kGiB);
+                parse_file_bounds(p, item, fw, fs);
                 if (fs.paths.empty()) p.error(item, fw + ".paths", "missing: at least one path or glob");
                 if (fs.job.empty()) p.error(item, fw + ".job", "missing: the Loki job label for these files");
                 if (fs.format != "plain" && fs.format != "joblog" && fs.format != "nccl" && fs.format != "cri")
@@ -99,7 +104,7 @@ void FileKind::parse(config::Parser& p, const YAML::Node& sources, const std::st
                     p.string(item, fw, "stream", kind);
                     const auto k = node::parse_stream_kind(kind);
                     if (!k || *k == node::Stream::kKernel || *k == node::Stream::kJournal ||
-                        *k == node::Stream::kShipper)
+                        *k == node::Stream::kShipper || *k == node::Stream::kPod)
                         p.error(item["stream"], fw + ".stream", "expected job-log, nccl, fabric-manager or other");
                     else
                         fs.stream = *k;

@@ -37,6 +37,10 @@ struct FileSourceConfig {
     uint64_t max_partial_bytes = 8ULL << 20;
 };
 
+// max_files, max_open_files, idle_close and max_partial_bytes of a section (a file source's, or
+// another kind's built on it: pods/), into `fs`.
+void parse_file_bounds(config::Parser& p, const YAML::Node& n, const std::string& where, FileSourceConfig& fs);
+
 struct FileKind {
     static constexpr const char* kName = "files";
     using Config = std::vector<FileSourceConfig>;

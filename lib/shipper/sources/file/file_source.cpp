@@ -114,14 +114,15 @@ std::string FileSource::sanitize(std::string_view s) {
 }
 
 FileSource::FileSource(FileSourceConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m, int64_t idle_ms,
-                       Events events, int64_t scan_interval_ms)
+                       Events events, int64_t scan_interval_ms, Labeler labeler)
     : cfg_(std::move(cfg)),
       node_(std::move(node)),
       max_line_(max_line),
       m_(m),
       idle_ns_(idle_ms * 1'000'000),
       scan_interval_ns_(scan_interval_ms * 1'000'000),
-      events_(std::move(events)) {
+      events_(std::move(events)),
+      labeler_(std::move(labeler)) {
     idle_close_ns_ = cfg_.idle_close_ms * 1'000'000;
     format_ = cfg_.format == "joblog" ? Format::kJoblog
               : cfg_.format == "nccl" ? Format::kNccl
@@ -137,6 +138,11 @@ void FileSource::restore(const nlohmann::json& j) {
         saved_[f["key"].get<std::string>()] = {f["fp"].get<std::string>(), f["offset"].get<uint64_t>()};
         if (f.contains("path") && f["path"].is_string())
             saved_paths_[f["key"].get<std::string>()] = f["path"].get<std::string>();
+        if (f.contains("cri_done") && f["cri_done"].is_number_unsigned() && f.contains("cri_held") &&
+            f["cri_held"].is_array() && f["cri_held"].size() == 2 && f["cri_held"][0].is_number_integer() &&
+            f["cri_held"][1].is_number_integer())
+            saved_cri_[f["key"].get<std::string>()] = {
+                f["cri_done"].get<uint64_t>(), {f["cri_held"][0].get<int64_t>(), f["cri_held"][1].get<int64_t>()}};
     }
 }
 
@@ -181,11 +187,14 @@ bool FileSource::adopt(const std::string& path, const struct stat& st, bool seen
     t.mtime = f.st.st_mtim;
     t.seen = seen;
     t.last_growth_ns = t.opened_ns = realtime_ns();
+    t.cri = cri::Joiner(max_line_);
     const std::string key = key_of(st.st_dev, st.st_ino);
     if (auto s = saved_.find(key); s != saved_.end() && same_file(t.fd.get(), s->second.first)) {
         t.read_off = t.emitted_off = s->second.second;
         t.fingerprint = s->second.first;
+        if (auto c = saved_cri_.find(key); c != saved_cri_.end()) t.cri.replay(c->second.first, c->second.second);
         saved_.erase(s);  // tracked now; ten thousand of them need not be held twice
+        saved_cri_.erase(key);
     } else {
         // Now, not at the first read: the file may be closed before it is read, and is known
         // again by it when it is opened again.
@@ -208,6 +217,24 @@ void FileSource::label(Tracked& t) {
     std::optional<node::NcclFile> nccl;
     t.phase.clear();
     t.step.clear();
+    loki::LabelSet labels = {{node::label::kCluster, node_.cluster},
+                             {node::label::kNode, node_.node},
+                             {node::label::kJob, cfg_.job},
+                             {node::label::kServiceName, cfg_.job}};
+    if (labeler_) {
+        // Checked by the scan; a file found again under a rotated name keeps what its name gives.
+        node::Stream kind = cfg_.stream;
+        if (auto r = labeler_(path); r.ok) {
+            for (auto& [k, v] : r.value.labels) labels[k] = std::move(v);
+            md = std::move(r.value.metadata);
+            job_id = std::move(r.value.job_id);
+            kind = r.value.kind;
+        }
+        for (const auto& [k, v] : cfg_.labels) labels[k] = v;
+        if (!job_id.empty()) labels[node::label::kJobId] = job_id;
+        t.origin = make_origin(std::move(labels), std::move(md), kind, job_id);
+        return;
+    }
     if (const auto jl = node::parse_job_log(path)) {
         t.phase = std::string(node::phase_name(jl->phase));
         job_id = jl->job_id;
@@ -224,10 +251,6 @@ void FileSource::label(Tracked& t) {
             md.emplace_back("pid", nccl->pid);
         }
     }
-    loki::LabelSet labels = {{node::label::kCluster, node_.cluster},
-                             {node::label::kNode, node_.node},
-                             {node::label::kJob, cfg_.job},
-                             {node::label::kServiceName, cfg_.job}};
     for (const auto& [k, v] : cfg_.labels) labels[k] = v;
     if (!job_id.empty()) labels[node::label::kJobId] = job_id;
     t.origin = make_origin(std::move(labels), std::move(md), cfg_.stream, job_id, t.step);
@@ -403,6 +426,15 @@ void FileSource::scan() {
                     }
                     continue;
                 }
+                if (labeler_) {
+                    if (auto r = labeler_(path); !r.ok) {
+                        SafeFile odd;
+                        odd.refused = Refusal::kUnexpectedName;
+                        odd.error = r.error;
+                        refuse(path, odd, st.st_ino);
+                        continue;
+                    }
+                }
                 size_t& in_dir = per_dir[path.substr(0, path.rfind('/'))];
                 // An owner past their share is refused for that first, so that the reason stays
                 // the same from scan to scan (and is counted once) as the source fills.
@@ -513,28 +545,43 @@ void FileSource::emit_line(Tracked& t, std::string_view raw, std::vector<Event>&
             line = sanitize(text);
             break;
         case Format::kCri: {
-            // <RFC3339Nano> <stream> <P|F> <log>; a P(artial) line continues in the next one.
-            const size_t a = text.find(' ');
-            const size_t b = a == std::string_view::npos ? a : text.find(' ', a + 1);
-            const size_t c = b == std::string_view::npos ? b : text.find(' ', b + 1);
-            const auto ts = c == std::string_view::npos ? std::nullopt : parse_rfc3339_ns(text.substr(0, a));
-            const std::string_view flag = ts ? text.substr(b + 1, c - b - 1) : std::string_view();
-            if (!ts || (flag != "P" && flag != "F")) {
-                line = std::string(text);  // not a CRI line: kept as it is
+            const auto l = cri::parse(text);
+            // After a restart from a held P piece: what was handed out already is skipped.
+            if (t.cri.replayed(l ? &*l : nullptr, t.emitted_off)) return;
+            if (!l) {
+                line = std::string(text);  // not a CRI line: kept as it is, and counted
+                ++m_.cri_malformed;
                 break;
             }
-            e.ts_ns = *ts;
-            t.cri_partial += std::string(text.substr(c + 1));
-            if (flag == "P" && t.cri_partial.size() <= max_line_) return;
-            line = std::move(t.cri_partial);
-            t.cri_partial.clear();
-            e.metadata.emplace_back("stream", std::string(text.substr(a + 1, b - a - 1)));
-            break;
+            std::vector<cri::Joiner::Joined> done;
+            t.cri.feed(*l, t.emitted_off, done);
+            for (auto& j : done) emit_cri(t, std::move(j), out);
+            return;
         }
         case Format::kRaw:
             line = sanitize(text);
             break;
     }
+    finish_line(std::move(e), std::move(line), out);
+}
+
+void FileSource::emit_cri(Tracked& t, cri::Joiner::Joined j, std::vector<Event>& out) {
+    Event e;
+    e.origin = t.origin;
+    e.ts_ns = j.ts_ns;
+    e.metadata.emplace_back("stream", std::move(j.stream));
+    if (j.cut) ++m_.cri_lines_cut;
+    finish_line(std::move(e), std::move(j.text), out);
+}
+
+void FileSource::drain_cri(Tracked& t, std::vector<Event>& out) {
+    if (!t.cri.holding()) return;
+    std::vector<cri::Joiner::Joined> held;
+    t.cri.take_all(held);
+    for (auto& j : held) emit_cri(t, std::move(j), out);
+}
+
+void FileSource::finish_line(Event e, std::string line, std::vector<Event>& out) {
     if (e.ts_ns == 0) e.ts_ns = realtime_ns();
     if (line.size() > max_line_) {
         const std::string_view keep = utf8_prefix(line, max_line_ - 64);
@@ -561,6 +608,8 @@ void FileSource::read_file(Tracked& t, std::vector<Event>& out, size_t& budget) 
         if (t.size < t.read_off) {
             // copytruncate: the file started over. Its last line without end was read: ship it.
             if (!t.partial.empty()) take_partial(t, out);
+            drain_cri(t, out);
+            t.cri.clear();
             t.read_off = t.emitted_off = 0;
             t.fingerprint.clear();
         }
@@ -623,8 +672,8 @@ void FileSource::cut_partials(std::vector<Event>& out, uint64_t held) {
     // is a line of its own.
     std::vector<Tracked*> v;
     for (auto& [k, t] : files_)
-        if (!t.partial.empty() || !t.cri_partial.empty()) v.push_back(&t);
-    auto held_by = [](const Tracked* t) { return t->partial.size() + t->cri_partial.size(); };
+        if (!t.partial.empty() || t.cri.holding()) v.push_back(&t);
+    auto held_by = [](const Tracked* t) { return t->partial.size() + t->cri.held_bytes(); };
     std::sort(v.begin(), v.end(), [&](const Tracked* a, const Tracked* b) { return held_by(a) > held_by(b); });
     auto pieces = [&](Tracked& t, std::string_view rest) {
         while (!rest.empty()) {
@@ -642,15 +691,8 @@ void FileSource::cut_partials(std::vector<Event>& out, uint64_t held) {
             t->emitted_off += t->partial.size();
             release(t->partial);
         }
-        // CRI pieces waiting for their F: shipped as they are (emit_line would join them again).
-        if (!t->cri_partial.empty()) {
-            const std::string pending = std::move(t->cri_partial);
-            release(t->cri_partial);
-            const Format f = format_;
-            format_ = Format::kRaw;
-            pieces(*t, pending);
-            format_ = f;
-        }
+        // CRI pieces waiting for their F: shipped as they are (each at most a line long).
+        drain_cri(*t, out);
         held -= std::min<uint64_t>(held, n);
         ++cut_unsaid_;
         cut_bytes_unsaid_ += n;
@@ -692,6 +734,8 @@ bool FileSource::poll(std::vector<Event>& out, size_t max_bytes) {
                         // Read from its start as the new file it is, labelled by its name; what
                         // was read of the old one is shipped first.
                         if (!t.partial.empty()) take_partial(t, out);
+                        drain_cri(t, out);
+                        t.cri.clear();
                         saved_.erase(it->first);
                         t.fd = std::move(f.fd);
                         ++open_;
@@ -718,13 +762,16 @@ bool FileSource::poll(std::vector<Event>& out, size_t max_bytes) {
             if (!at_end && t.size > t.read_off) backlog_ += static_cast<int64_t>(t.size - t.read_off);
             waiting += !t.fd.valid() && t.stale;
             // Gone from the globs (renamed away or deleted) and read to its end: done with it.
+            // A CRI line it left without its F (the runtime went on in the new file) is shipped
+            // as it is; its rest comes as a line of the new file.
             if (!t.seen && at_end && t.partial.empty()) {
+                drain_cri(t, out);
                 it = forget(it);
                 continue;
             }
             // Not grown for a while: its descriptor back, its position kept.
             if (t.fd.valid() && at_end && realtime_ns() - t.last_growth_ns > idle_close_ns_) close_file(t);
-            held += t.partial.size() + t.cri_partial.size();
+            held += t.partial.size() + t.cri.held_bytes();
             ++it;
         }
     if (held > cfg_.max_partial_bytes) cut_partials(out, held);
@@ -754,8 +801,20 @@ void FileSource::flush_partial(std::vector<Event>& out) {
 
 nlohmann::json FileSource::checkpoint() const {
     nlohmann::json files = nlohmann::json::array();
-    for (const auto& [k, t] : files_)
-        files.push_back({{"key", k}, {"path", t.path}, {"fp", t.fingerprint}, {"offset", t.emitted_off}});
+    for (const auto& [k, t] : files_) {
+        if (!t.cri.holding()) {
+            files.push_back({{"key", k}, {"path", t.path}, {"fp", t.fingerprint}, {"offset", t.emitted_off}});
+            continue;
+        }
+        // P pieces only held here are read again at the next start, and joined again.
+        const auto held = t.cri.held_starts();
+        files.push_back({{"key", k},
+                         {"path", t.path},
+                         {"fp", t.fingerprint},
+                         {"offset", t.cri.resume_offset(t.emitted_off)},
+                         {"cri_done", t.emitted_off},
+                         {"cri_held", {held[0], held[1]}}});
+    }
     return {{"files", files}};
 }
 

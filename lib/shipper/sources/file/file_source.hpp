@@ -3,16 +3,31 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
 
 #include "common/fs.hpp"
+#include "common/result.hpp"
 #include "shipper/sources/file/config.hpp"
+#include "shipper/sources/file/cri.hpp"
 #include "shipper/sources/source.hpp"
 
 namespace jobtrail::shipper {
+
+// What a file's stream is, from its path: labels beyond cluster, node, job and service_name, the
+// metadata all its lines share, its Slurm job, and its kind for the stages. By default the node
+// contract's job logs and NCCL files; a kind of source built on this one (pods/) names its own.
+// An error refuses the file: counted and said like a link, never read.
+struct FileStream {
+    loki::LabelSet labels;
+    Metadata metadata;
+    std::string job_id;
+    node::Stream kind = node::Stream::kOther;
+};
+using Labeler = std::function<Result<FileStream>(const std::string& path)>;
 
 // Tails files matching globs. A file is known by device, inode and a fingerprint of its first
 // bytes (an inode reused by a new file is a new file). Rename rotation: the old file is read to
@@ -26,7 +41,7 @@ class FileSource : public Source {
 public:
     // scan_interval_ms: how often the globs are listed again (new files appear within it).
     FileSource(FileSourceConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m, int64_t idle_ms = 2000,
-               Events events = {}, int64_t scan_interval_ms = 0);
+               Events events = {}, int64_t scan_interval_ms = 0, Labeler labeler = {});
     const std::string& name() const override { return cfg_.name; }
     node::Stream kind() const override { return cfg_.stream; }
     bool poll(std::vector<Event>& out, size_t max_bytes) override;
@@ -48,7 +63,7 @@ private:
         uint64_t read_off = 0;     // next byte to read
         uint64_t emitted_off = 0;  // end of the last complete line handed out
         std::string partial;       // bytes after emitted_off, without newline yet
-        std::string cri_partial;   // CRI "P" pieces waiting for their "F"
+        cri::Joiner cri{0};        // CRI "P" pieces waiting for their "F"
         int64_t last_growth_ns = 0;
         uid_t uid = 0;
         // While closed: its size and mtime when last seen (a change means open it again), and
@@ -71,6 +86,9 @@ private:
     void find_moved();
     void read_file(Tracked& t, std::vector<Event>& out, size_t& budget);
     void emit_line(Tracked& t, std::string_view line, std::vector<Event>& out);
+    void emit_cri(Tracked& t, cri::Joiner::Joined j, std::vector<Event>& out);
+    void drain_cri(Tracked& t, std::vector<Event>& out);  // held P pieces, as they are
+    void finish_line(Event e, std::string line, std::vector<Event>& out);
     void take_partial(Tracked& t, std::vector<Event>& out);
     void cut_partials(std::vector<Event>& out, uint64_t held);
     void close_file(Tracked& t);
@@ -91,6 +109,9 @@ private:
     std::map<std::string, Tracked> files_;                           // by dev:ino
     std::map<std::string, std::pair<std::string, uint64_t>> saved_;  // dev:ino -> (fingerprint, offset)
     std::map<std::string, std::string> saved_paths_;                 // dev:ino -> path when saved
+    // CRI files saved while P pieces were held (their offset is the earliest held piece's):
+    // the end of what was handed out, and each held stream's start (cri.hpp, replay).
+    std::map<std::string, std::pair<uint64_t, std::array<int64_t, 2>>> saved_cri_;
     // Refused paths are counted once while they keep matching (last scan's, and this scan's), and
     // the same entry is not opened again: a user's hundred thousand links cost one lstat each.
     struct Refused {
@@ -102,6 +123,7 @@ private:
     int64_t scan_interval_ns_ = 0;
     int64_t last_scan_ns_ = 0;
     Events events_;
+    Labeler labeler_;
     bool first_scan_ = true;
     bool glob_failed_ = false;
     size_t over_limit_now_ = 0;               // files newly refused for a limit in this scan

@@ -1,0 +1,57 @@
+#include "shipper/sources/pods/pod_path.hpp"
+
+#include <catch2/catch.hpp>
+#include <string>
+
+using jobtrail::shipper::parse_pod_log_path;
+
+TEST_CASE("pod log paths: namespace, pod, uid and container from kubelet's tree", "[pods]") {
+    const auto p = parse_pod_log_path("/var/log/pods",
+                                      "/var/log/pods/train_llama-70b-0.workers_0f3c1a2e-5b6d-4e7f-8a9b-0c1d2e3f4a5b/"
+                                      "pytorch/3.log");
+    REQUIRE(p.ok);
+    CHECK(p.value.ns == "train");
+    CHECK(p.value.pod == "llama-70b-0.workers");  // pod names are DNS subdomains: dots allowed
+    CHECK(p.value.uid == "0f3c1a2e-5b6d-4e7f-8a9b-0c1d2e3f4a5b");
+    CHECK(p.value.container == "pytorch");
+    CHECK_FALSE(p.value.rotated);
+    // A static pod's directory carries kubelet's hash instead of a UUID.
+    CHECK(parse_pod_log_path("/r", "/r/kube-system_etcd-gpu01_9a3b5c7d9e1f3a5b7c9d1e3f5a7b9c1d/etcd/0.log").ok);
+}
+
+TEST_CASE("pod log paths: kubelet's rotated file is read, compressed and temporary files never", "[pods]") {
+    const std::string dir = "/r/ns_pod_1234/c/";
+    const auto rotated = parse_pod_log_path("/r", dir + "0.log.20261201-151100");
+    REQUIRE(rotated.ok);
+    CHECK(rotated.value.rotated);
+    for (const char* f : {"0.log.20261201-151100.gz", "0.log.20261201-151100.gz.tmp", "0.log.tmp", "0.logx", "x.log",
+                          ".log", "0.log.2026", "0.txt"}) {
+        const auto r = parse_pod_log_path("/r", dir + f);
+        CHECK_FALSE(r.ok);
+        CHECK(r.error.find(f) != std::string::npos);  // says which file and why
+    }
+}
+
+TEST_CASE("pod log paths: names Kubernetes would refuse are refused, and the error says which part", "[pods]") {
+    // No '_' in a namespace, pod or container name (the API server's rules), so a fourth part,
+    // upper case, or an empty part is not kubelet's.
+    struct Case {
+        const char* path;
+        const char* says;
+    };
+    for (const auto& c :
+         {Case{"/r/ns_my_pod_1234/c/0.log", "<namespace>_<pod>_<uid>"},
+          Case{"/r/ns_pod/c/0.log", "<namespace>_<pod>_<uid>"}, Case{"/r/NS_pod_1234/c/0.log", "namespace 'NS'"},
+          Case{"/r/ns_-pod_1234/c/0.log", "pod name '-pod'"}, Case{"/r/ns_pod..x_1234/c/0.log", "pod name 'pod..x'"},
+          Case{"/r/ns_pod_12 34/c/0.log", "pod uid '12 34'"}, Case{"/r/ns_pod_/c/0.log", "pod uid ''"},
+          Case{"/r/ns_pod_1234/C_x/0.log", "container name 'C_x'"}, Case{"/r/ns_pod_1234/0.log", "three levels"},
+          Case{"/r/ns_pod_1234/c/d/0.log", "three levels"}, Case{"/other/ns_pod_1234/c/0.log", "not under /r"}}) {
+        const auto r = parse_pod_log_path("/r", c.path);
+        INFO(c.path << ": " << r.error);
+        CHECK_FALSE(r.ok);
+        CHECK(r.error.find(c.says) != std::string::npos);
+    }
+    const std::string label63(63, 'a'), label64(64, 'a');
+    CHECK(parse_pod_log_path("/r", "/r/" + label63 + "_p_1/c/0.log").ok);
+    CHECK_FALSE(parse_pod_log_path("/r", "/r/" + label64 + "_p_1/c/0.log").ok);
+}
