@@ -843,6 +843,7 @@ def make_handler(loki):
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--port", type=int, default=0)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (a lab's bridge address)")
     p.add_argument("--port-file")
     p.add_argument("--auth", action="store_true", help="require X-Scope-OrgID (auth_enabled)")
     p.add_argument("--ingestion-rate-mb", type=float, default=4)
@@ -879,7 +880,7 @@ def parse_args(argv=None):
 def main():
     a = parse_args()
     loki = Loki(a)
-    srv = ThreadingHTTPServer(("127.0.0.1", a.port), make_handler(loki))
+    srv = ThreadingHTTPServer((a.host, a.port), make_handler(loki))
     srv.daemon_threads = True
     if a.tls_cert:
         import ssl
@@ -891,7 +892,7 @@ def main():
             f.write(str(srv.server_address[1]))
         import os
         os.rename(a.port_file + ".tmp", a.port_file)
-    print("loki-double listening on 127.0.0.1:%d" % srv.server_address[1], flush=True)
+    print("loki-double listening on %s:%d" % (a.host, srv.server_address[1]), flush=True)
     srv.serve_forever()
 
 
