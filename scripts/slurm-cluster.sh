@@ -5,7 +5,8 @@
 # /var/log/slurm, /run, /var/lib/jobtrail and /dev/kmsg (bind mounts of DIR/nodes/<node>/...).
 # Munge is shared (one key). Optionally each node gets a kmsg fixture (kmsgfs, mounted at
 # DIR/nodes/<node>/kmsgfs and bound over the node's /dev/kmsg), its own jobtrail-shipper and all
-# of them ship to one Loki test double listening on the bridge. See ../shared/reference/slurm-lab.md
+# of them ship to one Loki test double listening on the bridge. What it starts in the background
+# closes fd 3 (bats waits for whoever holds it). See ../shared/reference/slurm-lab.md
 # for the single-node lab this is modelled on; the two run side by side (other ports, dirs, net).
 #
 #   slurm-cluster.sh start|stop|status [DIR]      (DIR defaults to /tmp/slurm-cluster)
@@ -72,7 +73,7 @@ nodelist() { printf '%s[%s-%s]' "$PREFIX" "$(printf %02d 1)" "$(printf %02d "$N"
 live_pid() {
     local file=$1 name=$2 pid
     [ -s "$file" ] || return 1
-    pid=$(cat "$file")
+    pid=$(cat "$file" 2>/dev/null) || return 1
     [ -r "/proc/$pid/status" ] || return 1
     grep -q "^State:.*Z" "/proc/$pid/status" && return 1
     [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$name" ] || return 1
@@ -162,7 +163,7 @@ start_loki() {
     live_pid "$D/run/loki.pid" python3 >/dev/null && return 0
     rm -f "$D/run/loki.port"
     setsid /usr/bin/python3 "$HERE/../tests/loki_double/loki_double.py" --host "$NET.1" \
-        --port-file "$D/run/loki.port" --max-streams 100000 >"$D/log/loki-double.log" 2>&1 </dev/null &
+        --port-file "$D/run/loki.port" --max-streams 100000 >"$D/log/loki-double.log" 2>&1 </dev/null 3>&- &
     echo $! > "$D/run/loki.pid"
     for _ in $(seq 100); do [ -s "$D/run/loki.port" ] && break; sleep 0.05; done
     [ -s "$D/run/loki.port" ] || { log "the Loki double did not start"; cat "$D/log/loki-double.log" >&2; exit 1; }
@@ -188,22 +189,28 @@ start_bridge() {
     fi
 }
 
-start_node() {
-    local i=$1 n nd pid veth
-    n=$(node_name "$i")
+# The kmsg fixtures are mounted before any node's mount namespace copies this one.
+start_kmsgfs() {
+    local n nd
+    n=$(node_name "$1")
     nd=$D/nodes/$n
-    veth=${BRIDGE}v$i
     mkdir -p "$nd"/{spool,log/prolog,log/epilog,run,lib-jobtrail,kmsgfs}
-    # The kmsg fixture is mounted here, before the node's mount namespace copies this one.
     if [ -n "${SLURM_CLUSTER_KMSGFS:-}" ] && ! mountpoint -q "$nd/kmsgfs"; then
         # A new ring is a new boot for the node: forget its kernel positions, spool and job logs.
         rm -rf "${nd:?}/lib-jobtrail" "$nd/log" && mkdir -p "$nd"/{lib-jobtrail,log/prolog,log/epilog}
-        "$SLURM_CLUSTER_KMSGFS" "$nd/kmsgfs" --ring-bytes 1048576 >"$nd/kmsgfs.log" 2>&1 </dev/null &
+        "$SLURM_CLUSTER_KMSGFS" "$nd/kmsgfs" --ring-bytes 1048576 >"$nd/kmsgfs.log" 2>&1 </dev/null 3>&- &
         echo $! > "$nd/kmsgfs.pid"
         for _ in $(seq 100); do [ -e "$nd/kmsgfs/kmsg" ] && break; sleep 0.05; done
         [ -e "$nd/kmsgfs/kmsg" ] || { log "$n: kmsgfs did not mount"; cat "$nd/kmsgfs.log" >&2; exit 1; }
         echo "6;kmsgfs: test ring of $n started" > "$nd/kmsgfs/ctl"
     fi
+}
+
+start_node() {
+    local i=$1 n nd pid veth
+    n=$(node_name "$i")
+    nd=$D/nodes/$n
+    veth=${BRIDGE}v$i
     if ! pid=$(ns_pid "$n"); then
         local kmsg_bind=
         [ -e "$nd/kmsgfs/kmsg" ] && kmsg_bind="mount --bind $nd/kmsgfs/kmsg /dev/kmsg"
@@ -220,7 +227,7 @@ start_node() {
             $kmsg_bind
             ip link set lo up
             touch $nd/ns.ready
-            exec sleep infinity" </dev/null >"$nd/ns.log" 2>&1 &
+            exec sleep infinity" </dev/null >"$nd/ns.log" 2>&1 3>&- &
         pid=$!
         echo "$pid" > "$nd/ns.pid"
         rm -f "$nd/ns.ready"
@@ -238,18 +245,21 @@ start_node() {
 
 shipper_start() {
     local n=$1 nd=$D/nodes/$1
-    [ -n "${SLURM_CLUSTER_SHIPPER:-}" ] || return 0
+    [ -n "${SLURM_CLUSTER_SHIPPER:-}" ] || { log "no SLURM_CLUSTER_SHIPPER given at start"; return 1; }
     live_pid "$nd/shipper.pid" jobtrail-shippe >/dev/null && return 0
+    local ns pid
+    ns=$(ns_pid "$n") || { log "node $n has no namespaces (is $D started?)"; return 1; }
     # Its own session (a kill of the test's process group leaves it), in the node's namespaces.
-    in_node "$n" setsid "$SLURM_CLUSTER_SHIPPER" --config "$SLURM_CLUSTER_SHIPPER_CONFIG" \
-        >>"$nd/log/shipper.log" 2>&1 </dev/null &
-    local pid=$!
+    nsenter -t "$ns" --net --uts --mount -- setsid "$SLURM_CLUSTER_SHIPPER" --config "$SLURM_CLUSTER_SHIPPER_CONFIG" \
+        >>"$nd/log/shipper.log" 2>&1 </dev/null 3>&- &
+    pid=$!
     # nsenter execs (no fork without --pid), setsid forks only when it is a group leader.
     for _ in $(seq 50); do
         [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = jobtrail-shippe ] && break
         sleep 0.02
     done
     echo "$pid" > "$nd/shipper.pid"
+    live_pid "$nd/shipper.pid" jobtrail-shippe >/dev/null || { log "$n: the shipper did not start"; tail -n 5 "$nd/log/shipper.log" >&2; return 1; }
 }
 
 node_states() { sinfo -h -N -o '%N %T' 2>/dev/null || true; }
@@ -290,8 +300,14 @@ ENV
     start_loki
     echo "export CLUSTER_LOKI_URL=$(cat "$D/loki.url")" >> "$D/env.sh"
     local i
+    for i in $(seq "$N"); do start_kmsgfs "$i"; done
     for i in $(seq "$N"); do start_node "$i"; done
-    for i in $(seq "$N"); do shipper_start "$(node_name "$i")"; done
+    if [ -n "${SLURM_CLUSTER_SHIPPER:-}" ] && [ ! -s "${SLURM_CLUSTER_SHIPPER_CONFIG:-}" ]; then
+        # The config names the Loki, whose address is known only now: its writer starts them.
+        log "shippers not started: no ${SLURM_CLUSTER_SHIPPER_CONFIG:-SLURM_CLUSTER_SHIPPER_CONFIG} yet (then: $0 shipper start $D NODE)"
+    else
+        for i in $(seq "$N"); do shipper_start "$(node_name "$i")"; done
+    fi
     local t=0 resumed=0 idle states
     while [ $t -lt $((WAIT * 5)) ]; do
         states=$(node_states)
