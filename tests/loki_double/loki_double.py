@@ -730,6 +730,7 @@ def make_handler(loki):
                 raw = self.body()
                 with loki.lock:
                     loki.stats["pushes"] += 1
+                    loki.stats["bytes_received"] = loki.stats.get("bytes_received", 0) + len(raw)
                 if self.fault():
                     return
                 tenant = self.tenant()
@@ -773,7 +774,7 @@ def make_handler(loki):
                     return self.reply(200, json.dumps(doc), "application/json")
                 if u.path == "/-/stats":
                     with loki.lock:  # reply() takes the lock itself: not under it
-                        doc = json.dumps(loki.stats)
+                        doc = json.dumps(dict(loki.stats, streams=len(loki.streams)))
                     return self.reply(200, doc, "application/json")
                 tenant = self.tenant()
                 now = time.time_ns()
