@@ -8,7 +8,7 @@ PACKAGES=(
   libslurm-dev libyaml-cpp-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libcli11-dev libre2-dev
   libisal-dev libsystemd-dev libzstd-dev libcurl4-openssl-dev libsnappy-dev libprotobuf-dev protobuf-compiler libarchive-dev libssl-dev zstd
   # tests: real Slurm, the kmsg fixture (FUSE), bats, the Loki test double's decoders
-  slurmctld slurmd slurm-client munge catch2 libfuse3-dev fuse3 bats python3-protobuf python3-snappy python3-yaml
+  slurmctld slurmd slurm-client munge catch2 libfuse3-dev fuse3 bats python3-protobuf python3-snappy python3-yaml iproute2
   # the journald source test writes journal files with systemd-journal-remote
   systemd-journal-remote
   # the CLI tests: report.html in headless chromium

@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "common/fs.hpp"
+#include "common/hostlist.hpp"
 #include "common/text.hpp"
 #include "common/time.hpp"
 #include "forensics/analysis.hpp"
@@ -181,6 +182,19 @@ private:
 struct Refused {
     std::string path, reason, error;
 };
+
+constexpr size_t kMaxJobNodes = 16384;  // expand_hostlist's default bound, for all nodelists together
+
+// "prolog meta nodelist=gpu[01-04]" -> "gpu[01-04]" for key "nodelist"; "" if not such a line.
+std::string meta_value(std::string_view line, std::string_view key) {
+    const size_t sp = line.find(' ');
+    if (sp == std::string_view::npos) return {};
+    std::string_view rest = line.substr(sp + 1);
+    if (!starts_with(rest, "meta ")) return {};
+    rest.remove_prefix(5);
+    if (!starts_with(rest, key) || rest.size() <= key.size() || rest[key.size()] != '=') return {};
+    return std::string(rest.substr(key.size() + 1, 4096));
+}
 
 struct QueryRecord {
     QueryRecord() = default;
@@ -668,6 +682,8 @@ BundleResult make_bundle(const BundleOptions& o) {
     Analyzer an;
     Collection col(o, st, an);
     Window w;
+    std::set<std::string> missing_nodes;  // in the job's nodelist, without a prolog/epilog record
+    std::string nodelist_notes;
     w.nodes = o.nodes;
     w.start_ns = o.start_ns;
     w.end_ns = o.end_ns;
@@ -689,29 +705,48 @@ BundleResult make_bundle(const BundleOptions& o) {
             // Where and when: the collectors' records in Loki, else Slurm's accounting.
             Window found;
             std::set<std::string> nodes;
+            std::set<std::string> nodelists;  // what SLURM_JOB_NODELIST said on each node
             std::string cluster_label;
             loki::Client client(o.endpoint);
             if (auto secrets = client.load_secrets(); !secrets.ok)
                 std::fprintf(stderr, "jobtrail: %s (querying without those credentials)\n", secrets.error.c_str());
             const int64_t now = realtime_ns();
             QueryRecord q{"find the job", prolog_epilog_query(o.schema, o.job_id)};
-            const auto r = loki::query_range(client, q.logql, now - o.lookback_ns, now + 60'000'000'000, o.query,
-                                             [&](const loki::QueryEntry& e) {
-                                                 if (auto it = e.labels->find("node"); it != e.labels->end())
-                                                     nodes.insert(it->second);
-                                                 if (auto it = e.labels->find("cluster"); it != e.labels->end())
-                                                     cluster_label = it->second;
-                                                 if (!found.start_ns || e.ts_ns < found.start_ns)
-                                                     found.start_ns = e.ts_ns;
-                                                 found.end_ns = std::max(found.end_ns, e.ts_ns);
-                                             });
+            const auto r = loki::query_range(
+                client, q.logql, now - o.lookback_ns, now + 60'000'000'000, o.query, [&](const loki::QueryEntry& e) {
+                    if (auto it = e.labels->find("node"); it != e.labels->end()) nodes.insert(it->second);
+                    if (auto v = meta_value(e.line, "nodelist"); !v.empty() && nodelists.size() < 16)
+                        nodelists.emplace(v);
+                    if (auto it = e.labels->find("cluster"); it != e.labels->end()) cluster_label = it->second;
+                    if (!found.start_ns || e.ts_ns < found.start_ns) found.start_ns = e.ts_ns;
+                    found.end_ns = std::max(found.end_ns, e.ts_ns);
+                });
             q.lines = r.entries;
             q.failed = r.failed;
             q.error = r.error;
             queries.push_back(q);
             if (!nodes.empty()) {
-                found.nodes.assign(nodes.begin(), nodes.end());
-                found.basis = "prolog/epilog records in Loki";
+                // A node whose shipper is down or behind has no records: the nodelist names it.
+                std::set<std::string> all = nodes;
+                for (const auto& l : nodelists) {
+                    auto expanded = expand_hostlist(l);
+                    if (!expanded.ok) {
+                        nodelist_notes += "the job's nodelist is unusable (" + escape_line(expanded.error) +
+                                          "): its nodes are those with records\n";
+                        continue;
+                    }
+                    // Forged nodelists (anyone who can push) must not multiply the queries.
+                    if (all.size() + expanded.value.size() > kMaxJobNodes) {
+                        nodelist_notes += "the job's nodelists name more than " + std::to_string(kMaxJobNodes) +
+                                          " nodes: " + escape_line(l.substr(0, 200)) + " left out\n";
+                        continue;
+                    }
+                    for (auto& h : expanded.value)
+                        if (all.insert(h).second) missing_nodes.insert(h);
+                }
+                found.nodes.assign(all.begin(), all.end());
+                found.basis = nodelists.empty() ? "prolog/epilog records in Loki"
+                                                : "prolog/epilog records in Loki and the job's nodelist";
             } else if (!window_from_slurm(o, found)) {
                 found = {};
             }
@@ -775,11 +810,19 @@ BundleResult make_bundle(const BundleOptions& o) {
                            format_rfc3339_ns(now - o.query.max_query_lookback_ns) +
                            " cannot be queried and are missing\n";
     }
+    if (!missing_nodes.empty()) {
+        std::string list;
+        for (const auto& n : missing_nodes) list += (list.empty() ? "" : ", ") + escape_line(n);
+        res.summary += "\nMISSING NODES\n-------------\n" + list +
+                       ": in the job's nodelist but without any prolog/epilog record in Loki (the node's "
+                       "shipper down or behind?); this bundle lacks their story: run it again once they ship\n";
+    }
+    if (!nodelist_notes.empty()) res.summary += "\nNOTE\n----\n" + nodelist_notes;
     write_file_atomic(staging + "/summary.txt", res.summary, 0644);
     const auto findings = an.findings();
     write_file_atomic(staging + "/report.html", render_report_html(facts, findings, an.likely_cause(findings)), 0644);
 
-    bool partial = false;
+    bool partial = !missing_nodes.empty();
     nlohmann::ordered_json mq = nlohmann::ordered_json::array();
     for (const auto& q : queries) {
         partial |= q.failed;
@@ -801,19 +844,20 @@ BundleResult make_bundle(const BundleOptions& o) {
         ::stat((staging + "/" + f).c_str(), &sb);
         mf.push_back({{"path", f}, {"bytes", sb.st_size}, {"sha256", sha256_file(staging + "/" + f)}});
     }
-    const nlohmann::ordered_json manifest = {{"jobtrail_version", kVersion},
-                                             {"command", o.command_line},
-                                             {"created", format_rfc3339_ns(started)},
-                                             {"source", source},
-                                             {"job", {{"id", o.job_id}, {"nodes", w.nodes}, {"basis", w.basis}}},
-                                             {"window",
-                                              {{"start", format_rfc3339_ns(w.start_ns)},
-                                               {"end", format_rfc3339_ns(w.end_ns)},
-                                               {"margin_s", o.margin_ns / 1'000'000'000}}},
-                                             {"queries", mq},
-                                             {"complete", !partial},
-                                             {"refused", refused},
-                                             {"files", mf}};
+    const nlohmann::ordered_json manifest = {
+        {"jobtrail_version", kVersion},
+        {"command", o.command_line},
+        {"created", format_rfc3339_ns(started)},
+        {"source", source},
+        {"job", {{"id", o.job_id}, {"nodes", w.nodes}, {"missing_nodes", missing_nodes}, {"basis", w.basis}}},
+        {"window",
+         {{"start", format_rfc3339_ns(w.start_ns)},
+          {"end", format_rfc3339_ns(w.end_ns)},
+          {"margin_s", o.margin_ns / 1'000'000'000}}},
+        {"queries", mq},
+        {"complete", !partial},
+        {"refused", refused},
+        {"files", mf}};
     write_file_atomic(staging + "/manifest.json",
                       manifest.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n", 0644);
     files.insert(files.begin(), "manifest.json");
@@ -828,7 +872,14 @@ BundleResult make_bundle(const BundleOptions& o) {
     }
     write_file_atomic(res.archive + ".sha256", sha256_file(res.archive) + "  " + top + ".tar.zst\n", 0644);
     res.exit_code = partial ? kExitPartial : kExitOk;
-    if (partial) res.error = "some queries failed; the bundle is partial (see manifest.json)";
+    if (partial) {
+        std::string why;
+        for (const auto& n : missing_nodes) why += (why.empty() ? "" : ", ") + escape_line(n);
+        if (!why.empty()) why = "no records from node(s) " + why;
+        if (std::any_of(queries.begin(), queries.end(), [](const QueryRecord& q) { return q.failed; }))
+            why += std::string(why.empty() ? "" : " and ") + "some queries failed";
+        res.error = why + "; the bundle is partial (see manifest.json)";
+    }
     return res;
 }
 

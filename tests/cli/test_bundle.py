@@ -273,6 +273,60 @@ class Bundle(unittest.TestCase):
         finally:
             loki.close()
 
+    def test_a_node_of_the_nodelist_without_records_makes_the_bundle_partial_and_is_named(self):
+        loki = Loki()
+        try:
+            streams = job_streams(nccl_lines=10)
+            # Both nodes' prologs recorded SLURM_JOB_NODELIST gpu[01-03]; gpu03 shipped nothing.
+            for s in streams:
+                if s["stream"].get("tag") == "meta":
+                    s["values"].append([str(int(s["values"][-1][0]) + 2), "prolog meta nodelist=gpu[01-03]"])
+            loki.push(streams)
+            r = self.run_cli("--loki-url", loki.url, "bundle", "4242", "-o", self.out)
+            self.assertEqual(r.returncode, 3, r.stderr)
+            self.assertIn("no records from node(s) gpu03; the bundle is partial", r.stderr)
+            self.assertIn("MISSING NODES", r.stdout)
+            (archive,) = glob.glob(self.out + "/*.tar.zst")
+            top = extract(archive, self.out + "/x")
+            m = json.load(open(top + "/manifest.json"))
+            self.assertFalse(m["complete"])
+            self.assertEqual(m["job"]["nodes"], ["gpu01", "gpu02", "gpu03"])  # gpu03's kernel log was asked for
+            self.assertEqual(m["job"]["missing_nodes"], ["gpu03"])
+            self.assertFalse([q for q in m["queries"] if q["failed"]])
+            summary = open(top + "/summary.txt").read()
+            self.assertIn("gpu03: in the job's nodelist but without any prolog/epilog record", summary)
+            self.assertIn("Xid 79", summary)  # the rest is there
+            # Once gpu03's shipper has caught up, the same command gives the whole bundle.
+            t0 = int(streams[0]["values"][0][0])
+            loki.push([{"stream": {"cluster": "c1", "node": "gpu03", "job": "slurm-prolog-epilog", "job_id": "4242",
+                                   "service_name": "slurm-prolog-epilog", "phase": "prolog", "tag": "meta"},
+                        "values": [[str(t0), "prolog meta nodelist=gpu[01-03]"]]}])
+            shutil.rmtree(self.out)
+            os.makedirs(self.out)
+            r = self.run_cli("--loki-url", loki.url, "bundle", "4242", "-o", self.out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertNotIn("MISSING NODES", r.stdout)
+        finally:
+            loki.close()
+
+    def test_a_forged_nodelist_is_said_and_bounded_not_expanded(self):
+        loki = Loki()
+        try:
+            streams = job_streams(nccl_lines=10)
+            for s in streams:
+                if s["stream"].get("tag") == "meta" and s["stream"]["node"] == "gpu01":
+                    s["values"].append([str(int(s["values"][-1][0]) + 2), "prolog meta nodelist=a[1-1000]b[1-1000]"])
+            loki.push(streams)
+            r = self.run_cli("--loki-url", loki.url, "bundle", "4242", "-o", self.out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("the job's nodelist is unusable (hostlist \"a[1-1000]b[1-1000]\": more than 16384 hosts",
+                          r.stdout)
+            (archive,) = glob.glob(self.out + "/*.tar.zst")
+            m = json.load(open(extract(archive, self.out + "/x") + "/manifest.json"))
+            self.assertEqual(m["job"]["nodes"], ["gpu01", "gpu02"])
+        finally:
+            loki.close()
+
     def test_a_failing_query_gives_a_partial_bundle_that_says_so(self):
         loki = Loki()
         try:

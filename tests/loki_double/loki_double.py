@@ -730,6 +730,7 @@ def make_handler(loki):
                 raw = self.body()
                 with loki.lock:
                     loki.stats["pushes"] += 1
+                    loki.stats["bytes_received"] = loki.stats.get("bytes_received", 0) + len(raw)
                 if self.fault():
                     return
                 tenant = self.tenant()
@@ -773,7 +774,7 @@ def make_handler(loki):
                     return self.reply(200, json.dumps(doc), "application/json")
                 if u.path == "/-/stats":
                     with loki.lock:  # reply() takes the lock itself: not under it
-                        doc = json.dumps(loki.stats)
+                        doc = json.dumps(dict(loki.stats, streams=len(loki.streams)))
                     return self.reply(200, doc, "application/json")
                 tenant = self.tenant()
                 now = time.time_ns()
@@ -843,6 +844,7 @@ def make_handler(loki):
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--port", type=int, default=0)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (a lab's bridge address)")
     p.add_argument("--port-file")
     p.add_argument("--auth", action="store_true", help="require X-Scope-OrgID (auth_enabled)")
     p.add_argument("--ingestion-rate-mb", type=float, default=4)
@@ -879,7 +881,7 @@ def parse_args(argv=None):
 def main():
     a = parse_args()
     loki = Loki(a)
-    srv = ThreadingHTTPServer(("127.0.0.1", a.port), make_handler(loki))
+    srv = ThreadingHTTPServer((a.host, a.port), make_handler(loki))
     srv.daemon_threads = True
     if a.tls_cert:
         import ssl
@@ -891,7 +893,7 @@ def main():
             f.write(str(srv.server_address[1]))
         import os
         os.rename(a.port_file + ".tmp", a.port_file)
-    print("loki-double listening on 127.0.0.1:%d" % srv.server_address[1], flush=True)
+    print("loki-double listening on %s:%d" % (a.host, srv.server_address[1]), flush=True)
     srv.serve_forever()
 
 
