@@ -2,6 +2,7 @@
 // fleet's Xid events, `node` a node's jobs and the kernel events that hit them, `logql` prints a
 // job's queries for Grafana. Exit codes: 0 found, 1 not
 // found, 2 usage error, 3 partial result (some queries failed), 4 error.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -263,6 +264,11 @@ int node_from_local(const config::Config& c, forensics::NodeView& v, int64_t fro
         for (const auto& de : std::filesystem::directory_iterator(dir, ec)) {
             const auto parsed = node::parse_job_log(de.path().string());
             if (!parsed || !de.is_regular_file(ec)) continue;
+            struct stat st {};
+            // A log last written before the jobs' lookback holds nothing of the window.
+            if (::stat(de.path().c_str(), &st) != 0 ||
+                st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec < job_from)
+                continue;
             const auto text = read_small_file(de.path().string(), 64ULL << 20);
             if (!text) continue;
             ++files;

@@ -29,26 +29,18 @@ int run(const std::string& config_path) {
     jc::Session s(jc::Phase::kProlog, config_path);
     s.header();
     const bool job = s.facts().valid_job_id();
-    // The marker goes out before the probes (seconds), with the devices the driver names; it
-    // is rewritten with nvidia-smi's serials when the probe gives them.
-    jobtrail::devices::Resolution devices;
+    // The marker goes out first, so the shipper knows the job at once; the devices (driver files
+    // and slurmd -G, bounded, and nvidia-smi's serials from the probes) are added after.
     if (job) {
         jc::guarded(s, "kernel mark", [&] { jc::record_kernel_mark(s); });
-        jc::guarded(s, "devices", [&] { devices = jc::resolve_job_devices(s); });
-        jc::guarded(s, "job marker", [&] { write_job_marker(s, devices); });
+        jc::guarded(s, "job marker", [&] { write_job_marker(s, {}); });
     }
     std::map<std::string, std::vector<std::string>> probe_out;
     jc::guarded(s, "probes", [&] { probe_out = jc::run_probes(s); });
-    if (job) {
+    if (job && !s.facts().gpus.empty()) {
         jc::guarded(s, "devices", [&] {
-            auto with_serials = jc::resolve_job_devices(s, probe_out);
-            if (with_serials.devices.size() == devices.devices.size()) {
-                bool more = false;
-                for (size_t i = 0; i < devices.devices.size(); ++i)
-                    more |= devices.devices[i].serial != with_serials.devices[i].serial;
-                if (more) write_job_marker(s, with_serials);
-                devices = std::move(with_serials);
-            }
+            const auto devices = jc::resolve_job_devices(s, probe_out);
+            write_job_marker(s, devices);
             jc::log_job_devices(s, devices);
         });
     }

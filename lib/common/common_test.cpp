@@ -1,7 +1,11 @@
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
+#include "common/fs.hpp"
 #include "common/text.hpp"
 #include "common/time.hpp"
+#include "kmsgfs_mount.hpp"
 
 using namespace jobtrail;
 
@@ -102,4 +106,18 @@ TEST_CASE("credentials in URLs are redacted, the rest is kept", "[common]") {
     CHECK(redact_url_credentials("https://ops:s3cret@loki:3100/loki") == "https://<redacted>@loki:3100/loki");
     CHECK(redact_url_credentials("http://loki:3100/a@b") == "http://loki:3100/a@b");  // '@' in the path
     CHECK(redact_url_credentials("--tenant") == "--tenant");
+}
+
+TEST_CASE("an exclusive lock is held once, names its holder, and is free again when closed", "[common]") {
+    jobtrail::test::TempDir d;
+    const std::string path = d.path() + "/shipper.lock";
+    {
+        auto first = jobtrail::lock_exclusive(path);
+        REQUIRE(first.ok);
+        const auto second = jobtrail::lock_exclusive(path);
+        REQUIRE_FALSE(second.ok);
+        CHECK(second.error == path + " is held by another process (pid " + std::to_string(::getpid()) + ")");
+    }
+    CHECK(jobtrail::lock_exclusive(path).ok);
+    CHECK_FALSE(jobtrail::lock_exclusive(d.path() + "/none/x.lock").ok);
 }

@@ -1,6 +1,7 @@
 #include "common/fs.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -238,6 +239,26 @@ std::optional<std::string> read_small_file(const std::string& path, size_t max_b
     }
     if (out.size() > max_bytes) out.resize(max_bytes);
     return out;
+}
+
+Result<Fd> lock_exclusive(const std::string& path) {
+    Fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
+    if (!fd.valid()) return Status::failure("cannot open " + path + ": " + errno_text(errno));
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+        const int err = errno;
+        char buf[32] = {};
+        const ssize_t n = ::pread(fd.get(), buf, sizeof buf - 1, 0);
+        std::string holder = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("?");
+        while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+        if (err == EWOULDBLOCK) return Status::failure(path + " is held by another process (pid " + holder + ")");
+        return Status::failure("cannot lock " + path + ": " + errno_text(err));
+    }
+    const std::string pid = std::to_string(::getpid()) + "\n";
+    // The lock holds without the pid too; only a second process's message is poorer.
+    const bool wrote = ::ftruncate(fd.get(), 0) == 0 &&
+                       ::pwrite(fd.get(), pid.data(), pid.size(), 0) == static_cast<ssize_t>(pid.size());
+    (void)wrote;
+    return fd;
 }
 
 }  // namespace jobtrail

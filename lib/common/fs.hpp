@@ -39,6 +39,10 @@ Status make_dirs(const std::string& path, mode_t mode);
 
 // Opens dir/name for appending as a regular file, creating it with `mode`. Never follows a
 // symlink, refuses hard-linked files and anything but a regular file.
+// An exclusive lock on path (created 0644, flock), held while the Fd lives; our pid is written
+// in it. Fails, naming the holder's pid, when another process holds it.
+Result<Fd> lock_exclusive(const std::string& path);
+
 Result<Fd> open_append_safe(const std::string& dir, std::string_view name, mode_t mode);
 
 // Writes content to path via a temporary file in the same directory and rename(), so a reader

@@ -37,6 +37,9 @@ struct CollectorConfig {
     // The driver's view of the GPUs (gpus/<bdf>/information): the prolog maps the job's
     // SLURM_JOB_GPUS to PCI addresses with it. Tests point it at a fixture tree.
     std::string nvidia_proc = "/proc/driver/nvidia";
+    // Prints the node's GRES with their device files: SLURM_JOB_GPUS holds positions in that
+    // list, not device minors. Run by the prolog of a job with GPUs, under a 5 s bound.
+    std::vector<std::string> gres_command{"slurmd", "-G"};
     // PATH for site scripts and probes: slurmd gives Prolog/Epilog none.
     std::string path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
     // Kernel context kept in the prolog log: at most this many records, none older than this.

@@ -123,15 +123,19 @@ void parse_phase(Parser& p, const YAML::Node& n, const std::string& where, Phase
 
 void parse_collector(Parser& p, const YAML::Node& n, CollectorConfig& c) {
     const std::string w = "collector";
-    if (!p.check_map(n, w,
-                     {"log_dir", "state_dir", "run_dir", "nccl_dir", "kmsg", "nvidia_proc", "path", "kernel_context",
-                      "max_log_bytes", "max_line_bytes", "kill_grace", "kmsg_budget", "prolog", "epilog"}))
+    if (!p.check_map(
+            n, w,
+            {"log_dir", "state_dir", "run_dir", "nccl_dir", "kmsg", "nvidia_proc", "gres_command", "path",
+             "kernel_context", "max_log_bytes", "max_line_bytes", "kill_grace", "kmsg_budget", "prolog", "epilog"}))
         return;
     p.path(n, w, "log_dir", c.log_dir);
     p.path(n, w, "state_dir", c.state_dir);
     p.path(n, w, "run_dir", c.run_dir);
     p.path(n, w, "kmsg", c.kmsg_path);
     p.path(n, w, "nvidia_proc", c.nvidia_proc);
+    if (n["gres_command"] && p.string_list(n["gres_command"], Parser::join(w, "gres_command"), c.gres_command) &&
+        c.gres_command.empty())
+        p.error(n["gres_command"], Parser::join(w, "gres_command"), "empty: the program and its arguments");
     p.path(n, w, "nccl_dir", c.nccl_dir);
     p.string(n, w, "path", c.path);
     if (const YAML::Node k = n["kernel_context"]) {

@@ -11,25 +11,13 @@ namespace {
 
 constexpr size_t kOomMemory = 64;
 
-// The value of `key=` in a comma-separated kernel line, up to the next comma.
-std::string_view field(std::string_view line, std::string_view key) {
-    size_t at = 0;
-    for (;;) {
-        at = line.find(key, at);
-        if (at == std::string_view::npos) return {};
-        if (at == 0 || line[at - 1] == ',' || line[at - 1] == ':') break;
-        at += key.size();
-    }
-    auto v = line.substr(at + key.size());
-    return v.substr(0, v.find(','));
-}
-
 std::string job_in_path(std::string_view path) {
     size_t from = 0;
     while (from < path.size()) {
         size_t to = path.find('/', from);
         if (to == std::string_view::npos) to = path.size();
-        const auto part = path.substr(from, to - from);
+        auto part = path.substr(from, to - from);
+        part = part.substr(0, part.find(','));  // the next field of the kernel's line
         if (part.size() > 4 && part.substr(0, 4) == "job_" && node::valid_job_id(part.substr(4)))
             return std::string(part.substr(4));
         from = to + 1;
@@ -69,16 +57,28 @@ OomKill parse_oom_kill(std::string_view m) {
         }
         m = m.substr(0, task);
     }
-    k.job_id = job_in_path(field(m, "task_memcg="));
-    if (k.job_id.empty()) k.job_id = job_in_path(field(m, "oom_memcg="));
+    // Slurm's part of a cgroup path comes first; a name a job gave its own sub-cgroup (which may
+    // hold ',' and '=') can only follow it.
+    size_t at = m.find(",oom_memcg=");
+    if (at == std::string_view::npos) at = m.find(",task_memcg=");
+    if (at != std::string_view::npos) k.job_id = job_in_path(m.substr(m.find('=', at) + 1));
     return k;
 }
 
 long killed_pid(std::string_view m) {
-    const size_t at = m.find("Killed process ");
-    if (at == std::string_view::npos || m.find("ut of memory") > at) return -1;
-    auto rest = m.substr(at + 15);
-    return parse_pid(rest.substr(0, rest.find(' ')));
+    // Anchored: other kernel lines (audit, a segfault) carry user-chosen text before any words.
+    for (std::string_view p : {"Out of memory: Killed process ", "Memory cgroup out of memory: Killed process "}) {
+        if (m.substr(0, p.size()) != p) continue;
+        auto rest = m.substr(p.size());
+        return parse_pid(rest.substr(0, rest.find(' ')));
+    }
+    if (m.substr(0, 15) == "Out of memory (") {  // "Out of memory (oom_kill_allocating_task): Killed process N"
+        const size_t at = m.find("): Killed process ");
+        if (at == std::string_view::npos) return -1;
+        auto rest = m.substr(at + 18);
+        return parse_pid(rest.substr(0, rest.find(' ')));
+    }
+    return -1;
 }
 
 void Attributor::upsert(const std::string& job_id, int64_t start_ns, int64_t end_ns,
@@ -99,10 +99,16 @@ const std::vector<node::JobDevice>* Attributor::devices_of(const std::string& jo
 
 std::string Attributor::owner_of(std::string_view pci_bdf, int64_t ts) const {
     const std::string key = bdf_key(pci_bdf);
-    if (key.empty()) return {};
+    std::string owner;
+    int64_t start = 0;
+    if (key.empty()) return owner;
     for (const auto& [id, j] : jobs_)
-        if (running_at(j, ts) && std::find(j.keys.begin(), j.keys.end(), key) != j.keys.end()) return id;
-    return {};
+        if (running_at(j, ts) && std::find(j.keys.begin(), j.keys.end(), key) != j.keys.end() &&
+            (owner.empty() || j.start_ns >= start)) {
+            owner = id;
+            start = j.start_ns;
+        }
+    return owner;
 }
 
 Attribution Attributor::attribute(int64_t ts, std::string_view message, std::string_view pci_bdf) {
@@ -134,15 +140,20 @@ Attribution Attributor::attribute(int64_t ts, std::string_view message, std::str
 
     if (!pci_bdf.empty()) {
         const std::string key = bdf_key(pci_bdf);
+        // Two claims on one GPU (a marker left by an epilog that never ran): the latest start.
+        const Job* best = nullptr;
         for (const auto& [id, j] : jobs_) {
-            if (!running_at(j, ts)) continue;
+            if (key.empty() || !running_at(j, ts) || (best && j.start_ns < best->start_ns)) continue;
             for (size_t i = 0; i < j.keys.size(); ++i)
-                if (!key.empty() && j.keys[i] == key) {
-                    a.basis = Basis::kDevice;
+                if (j.keys[i] == key) {
+                    best = &j;
                     a.owner = id;
                     a.device = &j.devices[i];
-                    return a;
                 }
+        }
+        if (best) {
+            a.basis = Basis::kDevice;
+            return a;
         }
         std::string unknown;
         for (const auto& [id, j] : jobs_)

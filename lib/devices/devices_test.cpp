@@ -105,19 +105,28 @@ TEST_CASE("devices: a job's GPUs resolve to bus ids and serials, and what is mis
                               "1, 00000000:3B:00.0, [N/A], 33", "broken"});
     CHECK(serials.size() == 1);
 
-    auto r = resolve_job_gpus("0,1", gpus, serials);
+    // Slurm's index is a position in the node's GRES list: here /dev/nvidia[1,0] (minors 1, 0).
+    const std::map<int, int> minors = {{0, 1}, {1, 0}};
+    auto r = resolve_job_gpus("0,1", minors, gpus, serials);
     REQUIRE(r.devices.size() == 2);
-    CHECK(r.devices[0].bdf == "0000:1b:00.0");
-    CHECK(r.devices[0].serial == "1650923004567");
-    CHECK(r.devices[1].serial.empty());
+    CHECK(r.devices[0].bdf == "0000:3b:00.0");
+    CHECK(r.devices[0].index == 1);
+    CHECK(r.devices[1].bdf == "0000:1b:00.0");
+    CHECK(r.devices[1].serial == "1650923004567");
+    CHECK(r.devices[0].serial.empty());
     CHECK(r.note.empty());
-    CHECK(describe(r.devices[0]) == "GPU 0 (0000:1b:00.0, serial 1650923004567)");
+    CHECK(describe(r.devices[1]) == "GPU 0 (0000:1b:00.0, serial 1650923004567)");
 
-    r = resolve_job_gpus("1,4", gpus, serials);
+    r = resolve_job_gpus("1,4", {{0, 0}, {1, 1}, {4, 7}}, gpus, serials);
     CHECK(r.devices.size() == 1);
-    CHECK(r.note == "the driver lists no GPU with minor 4");
-    CHECK(resolve_job_gpus("", gpus, serials).note.empty());
-    CHECK(resolve_job_gpus("x", gpus, serials).note.find("not an index list") != std::string::npos);
+    CHECK(r.note == "the driver lists no GPU with minor 7");
+    r = resolve_job_gpus("0,2", minors, gpus, serials);
+    CHECK(r.devices.size() == 1);
+    CHECK(r.note == "no device file known for Slurm GPU index 2");
+    // Without the GRES map nothing is guessed.
+    CHECK(resolve_job_gpus("0", {}, gpus, serials).devices.empty());
+    CHECK(resolve_job_gpus("", minors, gpus, serials).note.empty());
+    CHECK(resolve_job_gpus("x", minors, gpus, serials).note.find("not an index list") != std::string::npos);
 
     note.clear();
     CHECK(read_nvidia_gpus(root + "/none", note).empty());
@@ -160,6 +169,13 @@ TEST_CASE("devices: OOM kill lines of recent kernels name the job's cgroup", "[d
     CHECK(killed_pid("Memory cgroup out of memory: Killed process 81234 (python3) total-vm:1kB") == 81234);
     CHECK(killed_pid("Out of memory: Killed process 12 (a b)") == 12);
     CHECK(killed_pid("segfault: Killed process 12") == -1);
+    CHECK(killed_pid("audit: exe=/home/u/Out of memory Killed process 12") == -1);
+    CHECK(killed_pid("Out of memory (oom_kill_allocating_task): Killed process 33 (x)") == 33);
+    // A job's own sub-cgroup named to look like a field and another job is not read.
+    CHECK(parse_oom_kill("oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,"
+                         "oom_memcg=/slurm/uid_5/job_10/step_0/x,task_memcg=/job_7,task_memcg=/slurm/uid_5/job_10/"
+                         "step_0,task=x,pid=2,uid=5")
+              .job_id == "10");
 }
 
 TEST_CASE("devices: a record is the device owner's, the memcg's, or every running job's", "[devices]") {
@@ -209,5 +225,29 @@ TEST_CASE("devices: a record is the device owner's, the memcg's, or every runnin
     CHECK(r.basis == Basis::kNode);
     CHECK(r.note.find("devices unknown for job 4: the driver lists no GPU with minor 3") != std::string::npos);
     CHECK(a.owner_of("0000:1b:00.0", 300) == "1");
+    // A stale marker (its epilog never ran) and a new job on the same GPU: the new job's.
+    a.upsert("1002", 250, 0, {gpu(0, "0000:1b:00.0")}, "");
+    CHECK(a.attribute(300, "NVRM: Xid (PCI:0000:1b:00): 79, x", "0000:1b:00").owner == "1002");
+    CHECK(a.attribute(200, "NVRM: Xid (PCI:0000:1b:00): 79, x", "0000:1b:00").owner == "1");
+    CHECK(a.owner_of("0000:1b:00.0", 300) == "1002");
     CHECK(a.owner_of("0000:1b:00.0", 50).empty());
+}
+
+TEST_CASE("devices: slurmd -G lines give Slurm's GPU index to device file", "[devices]") {
+    const auto f = parse_gres_gpu_files(
+        {"slurmd: Gres Name=gpu Type=(null) Count=3 Index=0 ID=7696487 File=/tmp/d/nvidia[4-6] (null)",
+         "slurmd: Gres Name=gpu Type=h100 Count=2 Index=3 ID=7696487 File=/dev/nvidia0,/dev/nvidia2 Cores=0-7",
+         "slurmd: Gres Name=mps Count=100 Index=0 ID=1 File=/dev/nvidia0",
+         "slurmd: Gres Name=gpu Count=2 Index=9 File=/dev/nvidia[1-3]",  // count disagrees: skipped
+         "garbage"});
+    REQUIRE(f.size() == 5);
+    CHECK(f.at(0) == "/tmp/d/nvidia4");
+    CHECK(f.at(2) == "/tmp/d/nvidia6");
+    CHECK(f.at(3) == "/dev/nvidia0");
+    CHECK(f.at(4) == "/dev/nvidia2");
+    CHECK(expand_file_list("/dev/nvidia[08-10]") ==
+          std::vector<std::string>{"/dev/nvidia08", "/dev/nvidia09", "/dev/nvidia10"});
+    CHECK(expand_file_list("/dev/nvidia[0-1").empty());
+    CHECK(expand_file_list("/dev/nvidia[0-99999]").empty());
+    CHECK(expand_file_list("a,,b").empty());
 }

@@ -168,8 +168,74 @@ std::map<std::string, std::string> serials_from_smi_csv(const std::vector<std::s
     return out;
 }
 
-Resolution resolve_job_gpus(std::string_view job_gpus, const std::vector<GpuInfo>& gpus,
-                            const std::map<std::string, std::string>& serials) {
+std::vector<std::string> expand_file_list(std::string_view s) {
+    std::vector<std::string> out;
+    s = trim(s);
+    // Split at commas outside brackets.
+    std::vector<std::string_view> parts;
+    int depth = 0;
+    size_t from = 0;
+    for (size_t i = 0; i <= s.size(); ++i) {
+        if (i < s.size() && s[i] == '[') ++depth;
+        if (i < s.size() && s[i] == ']') --depth;
+        if (depth < 0 || depth > 1) return {};
+        if (i == s.size() || (s[i] == ',' && depth == 0)) {
+            parts.push_back(s.substr(from, i - from));
+            from = i + 1;
+        }
+    }
+    for (auto p : parts) {
+        const size_t open = p.find('[');
+        if (open == std::string_view::npos) {
+            if (p.empty()) return {};
+            out.emplace_back(p);
+            continue;
+        }
+        const size_t close = p.find(']', open);
+        if (close == std::string_view::npos || p.find('[', open + 1) < close) return {};
+        const auto prefix = p.substr(0, open), suffix = p.substr(close + 1);
+        for (auto r : split(p.substr(open + 1, close - open - 1), ',')) {
+            const size_t dash = r.find('-');
+            int lo = 0, hi = 0;
+            if (!parse_int(r.substr(0, dash), lo)) return {};
+            hi = lo;
+            if (dash != std::string_view::npos && (!parse_int(r.substr(dash + 1), hi) || hi < lo)) return {};
+            const size_t width = dash == std::string_view::npos ? r.size() : dash;  // zero padding kept
+            for (int i = lo; i <= hi; ++i) {
+                if (out.size() >= kMaxIndices) return {};
+                std::string n = std::to_string(i);
+                if (n.size() < width) n.insert(0, width - n.size(), '0');
+                out.push_back(std::string(prefix) + n + std::string(suffix));
+            }
+        }
+    }
+    return out;
+}
+
+std::map<int, std::string> parse_gres_gpu_files(const std::vector<std::string>& lines) {
+    std::map<int, std::string> out;
+    for (const auto& line : lines) {
+        std::string_view name, index, file, count;
+        for (auto w : split(line, ' ')) {
+            if (w.substr(0, 5) == "Name=") name = w.substr(5);
+            if (w.substr(0, 6) == "Index=") index = w.substr(6);
+            if (w.substr(0, 6) == "Count=") count = w.substr(6);
+            if (w.substr(0, 5) == "File=") file = w.substr(5);
+        }
+        int first = 0;
+        if (name != "gpu" || file.empty() || file == "(null)" || !parse_int(index, first)) continue;
+        const auto files = expand_file_list(file);
+        int n = 0;
+        // One line per File= entry: its files take the indices from Index= on.
+        if (!parse_int(count, n) || n != static_cast<int>(files.size())) continue;
+        for (size_t i = 0; i < files.size() && out.size() < kMaxIndices; ++i)
+            out.emplace(first + static_cast<int>(i), files[i]);
+    }
+    return out;
+}
+
+Resolution resolve_job_gpus(std::string_view job_gpus, const std::map<int, int>& index_to_minor,
+                            const std::vector<GpuInfo>& gpus, const std::map<std::string, std::string>& serials) {
     Resolution r;
     if (trim(job_gpus).empty()) return r;  // a job without GPUs: nothing missing
     const auto indices = parse_index_list(job_gpus);
@@ -177,18 +243,25 @@ Resolution resolve_job_gpus(std::string_view job_gpus, const std::vector<GpuInfo
         r.note = "SLURM_JOB_GPUS=" + logfmt_value(utf8_prefix(job_gpus, 64)) + " is not an index list";
         return r;
     }
-    std::string missing;
+    std::string unmapped, missing;
     for (int i : *indices) {
-        const auto it = std::find_if(gpus.begin(), gpus.end(), [&](const GpuInfo& g) { return g.minor == i; });
-        if (it == gpus.end()) {
-            missing += (missing.empty() ? "" : ",") + std::to_string(i);
+        const auto m = index_to_minor.find(i);
+        if (m == index_to_minor.end()) {
+            unmapped += (unmapped.empty() ? "" : ",") + std::to_string(i);
             continue;
         }
-        node::JobDevice d{"gpu", i, it->bdf, it->uuid, {}};
+        const auto it = std::find_if(gpus.begin(), gpus.end(), [&](const GpuInfo& g) { return g.minor == m->second; });
+        if (it == gpus.end()) {
+            missing += (missing.empty() ? "" : ",") + std::to_string(m->second);
+            continue;
+        }
+        node::JobDevice d{"gpu", m->second, it->bdf, it->uuid, {}};
         if (auto s = serials.find(bdf_key(it->bdf)); s != serials.end()) d.serial = s->second;
         r.devices.push_back(std::move(d));
     }
-    if (!missing.empty()) r.note = "the driver lists no GPU with minor " + missing;
+    if (!unmapped.empty()) r.note = "no device file known for Slurm GPU index " + unmapped;
+    if (!missing.empty())
+        r.note += (r.note.empty() ? "" : "; ") + std::string("the driver lists no GPU with minor ") + missing;
     return r;
 }
 

@@ -38,15 +38,25 @@ std::string bdf_key(std::string_view bdf);
 // to serial. Lines it cannot read are skipped.
 std::map<std::string, std::string> serials_from_smi_csv(const std::vector<std::string>& lines);
 
+// `slurmd -G` lines ("slurmd: Gres Name=gpu Type=h100 Count=4 Index=0 ID=7696487
+// File=/dev/nvidia[0-3] ..."): Slurm's GPU index (what SLURM_JOB_GPUS holds: a position in the
+// node's GRES list, not a device minor) to its device file. Lines it cannot read are skipped;
+// at most 256 GPUs.
+std::map<int, std::string> parse_gres_gpu_files(const std::vector<std::string>& lines);
+
+// "/dev/nvidia[0-3,5]" or "/dev/nvidia0,/dev/nvidia1" into files; empty when malformed.
+std::vector<std::string> expand_file_list(std::string_view s);
+
 struct Resolution {
     std::vector<node::JobDevice> devices;
     std::string note;  // what is missing, for the marker and the prolog log; empty when whole
 };
 
-// SLURM_JOB_GPUS (device minors, as gres.conf File=/dev/nvidia[N] gives them) against the driver's
-// GPUs. Every index the driver does not list is named in the note.
-Resolution resolve_job_gpus(std::string_view job_gpus, const std::vector<GpuInfo>& gpus,
-                            const std::map<std::string, std::string>& serials);
+// SLURM_JOB_GPUS (Slurm's GPU indices) through index_to_minor (from the device files of
+// parse_gres_gpu_files) against the driver's GPUs. What cannot be mapped is named in the note,
+// and its records are then the node's, never a guessed job's.
+Resolution resolve_job_gpus(std::string_view job_gpus, const std::map<int, int>& index_to_minor,
+                            const std::vector<GpuInfo>& gpus, const std::map<std::string, std::string>& serials);
 
 // "GPU 3 (0000:3b:00.0, serial 1650…)": how summaries name a device.
 std::string describe(const node::JobDevice& d);

@@ -101,6 +101,8 @@ void Analyzer::add(const std::string& node, const std::string& source, int64_t t
                             line);
                 group(node + "|" + source + "|" + std::string(name), p);
             }
+        } else if (tag == "device" && source == "prolog" && name == "unresolved") {
+            unresolved_.insert(node);
         } else if (tag == "device" && source == "prolog" && name.empty()) {
             // kind=gpu index=1 bdf=0000:2a:00.0 serial=…: what Slurm gave the job on this node.
             const auto key = devices::bdf_key(kv(text, "bdf"));
@@ -111,7 +113,7 @@ void Analyzer::add(const std::string& node, const std::string& source, int64_t t
                 index = std::stoi(std::string(idx));
             if (!key.empty() && index >= 0 && devices_[node].size() < 64) {
                 node::JobDevice d{"gpu", index, std::string(utf8_prefix(kv(text, "bdf"), 32)), "",
-                                  std::string(utf8_prefix(kv(text, "serial"), 64))};
+                                  escape_line(utf8_prefix(kv(text, "serial"), 64))};
                 devices_[node][key] = devices::describe(d);
             }
         } else if (tag == "end" && source == "epilog") {
@@ -151,6 +153,8 @@ std::vector<Finding> Analyzer::findings() const {
         const auto node = devices_.find(g.node);
         if (node == devices_.end()) continue;  // the job's devices there are not known
         const auto dev = node->second.find(devices::bdf_key(g.pci_bdf));
+        // With some of the job's devices unresolved there, an unmatched one may be its own.
+        if (dev == node->second.end() && unresolved_.count(g.node)) continue;
         g.own_device = dev != node->second.end() ? 1 : 0;
         g.title += dev != node->second.end() ? ", on this job's " + dev->second
                                              : " (not this job's device: another job's, or the node's)";
@@ -162,12 +166,11 @@ std::vector<Finding> Analyzer::findings() const {
 }
 
 const Finding* Analyzer::likely_cause(const std::vector<Finding>& sorted) const {
-    for (const auto sev : {events::Severity::kFatal, events::Severity::kError, events::Severity::kWarning}) {
-        for (const auto& f : sorted)
-            if (f.severity == sev && f.own_device != 0) return &f;
-        for (const auto& f : sorted)
-            if (f.severity == sev) return &f;
-    }
+    // Events known to be on another job's device come after everything else, at any severity.
+    for (const bool others : {false, true})
+        for (const auto sev : {events::Severity::kFatal, events::Severity::kError, events::Severity::kWarning})
+            for (const auto& f : sorted)
+                if (f.severity == sev && (f.own_device != 0) != others) return &f;
     return nullptr;
 }
 

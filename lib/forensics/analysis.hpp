@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,8 +44,7 @@ public:
     void add(const std::string& node, const std::string& source, int64_t ts_ns, std::string_view line);
     std::vector<Finding> findings() const;  // by time
     // The first fatal finding, else the first error, else the first warning; nullptr if none.
-    // At each severity, events on the job's own devices (or naming none) come before those on a
-    // device that was not the job's.
+    // Events on a device that was not the job's come after all others, whatever their severity.
     const Finding* likely_cause(const std::vector<Finding>& sorted) const;
     const JobFacts& facts() const { return facts_; }
     JobFacts& facts() { return facts_; }
@@ -55,6 +55,7 @@ private:
     events::Extractor extractor_;
     std::map<std::string, Finding> groups_;
     std::map<std::string, std::map<std::string, std::string>> devices_;  // node -> bdf key -> "GPU 1 (…)"
+    std::set<std::string> unresolved_;  // nodes where the prolog could not resolve all devices
     JobFacts facts_;
 };
 

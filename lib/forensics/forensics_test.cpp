@@ -195,6 +195,19 @@ TEST_CASE("the most likely cause is an event on the job's own GPU, not on its ne
     const auto gs = b.findings();
     CHECK(b.likely_cause(gs)->ts_ns == 200);
     CHECK(gs[0].own_device == -1);
+    // The job's own Xid 13 (an error) outranks a neighbour's fatal Xid 79.
+    Analyzer c2;
+    c2.add("n1", "prolog", 100, "prolog device kind=gpu index=1 bdf=0000:2a:00.0");
+    c2.add("n1", "kmsg", 200, "NVRM: Xid (PCI:0000:18:00): 79, pid=1, GPU has fallen off the bus.");
+    c2.add("n1", "kmsg", 300, "NVRM: Xid (PCI:0000:2a:00): 13, pid=1, Graphics Exception");
+    const auto hs = c2.findings();
+    CHECK(c2.likely_cause(hs)->ts_ns == 300);
+    // Partly unresolved devices: an unmatched GPU may be the job's own, so it is not demoted.
+    Analyzer d;
+    d.add("n1", "prolog", 100, "prolog device kind=gpu index=1 bdf=0000:2a:00.0");
+    d.add("n1", "prolog", 100, "prolog device[unresolved] note=\"no device file known for Slurm GPU index 1\"");
+    d.add("n1", "kmsg", 200, "NVRM: Xid (PCI:0000:18:00): 79, pid=1, GPU has fallen off the bus.");
+    CHECK(d.findings()[0].own_device == -1);
 }
 
 TEST_CASE("jobtrail node: jobs with their GPUs, each kernel event with the job it hit", "[forensics]") {

@@ -55,10 +55,11 @@ void NodeView::add_job_line(const std::string& job_id, std::string_view phase, i
     }
     NodeJob& j = it->second;
     if (phase == "prolog" && (!j.start_ns || ts < j.start_ns)) j.start_ns = ts;
-    if (tag == joblog::kMeta && text.substr(0, 5) == "user=") j.user = std::string(utf8_prefix(text.substr(5), 64));
+    // What Loki returns is untrusted: printed only escaped.
+    if (tag == joblog::kMeta && text.substr(0, 5) == "user=") j.user = escape_line(utf8_prefix(text.substr(5), 64));
     if (phase == "prolog" && tag == joblog::kDevice) {
         if (name == "unresolved") {
-            j.devices_note = std::string(utf8_prefix(kv(text, "note"), 256));
+            j.devices_note = escape_line(utf8_prefix(kv(text, "note"), 256));
         } else if (name.empty() && j.devices.size() < 64) {
             const auto bdf = kv(text, "bdf");
             const auto idx = kv(text, "index");
@@ -68,7 +69,7 @@ void NodeView::add_job_line(const std::string& job_id, std::string_view phase, i
                                   std::stoi(std::string(idx)),
                                   std::string(bdf),
                                   {},
-                                  std::string(utf8_prefix(kv(text, "serial"), 64))};
+                                  escape_line(utf8_prefix(kv(text, "serial"), 64))};
                 if (std::none_of(j.devices.begin(), j.devices.end(),
                                  [&](const node::JobDevice& x) { return x.bdf == d.bdf; }))
                     j.devices.push_back(std::move(d));
@@ -101,7 +102,7 @@ void NodeView::add_kernel(int64_t ts, std::string_view message) {
     e.jobs = a.jobs();
     if (a.device) e.device = devices::describe(*a.device);
     e.note = a.note;
-    e.line = std::string(utf8_prefix(message, 300));
+    e.line = escape_line(utf8_prefix(message, 300));
     events_.push_back(std::move(e));
 }
 

@@ -194,6 +194,14 @@ int Pipeline::run(const RunOptions& opts, const std::atomic<bool>& stop) {
         return 0;
     }
 
+    // Two shippers on one checkpoint and spool would each send every line.
+    auto lock = lock_exclusive(state + "/shipper.lock");
+    if (!lock.ok) {
+        note(Severity::kError, "state_locked", lock.error + "; refusing to share " + state + " with it");
+        return 1;
+    }
+    state_lock_ = std::move(lock.value);
+
     const std::string base = sc.spool_dir.empty() ? state + "/spool" : sc.spool_dir;
     for (size_t i = 0; i < kLanes; ++i) {
         const Lane lane = static_cast<Lane>(i);

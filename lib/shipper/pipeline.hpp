@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/fs.hpp"
 #include "config/config.hpp"
 #include "kmsg/boot_clock.hpp"
 #include "shipper/event.hpp"
@@ -72,6 +73,7 @@ private:
     std::vector<std::unique_ptr<Source>> sources_;
     SelfSource* self_ = nullptr;  // one of sources_: the shipper's own stream
     std::unique_ptr<Stages> stages_;
+    Fd state_lock_;  // <state_dir>/shipper.lock, held for the run
     std::array<LaneState, kLanes> lanes_;
     bool reading_ = false;          // a source polled in the last pass has more right away
     bool checkpoint_dirty_ = true;  // write one at start even if nothing new is read

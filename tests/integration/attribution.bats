@@ -8,6 +8,17 @@ setup() {
     jt_write_default_setup
     jt_write_plugstack
     resume_node || true
+    ids=()
+}
+
+# The jobs wait for a go file: a failed test must not leave them holding the node's GPUs.
+teardown() {
+    local id
+    for id in "${ids[@]}"; do
+        touch "$D/jobs/go.$id"
+        scancel "$id" 2>/dev/null || true
+    done
+    [ -s "$D/shipper.pid" ] && kill -CONT "$(cat "$D/shipper.pid")" 2>/dev/null || true
 }
 
 entries() {  # LogQL -> one line per entry: "<line>\t<metadata as k=v,...>"
@@ -36,7 +47,7 @@ gpu_of() {  # job id -> the bus id the prolog recorded in its marker
 }
 
 @test "an Xid on one job's GPU is that job's, an OOM kill its cgroup's, an mlx5 event every job's" {
-    local ids=() id
+    local id
     for n in 1 2 3; do
         ids+=("$(submit --gres=gpu:1 --oversubscribe -n1 --wrap "
             while [ ! -e $D/jobs/go.\$SLURM_JOB_ID ]; do sleep 0.05; done
@@ -50,8 +61,14 @@ gpu_of() {  # job id -> the bus id the prolog recorded in its marker
     j1=${ids[0]} j2=${ids[1]} j3=${ids[2]}
     g1=$(gpu_of "$j1") g2=$(gpu_of "$j2") g3=$(gpu_of "$j3")
     i2=$(sed -n 's/.*"index":\([0-9]*\).*/\1/p' "$D/run-jobtrail/jobs/$j2")
-    # Slurm gave each its own GPU, and the prolog resolved it to the driver's bus id and serial.
+    # Slurm gave each its own GPU, and the prolog resolved it to the driver's bus id and serial:
+    # Slurm's index N (a position in gres.conf's nvidia[4-6]) is /dev/nvidia(4+N), minor 4+N.
     [ "$g1" != "$g2" ] && [ "$g2" != "$g3" ] && [ "$g1" != "$g3" ]
+    for id in "$j1" "$j2" "$j3"; do
+        minor=$(sed -n 's/.*"index":\([0-9]*\).*/\1/p' "$D/run-jobtrail/jobs/$id")
+        gpus=$(grep -o ' gpus=[0-9]*' "$D/log/prolog/$id.log" | head -1 | cut -d= -f2)
+        [ "$minor" -eq $((gpus + 4)) ]
+    done
     grep -q '"serial":"16529220123' "$D/run-jobtrail/jobs/$j2"
 
     short2=${g2%.*}

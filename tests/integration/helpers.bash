@@ -18,6 +18,7 @@ collector:
   run_dir: $D/run-jobtrail
   kmsg: $D/kmsgfs/kmsg
   nvidia_proc: $D/nvidia
+  gres_command: [/usr/sbin/slurmd, -G, -f, $D/etc/slurm.conf]
   path: $D/bin:/usr/local/bin:/usr/bin:/bin
   kill_grace: 500ms
   kernel_context: {records: 20, max_age: 10m}

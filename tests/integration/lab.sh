@@ -24,15 +24,18 @@ start)
         echo "6;kmsgfs: test ring started" > "$D/kmsgfs/ctl"
     fi
     # Three fake GPUs: device files Slurm hands out through GRES, and the driver's /proc view of
-    # them (the format of kernel-open/nvidia/nv-procfs.c), minor N at the bus nvidia-smi's
-    # stand-in prints for index N.
+    # them (the format of kernel-open/nvidia/nv-procfs.c). Minors 4-6, so Slurm's indices 0-2
+    # (SLURM_JOB_GPUS: positions in the GRES list) are not the minors; the bus of minor 4+N is the
+    # one nvidia-smi's stand-in prints for index N.
     mkdir -p "$D/dev"
+    rm -rf "$D/nvidia"
     bdfs=(0000:18:00.0 0000:2a:00.0 0000:3a:00.0)
     for i in 0 1 2; do
-        [ -c "$D/dev/nvidia$i" ] || mknod "$D/dev/nvidia$i" c 195 "$i"
+        m=$((i + 4))
+        [ -c "$D/dev/nvidia$m" ] || mknod "$D/dev/nvidia$m" c 195 "$m"
         mkdir -p "$D/nvidia/gpus/${bdfs[$i]}"
         printf 'Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 0\nGPU UUID: \t GPU-5a3d1c52-0a51-2a0c-5b3e-8d0d5e9f2c1%s\nVideo BIOS: \t 96.00.74.00.0d\nBus Type: \t PCIe\nDMA Size: \t 52 bits\nDMA Mask: \t 0xfffffffffffff\nBus Location: \t %s\nDevice Minor: \t %s\nGPU Firmware: \t 550.54.15\nGPU Excluded:\t No\n' \
-            "$i" "${bdfs[$i]}" "$i" > "$D/nvidia/gpus/${bdfs[$i]}/information"
+            "$i" "${bdfs[$i]}" "$m" > "$D/nvidia/gpus/${bdfs[$i]}/information"
     done
     # stand-ins for the GPU tools, with real output formats
     cp "$here/bin/nvidia-smi" "$here/bin/dcgmi" "$here/bin/fake-nccl" "$D/bin/"
@@ -47,7 +50,7 @@ start)
     printf '#!/bin/sh\nexec %s --config %s/etc/jobtrail.yaml\n' "$JT_EPILOG" "$D" > "$D/etc/jobtrail-epilog.sh"
     chmod +x "$D/etc/jobtrail-prolog.sh" "$D/etc/jobtrail-epilog.sh"
     SLURM_LAB_PROLOG="$D/etc/jobtrail-prolog.sh" SLURM_LAB_EPILOG="$D/etc/jobtrail-epilog.sh" \
-        SLURM_LAB_GRES=gpu:3 SLURM_LAB_GRES_CONF="Name=gpu File=$D/dev/nvidia[0-2]" SLURM_LAB_OVERSUBSCRIBE=YES \
+        SLURM_LAB_GRES=gpu:3 SLURM_LAB_GRES_CONF="Name=gpu File=$D/dev/nvidia[4-6]" SLURM_LAB_OVERSUBSCRIBE=YES \
         SLURM_LAB_REWRITE=1 "$JOBTRAIL_SOURCE/scripts/slurm-lab.sh" start "$D"
     # Loki: the one in LOKI_URL, else the test double; and the node's shipper, as a daemon.
     if [ -n "${LOKI_URL:-}" ]; then

@@ -804,6 +804,27 @@ class ServiceManager(unittest.TestCase):
             env.close()
 
 
+    def test_a_second_shipper_on_the_same_state_directory_refuses_to_start(self):
+        """Two shippers on one checkpoint and spool would each send every line: the second says who
+        holds the state directory and exits; the first keeps running."""
+        env = Env()
+        try:
+            first = subprocess.Popen([SHIPPER, "--config", env.dir + "/cfg.yaml"], stderr=subprocess.DEVNULL)
+            lock = os.path.join(env.dir, "state", "shipper.lock")
+            deadline = time.time() + 20
+            while time.time() < deadline and not (os.path.exists(lock) and open(lock).read().strip()):
+                time.sleep(0.05)
+            second = subprocess.run([SHIPPER, "--config", env.dir + "/cfg.yaml"], capture_output=True, text=True,
+                                    timeout=60)
+            self.assertEqual(second.returncode, 1, second.stderr)
+            self.assertIn("is held by another process (pid %d)" % first.pid, second.stderr)
+            self.assertIsNone(first.poll())
+            first.send_signal(signal.SIGTERM)
+            first.wait(timeout=30)
+        finally:
+            env.close()
+
+
 class NodeContract(unittest.TestCase):
     def test_renamed_job_values_keep_noise_filtering_job_tagging_and_the_bundle(self):
         """An operator renames every file source's `job`: the NCCL noise stage, the kernel

@@ -1,5 +1,7 @@
 #include "shipper/stages/stages.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 
 #include "common/time.hpp"
@@ -12,6 +14,7 @@ namespace {
 // How long an ended job still gets the kernel's late records (the ring read back after a
 // restart, a slow pass): each kernel record is judged against every job kept.
 constexpr int64_t kAttributeAfterEnd = 3600LL * 1'000'000'000;
+constexpr size_t kMaxEndedAttributed = 256;
 
 bool is_trace(const std::string& t) {
     return !t.empty() && t != "none";
@@ -50,7 +53,14 @@ void JobTable::refresh() {
         }
     }
     // The epilog's end time is the job's, not when this pass noticed; and a job that ended
-    // while the shipper was down is still known. Read when a job went, and at start.
+    // while the shipper was down, or within one pass, is still known. Read at start, when a job
+    // went, and when the directory changed.
+    struct stat st {};
+    if (::stat(layout_.ended_dir().c_str(), &st) == 0 &&
+        (st.st_mtim.tv_sec != ended_mtime_.tv_sec || st.st_mtim.tv_nsec != ended_mtime_.tv_nsec)) {
+        ended_mtime_ = st.st_mtim;
+        ended = true;
+    }
     if (ended) {
         read_ended_ = true;
         for (auto& m : node::read_ended_markers(layout_)) {
@@ -63,6 +73,17 @@ void JobTable::refresh() {
             j.devices_note = std::move(m.devices_note);
             attributor_.upsert(m.job_id, j.start_ns, j.gone_ns, j.devices, j.devices_note);
             j.attributed = true;
+        }
+        // Each kernel record is judged against every job kept: the last kMaxEndedAttributed only.
+        std::vector<std::pair<int64_t, std::string>> gone;
+        for (const auto& [id, j] : jobs_)
+            if (j.attributed && !j.running) gone.emplace_back(j.gone_ns, id);
+        if (gone.size() > kMaxEndedAttributed) {
+            std::sort(gone.begin(), gone.end());
+            for (size_t i = 0; i + kMaxEndedAttributed < gone.size(); ++i) {
+                attributor_.erase(gone[i].second);
+                jobs_[gone[i].second].attributed = false;
+            }
         }
     }
     for (const auto& r : node::read_step_records(layout_)) {

@@ -2,6 +2,7 @@
 
 #include <re2/re2.h>
 
+#include <ctime>
 #include <functional>
 #include <map>
 #include <memory>
@@ -54,6 +55,7 @@ private:
     std::map<std::string, Job> jobs_;
     devices::Attributor attributor_;
     bool read_ended_ = false;
+    struct timespec ended_mtime_ {};
 };
 
 // Stages, applied in order to each pass's events: drop blank lines, drop by RE2 rules, drop NCCL

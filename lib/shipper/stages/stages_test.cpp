@@ -306,3 +306,25 @@ TEST_CASE("stages: a kernel record goes to the job that owned its GPU then, even
     CHECK(meta(forged[0], "attribution") == "node");
     CHECK(meta(forged[1], "attribution") == "node");
 }
+
+TEST_CASE("stages: the epilog's end time decides, even for a job the shipper never saw end", "[shipper]") {
+    jobtrail::test::TempDir run;
+    const auto l = layout(run.path());
+    int64_t now = 1000;
+    auto cfg = jobtrail::config::default_shipper_config();
+    Metrics m;
+    Stages st(cfg, l, m, {}, [&] { return now; });
+    std::vector<Event> none;
+    st.apply(none);
+    // Job 40 starts and ends between two passes (or while the shipper is down).
+    REQUIRE(jobtrail::node::write_job_marker(l, marker("40", 1100, 0, "0000:1b:00.0")).ok);
+    jobtrail::node::remove_job_state(l, "40", 5000);
+    now = 20'000;
+    std::vector<Event> e = {kernel("NVRM: Xid (PCI:0000:1b:00): 79, pid=1, x", 4990, "0000:1b:00"),
+                            kernel("NVRM: Xid (PCI:0000:1b:00): 79, pid=1, x", 5010, "0000:1b:00")};
+    st.apply(e);
+    CHECK(meta(e[0], "slurm_job_id") == "40");
+    CHECK(meta(e[0], "attribution") == "device");
+    // After its end (by the epilog's clock, not when the shipper noticed), nobody's.
+    CHECK(meta(e[1], "slurm_job_id") == "-");
+}
