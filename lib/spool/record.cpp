@@ -40,10 +40,10 @@ void put_bytes(std::string& out, std::string_view s) {
     out.append(s);
 }
 
-bool get_bytes(std::string_view in, size_t& pos, std::string& out) {
+bool get_bytes(std::string_view in, size_t& pos, std::string_view& out) {
     uint64_t n = 0;
     if (!get_varint(in, pos, n) || n > in.size() - pos) return false;
-    out.assign(in.substr(pos, n));
+    out = in.substr(pos, n);
     pos += n;
     return true;
 }
@@ -80,8 +80,11 @@ void append_frame(std::string& out, const Record& r) {
     append_frame(out, RecordRef{r.ts_ns, r.stream, r.line, &r.metadata, nullptr});
 }
 
-DecodeStatus decode_frame(std::string_view in, Record& out, size_t* consumed, std::string* why) {
+DecodeStatus decode_frame(std::string_view in, RecordView& out, std::vector<MetadataView>& metadata, size_t* consumed,
+                          std::string* why) {
+    const size_t md_start = metadata.size();
     auto corrupt = [&](const char* w) {
+        metadata.resize(md_start);
         if (why) *why = w;
         return DecodeStatus::kCorrupt;
     };
@@ -99,12 +102,33 @@ DecodeStatus decode_frame(std::string_view in, Record& out, size_t* consumed, st
         !get_varint(payload, pos, n) || n > len)
         return corrupt("malformed payload");
     out.ts_ns = static_cast<int64_t>(ts);
-    out.metadata.resize(n);
-    for (auto& [k, v] : out.metadata)
-        if (!get_bytes(payload, pos, k) || !get_bytes(payload, pos, v)) return corrupt("malformed metadata");
+    for (uint64_t i = 0; i < n; ++i) {
+        MetadataView kv;
+        if (!get_bytes(payload, pos, kv.first) || !get_bytes(payload, pos, kv.second))
+            return corrupt("malformed metadata");
+        metadata.push_back(kv);
+    }
     if (pos != payload.size()) return corrupt("trailing bytes in payload");
+    out.metadata_begin = static_cast<uint32_t>(md_start);
+    out.metadata_count = static_cast<uint32_t>(n);
     *consumed = kFrameHeader + len;
     return DecodeStatus::kOk;
+}
+
+DecodeStatus decode_frame(std::string_view in, Record& out, size_t* consumed, std::string* why) {
+    RecordView v;
+    std::vector<MetadataView> md;
+    const DecodeStatus st = decode_frame(in, v, md, consumed, why);
+    if (st != DecodeStatus::kOk) return st;
+    out.ts_ns = v.ts_ns;
+    out.stream.assign(v.stream);
+    out.line.assign(v.line);
+    out.metadata.resize(md.size());
+    for (size_t i = 0; i < md.size(); ++i) {
+        out.metadata[i].first.assign(md[i].first);
+        out.metadata[i].second.assign(md[i].second);
+    }
+    return st;
 }
 
 }  // namespace jobtrail::spool
