@@ -350,8 +350,15 @@ void Sender::run(const std::atomic<bool>& stop) {
         ack_done();  // batches that were all too old
         busy_ = !window_.empty();
         if (window_.empty() && !read) {
-            // Woken by the records' commit itself: a line on a quiet node goes out at once.
-            spool_.wait_readable(cfg_.batch_wait_ms, stop);
+            if (spool_.wait_readable(0, stop)) {
+                // Readable, yet nothing was read (a segment it cannot open): retry after
+                // max_wait, not in a spin.
+                for (int64_t t = 0; t < cfg_.batch_wait_ms && !stop; t += 50)
+                    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            } else {
+                // Woken by the records' commit itself: a line on a quiet node goes out at once.
+                spool_.wait_readable(cfg_.batch_wait_ms, stop);
+            }
             continue;
         }
         dispatch(monotonic_ns());
