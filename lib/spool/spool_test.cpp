@@ -193,7 +193,7 @@ TEST_CASE("one reused read batch views every record as appended, across segments
     Position end;
     size_t i = 0;
     int reads = 0;
-    while (s.read(batch, 500, 256 << 10, end) > 0) {
+    while (s.read(batch, 500, 64 << 10, end) > 0) {
         ++reads;
         for (const auto& v : batch.records()) {
             REQUIRE(i < want.size());
