@@ -7,8 +7,8 @@
 #    1, 8 and 64 job directories (one stream each), shipped by `--once`; CPU-s per million lines
 #    (shipper user + sys), lines/s (wall, acknowledged), peak RSS, decoded push bytes per line; with
 #    the spool on (disk, fdatasync: production) and "off" (spool.fsync: false on tmpfs, the
-#    shipper's own no-durability setting). The sink keeps the pushes and decodes them after the
-#    run, so its Python does not compete with the shipper for the CPUs.
+#    shipper's own no-durability setting). The sink keeps the pushes and decodes them when asked
+#    for its figures, so its Python does not compete with the shipper for the CPUs.
 #  - floor: bench_snappy_floor reads the same file and snappy-compresses it; ratio shipper/floor.
 #  - callgrind: instructions per line, a short run (CALLGRIND_LINES, default 100,000, 1 stream).
 #  - latency: the shipper running as a daemon on a quiet node, a writer appending lines that carry
@@ -78,7 +78,7 @@ YAML
 }
 
 stats() { curl -s "$URL/stats?n=$1"; }
-reset() { curl -s -X POST "$URL/reset${1:-}" >/dev/null; }
+reset() { curl -s -X POST "$URL/reset" >/dev/null; }
 state_for() { if [ "$1" = on ]; then echo "$W/state-$2"; else echo "$SHM/state-$2"; fi; }
 fsync_for() { if [ "$1" = on ]; then echo true; else echo false; fi; }
 label_for() { if [ "$1" = on ]; then echo "spool on (disk, fsync)"; else echo "spool off (tmpfs, no fsync)"; fi; }
@@ -95,7 +95,7 @@ if [ -z "${SKIP_TP:-}" ]; then
     bytes=$(cat "$W"/tp-"$s"/*/*.log | wc -c)
     for m in $MODES; do
       config "$(state_for "$m" "tp$s")" "$(fsync_for "$m")" "$W/tp-$s"
-      reset "?defer=1"
+      reset
       t0=$(date +%s%N)
       /usr/bin/time -f "%U %S %M" -o "$W/time" "$B/shipper/jobtrail-shipper" --config "$W/cfg.yaml" --once \
         --once-timeout 600 2> "$W/shipper.err" || { echo "shipper failed:"; tail -5 "$W/shipper.err"; }
@@ -160,9 +160,9 @@ while i < total:
     i = due
     time.sleep(0.001)
 PY
-        for _ in $(seq 300); do
+        for _ in $(seq 120); do
           [ "$(stats "$total" | /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["lost"])')" = 0 ] && break
-          sleep 0.1
+          sleep 0.5
         done
         sleep 0.5  # late duplicates would show
         kill "$SHIPPER"; wait "$SHIPPER" || true; SHIPPER=""
