@@ -79,8 +79,11 @@ std::optional<int64_t> parse_rfc3339_ns(std::string_view s) {
     if (s.back() == 'Z') {
         s.remove_suffix(1);
     } else {
-        const size_t sign = s.find_last_of("+-");
-        if (sign == std::string_view::npos || sign < 19) return std::nullopt;
+        // By hand: find_last_of calls memchr over its set for every character, a tenth of the
+        // shipper's instructions per NCCL line.
+        size_t sign = s.size();
+        while (sign > 0 && s[sign - 1] != '+' && s[sign - 1] != '-') --sign;
+        if (sign-- < 20) return std::nullopt;  // none, or inside the date and time
         std::string_view z = s.substr(sign + 1);
         int oh = 0, om = 0;
         if (z.size() == 5 && z[2] == ':') {

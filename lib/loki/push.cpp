@@ -75,7 +75,8 @@ bool valid_label_name(std::string_view n) {
     return true;
 }
 
-std::string encode_push(const std::vector<StreamRef>& streams, bool with_metadata) {
+void encode_push(const std::vector<StreamRef>& streams, bool with_metadata, PushScratch& scratch, std::string& out,
+                 size_t* size) {
     // The wire format written directly: libprotobuf's message building (a heap string per line
     // and per metadata value, UTF-8 checks, size passes) was a sixth of the shipper's CPU.
     // lib/loki/push_test.cpp checks these bytes against libprotobuf's own serialization.
@@ -83,8 +84,18 @@ std::string encode_push(const std::vector<StreamRef>& streams, bool with_metadat
         return (sec ? 1 + varint_size(sec) : 0) + (nanos ? 1 + varint_size(nanos) : 0);
     };
     // Sizes first (protobuf prefixes every message with its length), then one writing pass.
-    std::vector<size_t> entry_sizes;
-    std::vector<size_t> stream_sizes(streams.size());
+    auto& entry_sizes = scratch.entry_sizes;
+    auto& stream_sizes = scratch.stream_sizes;
+    entry_sizes.clear();
+    stream_sizes.assign(streams.size(), 0);
+    const auto for_metadata = [&](const EntryRef& e, auto&& f) {
+        if (!with_metadata) return;
+        if (e.metadata) {
+            for (const auto& [k, v] : *e.metadata) f(std::string_view(k), std::string_view(v));
+        } else {
+            for (const auto& [k, v] : e.metadata_views) f(k, v);
+        }
+    };
     size_t total = 0;
     for (size_t i = 0; i < streams.size(); ++i) {
         size_t n = string_field_size(streams[i].labels.size());
@@ -92,16 +103,18 @@ std::string encode_push(const std::vector<StreamRef>& streams, bool with_metadat
             size_t en = field_size(ts_size(static_cast<uint64_t>(e.ts_ns / 1'000'000'000),
                                            static_cast<uint64_t>(e.ts_ns % 1'000'000'000))) +
                         string_field_size(e.line.size());
-            if (with_metadata && e.metadata)
-                for (const auto& [k, v] : *e.metadata)
-                    en += field_size(string_field_size(k.size()) + string_field_size(v.size()));
+            for_metadata(e, [&](std::string_view k, std::string_view v) {
+                en += field_size(string_field_size(k.size()) + string_field_size(v.size()));
+            });
             entry_sizes.push_back(en);
             n += field_size(en);
         }
         stream_sizes[i] = n;
         total += field_size(n);
     }
-    std::string raw(total, '\0');
+    // Grown when needed, never shrunk: resize() zero-fills only what it adds.
+    std::string& raw = scratch.raw;
+    if (raw.size() < total) raw.resize(total);
     Writer w{raw.data()};
     size_t k = 0;
     for (size_t i = 0; i < streams.size(); ++i) {
@@ -121,18 +134,26 @@ std::string encode_push(const std::vector<StreamRef>& streams, bool with_metadat
                 w.varint(nanos);
             }
             w.string(2, e.line);  // EntryAdapter.line
-            if (!with_metadata || !e.metadata) continue;
-            for (const auto& [mk, mv] : *e.metadata) {
+            for_metadata(e, [&](std::string_view mk, std::string_view mv) {
                 w.tag_len(3, string_field_size(mk.size()) + string_field_size(mv.size()));  // structuredMetadata
                 w.string(1, mk);
                 w.string(2, mv);
-            }
+            });
         }
     }
     // The two passes must agree; a mismatch is a bug to stop at, not to send.
-    if (w.p != raw.data() + raw.size()) std::abort();
+    if (w.p != raw.data() + total) std::abort();
+    const size_t max = snappy::MaxCompressedLength(total);
+    if (out.size() < max) out.resize(max);
+    snappy::RawCompress(raw.data(), total, out.data(), size);
+}
+
+std::string encode_push(const std::vector<StreamRef>& streams, bool with_metadata) {
+    PushScratch scratch;
     std::string out;
-    snappy::Compress(raw.data(), raw.size(), &out);
+    size_t size = 0;
+    encode_push(streams, with_metadata, scratch, out, &size);
+    out.resize(size);
     return out;
 }
 

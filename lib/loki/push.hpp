@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -34,15 +35,26 @@ std::string encode_push(const std::vector<Stream>& streams, bool with_metadata);
 
 // The same, from views: labels already in text form (as the spool keeps them) and lines and
 // metadata owned by the caller, so building a request copies each byte once.
+// Metadata comes from `metadata`, or else from `metadata_views` (views into the spool's read buffer).
 struct EntryRef {
     int64_t ts_ns = 0;
     std::string_view line;
     const std::vector<std::pair<std::string, std::string>>* metadata = nullptr;
+    std::span<const std::pair<std::string_view, std::string_view>> metadata_views = {};
 };
 struct StreamRef {
     std::string_view labels;
     std::vector<EntryRef> entries;
 };
 std::string encode_push(const std::vector<StreamRef>& streams, bool with_metadata);
+
+// The same into buffers one caller reuses request after request: nothing allocated or zero-filled
+// once they have grown. The request is the first `*size` bytes of `out` (out.size() is its capacity).
+struct PushScratch {
+    std::string raw;  // the uncompressed protobuf
+    std::vector<size_t> entry_sizes, stream_sizes;
+};
+void encode_push(const std::vector<StreamRef>& streams, bool with_metadata, PushScratch& scratch, std::string& out,
+                 size_t* size);
 
 }  // namespace jobtrail::loki

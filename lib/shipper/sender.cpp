@@ -10,10 +10,10 @@
 namespace jobtrail::shipper {
 namespace {
 
-uint64_t record_bytes(const spool::Record& r) {
+uint64_t record_bytes(const spool::ReadBatch& b, const spool::RecordView& r) {
     // What Loki's rate limits count: the line and its structured metadata.
     uint64_t n = r.line.size();
-    for (const auto& [k, v] : r.metadata) n += k.size() + v.size();
+    for (const auto& [k, v] : b.metadata(r)) n += k.size() + v.size();
     return n;
 }
 
@@ -71,7 +71,7 @@ void Sender::worker() {
         Job job = std::move(todo_.front());
         todo_.pop_front();
         lk.unlock();
-        job.result = transport->push(job.body);
+        job.result = transport->push(std::string_view(job.body).substr(0, job.body_size));
         lk.lock();
         done_.push_back(std::move(job));
         done_cv_.notify_one();
@@ -82,17 +82,19 @@ void Sender::worker() {
 bool Sender::fill_window() {
     bool any = false;
     while (window_.size() < kWindowBatches) {
-        Batch b;
-        if (spool_.read(b.records, 100'000, cfg_.batch_max_bytes, b.end) == 0) break;
+        if (spare_.empty()) spare_.emplace_back();
+        Batch& batch = spare_.front();
+        batch.open_pieces = 0;
+        if (spool_.read(batch.records, 100'000, cfg_.batch_max_bytes, batch.end) == 0) break;
         any = true;
-        auto& batch = window_.emplace_back(std::move(b));
+        window_.splice(window_.end(), spare_, spare_.begin());
         // Entries Loki would reject as too old forever are dropped, counted, instead of retried.
         const int64_t oldest = realtime_ns() - cfg_.max_age_ms * 1'000'000;
         // Group by stream in the spool's order; lines of one stream mostly come in runs.
         std::vector<std::pair<std::string_view, Piece>> order;
         std::string_view last_stream;
         size_t last = 0;
-        for (const auto& r : batch.records) {
+        for (const auto& r : batch.records.records()) {
             if (r.ts_ns < oldest) {
                 m_.drop("too_old");
                 continue;
@@ -130,19 +132,29 @@ void Sender::dispatch(int64_t now) {
         if (cfg_.max_stream_rate) cap = std::min(cap, std::max<uint64_t>(1, cfg_.max_stream_rate / 4));
         if (s.cap_bytes) cap = std::min(cap, s.cap_bytes);
         if (tenant_cap_) cap = std::min(cap, tenant_cap_);
-        loki::StreamRef ref{name, {}};
+        push_streams_.resize(1);
+        loki::StreamRef& ref = push_streams_[0];
+        ref.labels = name;
+        ref.entries.clear();
+        const spool::ReadBatch& rb = p.batch->records;
         uint64_t bytes = 0;
         for (size_t i = p.next; i < p.recs.size(); ++i) {
-            const uint64_t b = record_bytes(*p.recs[i]);
+            const spool::RecordView& r = *p.recs[i];
+            const uint64_t b = record_bytes(rb, r);
             if (!ref.entries.empty() && bytes + b > cap) break;  // at least one entry per request
             bytes += b;
-            ref.entries.push_back({p.recs[i]->ts_ns, p.recs[i]->line, &p.recs[i]->metadata});
+            ref.entries.push_back({r.ts_ns, r.line, nullptr, rb.metadata(r)});
         }
         s.sent_n = ref.entries.size();
         s.sent_bytes = bytes;
         s.in_flight = true;
         ++in_flight_;
-        Job job{name, loki::encode_push(std::vector<loki::StreamRef>{std::move(ref)}, cfg_.structured_metadata), {}};
+        Job job{name, {}, 0, {}};
+        if (!spare_bodies_.empty()) {
+            job.body = std::move(spare_bodies_.back());
+            spare_bodies_.pop_back();
+        }
+        loki::encode_push(push_streams_, cfg_.structured_metadata, push_scratch_, job.body, &job.body_size);
         {
             std::lock_guard<std::mutex> lk(mu_);
             todo_.push_back(std::move(job));
@@ -302,7 +314,11 @@ void Sender::ack_done() {
     while (!window_.empty() && window_.front().open_pieces == 0) {
         end = window_.front().end;
         any = true;
-        window_.pop_front();
+        // Kept for the next read, within the window's bound.
+        if (spare_.size() < kWindowBatches)
+            spare_.splice(spare_.end(), window_, window_.begin());
+        else
+            window_.pop_front();
     }
     if (any)
         if (auto st = spool_.ack(end); !st.ok)
@@ -310,7 +326,7 @@ void Sender::ack_done() {
             // by Loki as duplicates.
             events_.emit(Severity::kWarning, "sender", "ack_failed", "spool: " + st.error);
     m_.oldest_pending_ns[lane_index(lane_)] =
-        window_.empty() || window_.front().records.empty() ? 0 : window_.front().records.front().ts_ns;
+        window_.empty() || window_.front().records.empty() ? 0 : window_.front().records.records().front().ts_ns;
 }
 
 // The map stays the size of what is pending, plus the streams whose learned rate is recent: a
@@ -334,8 +350,15 @@ void Sender::run(const std::atomic<bool>& stop) {
         ack_done();  // batches that were all too old
         busy_ = !window_.empty();
         if (window_.empty() && !read) {
-            for (int64_t t = 0; t < cfg_.batch_wait_ms && !stop; t += 50)
-                std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            if (spool_.wait_readable(0, stop)) {
+                // Readable, yet nothing was read (a segment it cannot open): retry after
+                // max_wait, not in a spin.
+                for (int64_t t = 0; t < cfg_.batch_wait_ms && !stop; t += 50)
+                    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            } else {
+                // Woken by the records' commit itself: a line on a quiet node goes out at once.
+                spool_.wait_readable(cfg_.batch_wait_ms, stop);
+            }
             continue;
         }
         dispatch(monotonic_ns());
@@ -345,7 +368,10 @@ void Sender::run(const std::atomic<bool>& stop) {
             done_cv_.wait_for(lk, std::chrono::milliseconds(50), [&] { return !done_.empty() || stop; });
             done.swap(done_);
         }
-        for (const auto& job : done) handle(job);
+        for (auto& job : done) {
+            handle(job);
+            if (spare_bodies_.size() < max_in_flight_) spare_bodies_.push_back(std::move(job.body));
+        }
         ack_done();
     }
     stop_workers();

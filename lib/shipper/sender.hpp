@@ -15,6 +15,7 @@
 
 #include "config/shipper_config.hpp"
 #include "loki/client.hpp"
+#include "loki/push.hpp"
 #include "loki/response.hpp"
 #include "shipper/event.hpp"
 #include "shipper/internal_events.hpp"
@@ -63,20 +64,20 @@ public:
     size_t tracked_streams() const { return streams_.size(); }
     ~Sender();
 
-    // Loops until stop, waiting batch_wait between empty polls.
+    // Loops until stop; with nothing to read it waits for the spool's next commit (batch_wait at most).
     void run(const std::atomic<bool>& stop);
     // True while read records wait for Loki's answer.
     bool busy() const { return busy_; }
 
 private:
     struct Batch {
-        std::vector<spool::Record> records;
+        spool::ReadBatch records;  // views into its read buffer; batches are recycled, buffers kept
         spool::Position end;
         size_t open_pieces = 0;  // pieces not yet answered for
     };
     struct Piece {
         Batch* batch;
-        std::vector<const spool::Record*> recs;
+        std::vector<const spool::RecordView*> recs;
         size_t next = 0;  // records before it are answered for
     };
     struct StreamState {
@@ -93,7 +94,8 @@ private:
     };
     struct Job {
         std::string stream;
-        std::string body;
+        std::string body;  // the request is its first body_size bytes (a recycled buffer)
+        size_t body_size = 0;
         loki::HttpResult result;
     };
 
@@ -118,7 +120,11 @@ private:
     std::atomic<bool> busy_{false};
     uint64_t tenant_cap_ = 0;  // learned from the tenant's rate limit (0: none)
 
-    std::list<Batch> window_;  // stable addresses: pieces point into it
+    std::list<Batch> window_;                // stable addresses: pieces point into it
+    std::list<Batch> spare_;                 // acknowledged batches, their buffers reused by the next reads
+    std::vector<std::string> spare_bodies_;  // request buffers of answered pushes
+    loki::PushScratch push_scratch_;
+    std::vector<loki::StreamRef> push_streams_;
     std::map<std::string, StreamState, std::less<>> streams_;
     size_t in_flight_ = 0;
 

@@ -159,6 +159,20 @@ TEST_CASE("sender: each push carries one stream, and everything is acknowledged"
     CHECK(rig.m.sent == 300);
 }
 
+TEST_CASE("sender: a record committed to an idle spool goes out at once, not after batch.max_wait", "[loki][sender]") {
+    Rig rig;
+    rig.cfg.batch_wait_ms = 60'000;  // the longest max_wait the config allows
+    rig.script.answer = [](const Request&) { return ok(); };
+    rig.start();  // nothing to read: the sender waits
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const auto t0 = std::chrono::steady_clock::now();
+    rig.add(kA, "first line of the run", realtime_ns());
+    REQUIRE(rig.spool.sync());
+    // Stored well inside the minute it would otherwise sleep (a bound on a hang, not a figure).
+    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 1; }));
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
+}
+
 TEST_CASE("sender: a per-stream 429 splits that stream below the named limit, the other stream is not held",
           "[loki][sender]") {
     Rig rig;

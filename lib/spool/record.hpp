@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -31,6 +32,18 @@ struct RecordRef {
     const Metadata* own = nullptr;
 };
 
+// A record decoded in place: views into the bytes it was decoded from (valid as long as they are).
+// Its metadata is `metadata_count` pairs from `metadata_begin` of the vector the decoder appended
+// them to (indices, not pointers: that vector may grow while more records are decoded).
+using MetadataView = std::pair<std::string_view, std::string_view>;
+struct RecordView {
+    int64_t ts_ns = 0;
+    std::string_view stream;
+    std::string_view line;
+    uint32_t metadata_begin = 0;
+    uint32_t metadata_count = 0;
+};
+
 // On disk: "JTR1" | u32 payload length | u32 CRC-32 of the payload | payload, little-endian.
 inline constexpr size_t kFrameHeader = 12;
 inline constexpr uint32_t kMaxPayload = 8u << 20;
@@ -43,5 +56,9 @@ enum class DecodeStatus { kOk, kNeedMore, kCorrupt };
 // overwritten in place (its strings keep their capacity, so a reused Record allocates little);
 // on any other status its contents are unspecified.
 DecodeStatus decode_frame(std::string_view in, Record& out, size_t* consumed, std::string* why = nullptr);
+// The same without a copy: `out` views `in`, its metadata is appended to `metadata` (on any other
+// status than kOk, `metadata` is as it was).
+DecodeStatus decode_frame(std::string_view in, RecordView& out, std::vector<MetadataView>& metadata, size_t* consumed,
+                          std::string* why = nullptr);
 
 }  // namespace jobtrail::spool

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 
@@ -124,6 +125,7 @@ void Spool::set_max_bytes(uint64_t max) {
 void Spool::set_readable_end(const Position& p) {
     std::lock_guard<std::mutex> lk(mu_);
     readable_end_ = p;
+    readable_cv_.notify_all();
 }
 
 Status Spool::discard_after(const Position& p) {
@@ -232,12 +234,82 @@ Status Spool::sync() {
     }
     durable_size_.back() = write_size_;  // the write segment is always the last
     pending_ = durable_after_ack();
-    if (!opts_.gate_reads) readable_end_ = {segments_.back(), durable_size_.back()};
+    if (!opts_.gate_reads) {
+        readable_end_ = {segments_.back(), durable_size_.back()};
+        readable_cv_.notify_all();
+    }
     return {};
 }
 
+void ReadBatch::clear() {
+    // A block grown for one huge record is not kept: memory stays what steady reading needs.
+    constexpr size_t kKeep = 4 << 20;
+    for (auto& b : blocks_)
+        if (b.cap > kKeep) b = Block{};
+    used_ = 0;
+    records_.clear();
+    metadata_.clear();
+}
+
+std::string_view ReadBatch::read_block(int fd, uint64_t off, size_t n) {
+    if (used_ == blocks_.size()) blocks_.emplace_back();
+    Block& b = blocks_[used_++];
+    if (b.cap < n) {
+        // Not value-initialised: pread overwrites what is used, and zero-filling was a sixth of the cost.
+        b.data.reset(new char[n]);  // NOLINT(cppcoreguidelines-owning-memory)
+        b.cap = n;
+    }
+    size_t got = 0;
+    while (got < n) {
+        const ssize_t r = ::pread(fd, b.data.get() + got, n - got, static_cast<off_t>(off + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += static_cast<size_t>(r);
+    }
+    return {b.data.get(), got};
+}
+
+bool Spool::readable() const {
+    if (read_.segment < readable_end_.segment) return true;
+    return read_.segment == readable_end_.segment && read_.offset < readable_end_.offset;
+}
+
+bool Spool::wait_readable(int64_t timeout_ms, const std::atomic<bool>& stop) {
+    std::unique_lock<std::mutex> lk(mu_);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    // Short slices: `stop` is an atomic of the caller's, set without this mutex.
+    while (!readable() && !stop) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= until) break;
+        readable_cv_.wait_for(
+            lk, std::min<std::chrono::steady_clock::duration>(until - now, std::chrono::milliseconds(50)));
+    }
+    return readable();
+}
+
 size_t Spool::read(std::vector<Record>& out, size_t max_records, size_t max_bytes, Position& end) {
+    ReadBatch batch;
+    const size_t n = read(batch, max_records, max_bytes, end);
+    out.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+        const RecordView& v = batch.records()[i];
+        Record& r = out[i];
+        r.ts_ns = v.ts_ns;
+        r.stream.assign(v.stream);
+        r.line.assign(v.line);
+        const auto md = batch.metadata(v);
+        r.metadata.resize(md.size());
+        for (size_t k = 0; k < md.size(); ++k) {
+            r.metadata[k].first.assign(md[k].first);
+            r.metadata[k].second.assign(md[k].second);
+        }
+    }
+    return n;
+}
+
+size_t Spool::read(ReadBatch& out, size_t max_records, size_t max_bytes, Position& end) {
     std::lock_guard<std::mutex> lk(mu_);
+    out.clear();
     constexpr size_t kChunk = 1 << 20;
     size_t n = 0, bytes = 0;
     while (n < max_records && bytes < max_bytes) {
@@ -262,27 +334,32 @@ size_t Spool::read(std::vector<Record>& out, size_t max_records, size_t max_byte
             break;
         }
         const uint64_t left = durable - read_.offset;
-        std::string data = read_range(fd.get(), read_.offset, static_cast<size_t>(std::min<uint64_t>(left, kChunk)));
+        // What the byte budget can still take, and a little more for the frame that crosses it:
+        // a full chunk past the budget was read only to be read again next time.
+        const size_t want = static_cast<size_t>(std::min<uint64_t>({left, kChunk, max_bytes - bytes + (16 << 10)}));
+        std::string_view data = out.read_block(fd.get(), read_.offset, want);
         size_t pos = 0;
         bool skip_segment = false;
         while (n < max_records && bytes < max_bytes) {
-            if (n == out.size()) out.emplace_back();
+            RecordView v;
             size_t used = 0;
-            const auto st = decode_frame(std::string_view(data).substr(pos), out[n], &used);
+            const auto st = decode_frame(data.substr(pos), v, out.metadata_, &used);
             if (st == DecodeStatus::kOk) {
+                out.records_.push_back(v);
                 pos += used;
                 bytes += used;
                 ++n;
                 continue;
             }
             if (st == DecodeStatus::kNeedMore && pos == 0 && data.size() < left && data.size() >= kFrameHeader) {
-                // One frame larger than the chunk: read exactly that frame.
+                // One frame larger than what was read: read exactly that frame.
                 const uint32_t len = static_cast<uint32_t>(static_cast<unsigned char>(data[4])) |
                                      static_cast<uint32_t>(static_cast<unsigned char>(data[5])) << 8 |
                                      static_cast<uint32_t>(static_cast<unsigned char>(data[6])) << 16 |
                                      static_cast<uint32_t>(static_cast<unsigned char>(data[7])) << 24;
-                if (len <= kMaxPayload && kFrameHeader + len <= left) {
-                    data = read_range(fd.get(), read_.offset, kFrameHeader + len);
+                if (len <= kMaxPayload && kFrameHeader + len <= left && kFrameHeader + len > data.size()) {
+                    out.drop_last_block();
+                    data = out.read_block(fd.get(), read_.offset, kFrameHeader + len);
                     continue;
                 }
             }
@@ -298,7 +375,6 @@ size_t Spool::read(std::vector<Record>& out, size_t max_records, size_t max_byte
         read_.offset = skip_segment ? durable : read_.offset + pos;
         if (pos == 0 && !skip_segment) break;
     }
-    out.resize(n);
     end = read_;
     return n;
 }

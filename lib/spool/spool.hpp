@@ -1,8 +1,13 @@
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/fs.hpp"
@@ -27,6 +32,36 @@ struct Options {
     // Off: no fdatasync; a crash can lose what was read but not yet sent. For measuring what
     // durability costs, and for nodes that accept that loss.
     bool fsync = true;
+};
+
+// What one Spool::read() hands out without copying: the records decoded in place, viewing the
+// chunks of the segment files read for them. Valid until the next read into it or clear(). Reused
+// from read to read it keeps its buffers (a block of a huge record is let go), so steady reading
+// neither allocates nor zero-fills.
+class ReadBatch {
+public:
+    const std::vector<RecordView>& records() const { return records_; }
+    std::span<const MetadataView> metadata(const RecordView& r) const {
+        return std::span<const MetadataView>(metadata_).subspan(r.metadata_begin, r.metadata_count);
+    }
+    size_t size() const { return records_.size(); }
+    bool empty() const { return records_.empty(); }
+    void clear();
+
+private:
+    friend class Spool;
+    struct Block {
+        std::unique_ptr<char[]> data;
+        size_t cap = 0;
+    };
+    // Reads n bytes at off into the next block; the bytes it got.
+    std::string_view read_block(int fd, uint64_t off, size_t n);
+    void drop_last_block() { --used_; }
+
+    std::vector<Block> blocks_;
+    size_t used_ = 0;
+    std::vector<RecordView> records_;
+    std::vector<MetadataView> metadata_;
 };
 
 // The shipper's disk queue. Sources append records and sync() before they move their own
@@ -58,6 +93,11 @@ public:
     // `out` (replacing its contents, reusing its elements' storage); returns how many; `end` is where the next read
     // continues (pass it to ack() once Loki answered).
     size_t read(std::vector<Record>& out, size_t max_records, size_t max_bytes, Position& end);
+    // The same into views (the sender's way: no copy per record).
+    size_t read(ReadBatch& out, size_t max_records, size_t max_bytes, Position& end);
+    // Waits up to timeout_ms (less if stop is set meanwhile) until read() has something; true if so.
+    // Woken at once when the readable end moves (sync() or set_readable_end()).
+    bool wait_readable(int64_t timeout_ms, const std::atomic<bool>& stop);
     // Everything before `pos` is acknowledged: persisted, and segments wholly before it deleted.
     Status ack(const Position& pos);
     // Read again from the acknowledged position (after a failed send).
@@ -83,9 +123,11 @@ private:
     bool start_segment(uint64_t id);
     bool flush_buffer();
     uint64_t durable_after_ack() const;  // callers hold mu_
+    bool readable() const;               // callers hold mu_
     uint64_t used_bytes() const;         // durable after ack + written or buffered since the last sync
 
     mutable std::mutex mu_;
+    std::condition_variable readable_cv_;
     Options opts_;
     std::vector<uint64_t> segments_;      // ids on disk, ascending
     std::vector<uint64_t> durable_size_;  // per segment, bytes known durable

@@ -2,8 +2,11 @@
 
 #include <dirent.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <fstream>
+#include <thread>
 
 #include "common/crc32.hpp"
 #include "kmsgfs_mount.hpp"
@@ -171,6 +174,74 @@ TEST_CASE("records larger than a read chunk are read whole", "[spool]") {
     const auto got = read_all(s, end);
     REQUIRE(got.size() == 2);
     CHECK(got[0].line.size() == std::string("line 1").size() + (3 << 20));
+}
+
+TEST_CASE("one reused read batch views every record as appended, across segments and huge records", "[spool]") {
+    jobtrail::test::TempDir dir;
+    Spool s;
+    REQUIRE(s.open({dir.path(), /*segment_bytes=*/64 << 10}));
+    std::vector<Record> want;
+    for (int i = 0; i < 3000; ++i) {
+        // Now and then a record larger than a read chunk, and one with two metadata pairs.
+        Record r = rec(i, i % 997 == 5 ? (2 << 20) : static_cast<size_t>(i % 300));
+        if (i % 7 == 0) r.metadata.emplace_back("file", "0.gpu01." + std::to_string(i) + ".log");
+        REQUIRE(s.append(r) == Spool::Append::kOk);
+        want.push_back(std::move(r));
+    }
+    REQUIRE(s.sync());
+    ReadBatch batch;
+    Position end;
+    size_t i = 0;
+    int reads = 0;
+    while (s.read(batch, 500, 64 << 10, end) > 0) {
+        ++reads;
+        for (const auto& v : batch.records()) {
+            REQUIRE(i < want.size());
+            CHECK(v.ts_ns == want[i].ts_ns);
+            CHECK(v.stream == want[i].stream);
+            CHECK(v.line == want[i].line);
+            const auto md = batch.metadata(v);
+            REQUIRE(md.size() == want[i].metadata.size());
+            for (size_t k = 0; k < md.size(); ++k) {
+                CHECK(md[k].first == want[i].metadata[k].first);
+                CHECK(md[k].second == want[i].metadata[k].second);
+            }
+            ++i;
+        }
+    }
+    CHECK(i == want.size());
+    CHECK(reads > 10);  // the batch was refilled many times
+    REQUIRE(s.ack(end));
+    CHECK(s.pending_bytes() == 0);
+}
+
+TEST_CASE("a reader waiting on an empty spool is woken by the commit, not by its timeout", "[spool]") {
+    jobtrail::test::TempDir dir;
+    Spool s;
+    REQUIRE(s.open({dir.path()}));
+    std::atomic<bool> stop{false};
+    CHECK_FALSE(s.wait_readable(10, stop));  // nothing: it waits its timeout and says so
+    std::thread writer([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        s.append(rec(1));
+        REQUIRE(s.sync());
+    });
+    const auto t0 = std::chrono::steady_clock::now();
+    // A minute's timeout: returning well before it means the commit woke the reader (a bound
+    // on a hang, not a performance figure).
+    CHECK(s.wait_readable(60'000, stop));
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
+    writer.join();
+    // Set from another thread, stop ends the wait too.
+    Position end;
+    std::vector<Record> got;
+    REQUIRE(s.read(got, 10, 1 << 20, end) == 1);
+    std::thread stopper([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        stop = true;
+    });
+    CHECK_FALSE(s.wait_readable(60'000, stop));
+    stopper.join();
 }
 
 TEST_CASE("damage inside an older segment is skipped and reported", "[spool]") {

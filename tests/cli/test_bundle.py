@@ -77,7 +77,7 @@ def job_streams(job="4242", nodes=("gpu01", "gpu02"), nccl_lines=3000, t0=None):
                     for i in range(nccl_lines)]
             if n == "gpu01":
                 vals.append([str(t0 + 400 * NS + rank), "[t] %s:%d:%d [%d] NCCL WARN NET/IB : Got completion from peer gpu02 with status=12" % (n, 1000 + rank, 1000 + rank, rank)])
-            out.append({"stream": dict(lab, job="nccl", job_id=job, service_name="nccl", file=f, step="0", pid=str(1000 + rank)), "values": vals})
+            out.append({"stream": dict(lab, job="nccl", job_id=job, service_name="nccl", file=f), "values": vals})
         kvals = [[str(t0 - 300 * NS), "eth0: link up"], [str(t0 + 300 * NS), "usb 1-1: new device"]]
         if n == "gpu02":
             kvals.append([str(t0 + 380 * NS), XID79])
@@ -216,7 +216,7 @@ class Bundle(unittest.TestCase):
             loki.push(job_streams(nccl_lines=10, t0=t0))
             f = "0.gpu02.3000.log"
             lab = {"cluster": "c1", "node": "gpu02", "job": "nccl", "job_id": "4242", "service_name": "nccl",
-                   "file": f, "step": "0", "pid": "3000"}
+                   "file": f}
             lines = ["[t] gpu02:3000:3000 [3] NCCL TRACE Channel %02d/32 seq %06d %s" % (i % 32, i, "p" * 42)
                      for i in range(60000)]
 

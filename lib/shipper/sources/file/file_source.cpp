@@ -244,12 +244,10 @@ void FileSource::label(Tracked& t) {
         t.step = nccl->step;
     }
     if (format_ == Format::kNccl) {
-        // One stream per job and node: which file, step and rank a line came from is metadata.
+        // One stream per job and node: which file a line came from is metadata (the bundle
+        // writes one file per file). Not its step and pid: the name is <step>.<host>.<pid>.log
+        // and NCCL's line prefix says host:pid:tid, so they would only be paid for twice.
         md.emplace_back("file", path.substr(path.rfind('/') + 1));
-        if (nccl) {
-            md.emplace_back("step", nccl->step);
-            md.emplace_back("pid", nccl->pid);
-        }
     }
     for (const auto& [k, v] : cfg_.labels) labels[k] = v;
     if (!job_id.empty()) labels[node::label::kJobId] = job_id;
