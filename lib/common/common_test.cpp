@@ -121,3 +121,13 @@ TEST_CASE("an exclusive lock is held once, names its holder, and is free again w
     CHECK(jobtrail::lock_exclusive(path).ok);
     CHECK_FALSE(jobtrail::lock_exclusive(d.path() + "/none/x.lock").ok);
 }
+
+TEST_CASE("logfmt fields: bare, quoted, absent, and a key inside another key's value", "[common]") {
+    const std::string_view t = R"(status=1 result="exit 1" note="a b=c" bdf=0000:3b:00.0)";
+    CHECK(logfmt_field(t, "status") == "1");
+    CHECK(logfmt_field(t, "result") == "exit 1");
+    CHECK(logfmt_field(t, "bdf") == "0000:3b:00.0");
+    CHECK(logfmt_field(t, "b").empty());  // only inside note's value
+    CHECK(logfmt_field(t, "missing").empty());
+    CHECK(logfmt_field("k=", "k").empty());
+}

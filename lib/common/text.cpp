@@ -157,4 +157,30 @@ void append_quoted(std::string& out, std::string_view v) {
     out += '"';
 }
 
+std::string_view logfmt_field(std::string_view text, std::string_view key) {
+    // Left to right, pair by pair: a key inside a quoted value is part of that value.
+    size_t i = 0;
+    while (i < text.size()) {
+        while (i < text.size() && text[i] == ' ') ++i;
+        const size_t k = i;
+        while (i < text.size() && text[i] != '=' && text[i] != ' ') ++i;
+        const std::string_view name = text.substr(k, i - k);
+        if (i >= text.size() || text[i] != '=') continue;
+        ++i;
+        std::string_view value;
+        if (i < text.size() && text[i] == '"') {
+            const size_t from = ++i;
+            while (i < text.size() && text[i] != '"') i += (text[i] == '\\' && i + 1 < text.size()) ? 2 : 1;
+            value = text.substr(from, std::min(i, text.size()) - from);
+            ++i;
+        } else {
+            const size_t from = i;
+            while (i < text.size() && text[i] != ' ') ++i;
+            value = text.substr(from, i - from);
+        }
+        if (name == key) return value;
+    }
+    return {};
+}
+
 }  // namespace jobtrail

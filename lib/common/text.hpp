@@ -32,4 +32,6 @@ std::string_view trim(std::string_view s);
 namespace jobtrail {
 // A logfmt value: bare if it has no spaces, quotes or '=', else double-quoted with \" and \\.
 std::string logfmt_value(std::string_view v);
+// The value of `key` in a logfmt text ("status=1 result=\"exit 1\""), unquoted; empty if absent.
+std::string_view logfmt_field(std::string_view text, std::string_view key);
 }  // namespace jobtrail

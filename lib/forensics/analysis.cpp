@@ -9,23 +9,6 @@
 namespace jobtrail::forensics {
 namespace {
 
-// "status=1 duration_ms=5 result=\"exit 1\"" -> value of key, or empty.
-std::string_view kv(std::string_view text, std::string_view key) {
-    size_t at = 0;
-    while ((at = text.find(key, at)) != std::string_view::npos) {
-        if ((at == 0 || text[at - 1] == ' ') && at + key.size() < text.size() && text[at + key.size()] == '=') {
-            std::string_view v = text.substr(at + key.size() + 1);
-            if (!v.empty() && v[0] == '"') {
-                const size_t close = v.find('"', 1);
-                return v.substr(1, close == std::string_view::npos ? v.size() - 1 : close - 1);
-            }
-            return v.substr(0, v.find(' '));
-        }
-        at += key.size();
-    }
-    return {};
-}
-
 std::string_view short_line(std::string_view s) {
     return utf8_prefix(s, 300);
 }
@@ -90,34 +73,34 @@ void Analyzer::add(const std::string& node, const std::string& source, int64_t t
             if (k == "nodelist") facts_.nodelist = v;
             if (k == "cluster") facts_.cluster = v;
         } else if (tag == "status") {
-            const std::string_view st = kv(text, "status");
+            const std::string_view st = logfmt_field(text, "status");
             if (!st.empty() && st != "0" && st != "skipped") {
-                const Finding p =
-                    finding(ts, node, source, "script-failure", events::Severity::kError,
-                            source + " script " + std::string(name) + " failed: " + std::string(kv(text, "result")),
-                            "read nodes/" + node + "/" + source + ".log; a failing " + source +
-                                (source == "prolog" ? " fails the job and drains the node in Slurm"
-                                                    : " drains the node in Slurm"),
-                            line);
+                const Finding p = finding(
+                    ts, node, source, "script-failure", events::Severity::kError,
+                    source + " script " + std::string(name) + " failed: " + std::string(logfmt_field(text, "result")),
+                    "read nodes/" + node + "/" + source + ".log; a failing " + source +
+                        (source == "prolog" ? " fails the job and drains the node in Slurm"
+                                            : " drains the node in Slurm"),
+                    line);
                 group(node + "|" + source + "|" + std::string(name), p);
             }
         } else if (tag == "device" && source == "prolog" && name == "unresolved") {
             unresolved_.insert(node);
         } else if (tag == "device" && source == "prolog" && name.empty()) {
             // kind=gpu index=1 bdf=0000:2a:00.0 serial=…: what Slurm gave the job on this node.
-            const auto key = devices::bdf_key(kv(text, "bdf"));
+            const auto key = devices::bdf_key(logfmt_field(text, "bdf"));
             int index = -1;
-            const auto idx = kv(text, "index");
+            const auto idx = logfmt_field(text, "index");
             if (!key.empty() && !idx.empty() && idx.size() < 7 &&
                 std::all_of(idx.begin(), idx.end(), [](char c) { return c >= '0' && c <= '9'; }))
                 index = std::stoi(std::string(idx));
             if (!key.empty() && index >= 0 && devices_[node].size() < 64) {
-                node::JobDevice d{"gpu", index, std::string(utf8_prefix(kv(text, "bdf"), 32)), "",
-                                  escape_line(utf8_prefix(kv(text, "serial"), 64))};
+                node::JobDevice d{"gpu", index, std::string(utf8_prefix(logfmt_field(text, "bdf"), 32)), "",
+                                  escape_line(utf8_prefix(logfmt_field(text, "serial"), 64))};
                 devices_[node][key] = devices::describe(d);
             }
         } else if (tag == "end" && source == "epilog") {
-            facts_.exit_by_node[node] = std::string(kv(text, "status"));
+            facts_.exit_by_node[node] = std::string(logfmt_field(text, "status"));
         }
         return;
     }

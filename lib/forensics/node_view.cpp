@@ -13,23 +13,6 @@ namespace {
 constexpr size_t kMaxJobs = 10'000;
 constexpr size_t kMaxEvents = 10'000;
 
-// logfmt value of key in "k=v k2=\"v 2\"".
-std::string_view kv(std::string_view text, std::string_view key) {
-    size_t at = 0;
-    while ((at = text.find(key, at)) != std::string_view::npos) {
-        if ((at == 0 || text[at - 1] == ' ') && at + key.size() < text.size() && text[at + key.size()] == '=') {
-            std::string_view v = text.substr(at + key.size() + 1);
-            if (!v.empty() && v[0] == '"') {
-                const size_t close = v.find('"', 1);
-                return v.substr(1, close == std::string_view::npos ? v.size() - 1 : close - 1);
-            }
-            return v.substr(0, v.find(' '));
-        }
-        at += key.size();
-    }
-    return {};
-}
-
 std::string join(const std::vector<std::string>& v, const char* sep = ",") {
     std::string out;
     for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
@@ -59,17 +42,17 @@ void NodeView::add_job_line(const std::string& job_id, std::string_view phase, i
     if (tag == joblog::kMeta && text.substr(0, 5) == "user=") j.user = escape_line(utf8_prefix(text.substr(5), 64));
     if (phase == "prolog" && tag == joblog::kDevice) {
         if (name == "unresolved") {
-            j.devices_note = escape_line(utf8_prefix(kv(text, "note"), 256));
+            j.devices_note = escape_line(utf8_prefix(logfmt_field(text, "note"), 256));
         } else if (name.empty() && j.devices.size() < 64) {
-            const auto bdf = kv(text, "bdf");
-            const auto idx = kv(text, "index");
+            const auto bdf = logfmt_field(text, "bdf");
+            const auto idx = logfmt_field(text, "index");
             if (!devices::bdf_key(bdf).empty() && !idx.empty() && idx.size() < 7 &&
                 std::all_of(idx.begin(), idx.end(), [](char c) { return c >= '0' && c <= '9'; })) {
                 node::JobDevice d{"gpu",
                                   std::stoi(std::string(idx)),
                                   std::string(bdf),
                                   {},
-                                  escape_line(utf8_prefix(kv(text, "serial"), 64))};
+                                  escape_line(utf8_prefix(logfmt_field(text, "serial"), 64))};
                 if (std::none_of(j.devices.begin(), j.devices.end(),
                                  [&](const node::JobDevice& x) { return x.bdf == d.bdf; }))
                     j.devices.push_back(std::move(d));
