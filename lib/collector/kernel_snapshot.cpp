@@ -103,12 +103,15 @@ std::vector<EventHit> record_kernel_delta(Session& s, const events::Extractor& e
     }
 
     // Whose each record was: this job's marker (still there: the epilog removes it last), the
-    // markers of the jobs running beside it and of those that ended within the hour.
+    // markers of the jobs running beside it and of those that ended within the hour. Running
+    // ones are read first: a neighbour's epilog writes its ended marker before it removes the
+    // running one, so a job ending meanwhile is seen in one or the other (a running marker overrides an ended one of
+    // the same id).
     devices::Attributor attributor;
+    const auto running = node::read_job_markers(layout);
     for (const auto& m : node::read_ended_markers(layout))
         attributor.upsert(m.job_id, m.start_ns, m.end_ns, m.devices, m.devices_note);
-    for (const auto& m : node::read_job_markers(layout))
-        attributor.upsert(m.job_id, m.start_ns, 0, m.devices, m.devices_note);
+    for (const auto& m : running) attributor.upsert(m.job_id, m.start_ns, 0, m.devices, m.devices_note);
     EventTally tally(ex);
     tally.attribute_with(&attributor, s.facts().job_id);
     kmsg::FragmentMerger merger;
