@@ -1,6 +1,8 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <string>
+#include <vector>
 
 #include "common/fs.hpp"
 #include "common/text.hpp"
@@ -23,6 +25,29 @@ TEST_CASE("RFC 3339 nanosecond timestamps", "[common]") {
     CHECK(parse_rfc3339_ns("2026-11-29T16:52:22-0500") == parse_rfc3339_ns("2026-11-29T21:52:22Z"));
     CHECK_FALSE(parse_rfc3339_ns("2026-11-29T21:52:22+1"));
     CHECK_FALSE(parse_rfc3339_ns("2026-11-29T21:52:22"));
+}
+
+TEST_CASE("A file's run of RFC 3339 stamps parses the same with its second remembered", "[common][hostile]") {
+    const std::vector<std::string> lines = {
+        "2026-11-29T21:52:22.146801+0000",  "2026-11-29T21:52:22.146802+0000",
+        "2026-11-29T21:52:22.9+0000",
+        "2026-11-29T21:52:22.146803+0100",                                          // same second, another zone
+        "2026-11-29T21:52:22.146803+0000",  "2026-11-29T21:52:22.1468031234+0000",  // ten digits: refused
+        "2026-11-29T21:52:22.14680x+0000",  "2026-11-29T21:52:22.+0000",
+        "2026-11-29T21:52:22+0000",         "2026-11-29T21:52:23.000001+0000",
+        "2026-11-29T21:52:23.000001Z",      "2026-11-29T21:52:23.000002Z",
+        "2026-11-29T21:52:23.000002+00:00", "2262-04-11T23:47:16.854775807Z",
+        "2262-04-11T23:47:16.854775808Z",   "1969-12-31T23:59:59.5Z",
+        "1969-12-31T23:59:59.25Z",          "2026-11-29T21:52:23.000002+0000 trailing"};
+    Rfc3339Parser parser;
+    for (int round = 0; round < 2; ++round)
+        for (const auto& l : lines) {
+            INFO(l);
+            CHECK(parser.parse(l) == parse_rfc3339_ns(l));
+        }
+    CHECK(parser.parse("2026-11-29T21:52:22.146801+0000") == 1795989142146801000);
+    CHECK(parser.parse("2026-11-29T21:52:22.5+0000") == 1795989142500000000);
+    CHECK(parser.parse("2026-11-29T22:52:22.5+0100") == 1795989142500000000);
 }
 
 TEST_CASE("RFC 3339 timestamps outside int64 nanoseconds are refused, not wrapped", "[common][hostile]") {

@@ -1,6 +1,7 @@
 #include "common/time.hpp"
 
 #include <charconv>
+#include <cstring>
 #include <ctime>
 
 namespace jobtrail {
@@ -129,6 +130,37 @@ std::optional<int64_t> parse_rfc3339_ns(std::string_view s) {
     int64_t ns = 0;
     if (__builtin_mul_overflow(secs, int64_t{1'000'000'000}, &ns) || __builtin_add_overflow(ns, frac, &ns))
         return std::nullopt;
+    return ns;
+}
+
+std::optional<int64_t> Rfc3339Parser::parse(std::string_view s) {
+    if (zone_len_ && s.size() > 20 + zone_len_ && s[19] == '.' && std::memcmp(s.data(), prefix_, 19) == 0 &&
+        std::memcmp(s.data() + s.size() - zone_len_, zone_, zone_len_) == 0) {
+        const std::string_view digits = s.substr(20, s.size() - 20 - zone_len_);
+        int64_t frac = 0;
+        if (digits.size() <= 9 && fixed_digits(digits, 0, digits.size(), frac)) {
+            for (size_t k = digits.size(); k < 9; ++k) frac *= 10;
+            return second_ns_ + frac;
+        }
+    }
+    const auto ns = parse_rfc3339_ns(s);
+    zone_len_ = 0;
+    if (!ns || s.size() < 21 || s[19] != '.') return ns;
+    size_t end = 20;
+    while (end < s.size() && s[end] >= '0' && s[end] <= '9') ++end;
+    const std::string_view zone = s.substr(end);
+    if (zone.empty() || zone.size() > sizeof zone_) return ns;
+    // The second itself, from the same text without its fraction: what the fraction adds to.
+    char whole[19 + sizeof zone_];
+    std::memcpy(whole, s.data(), 19);
+    std::memcpy(whole + 19, zone.data(), zone.size());
+    const auto second = parse_rfc3339_ns(std::string_view(whole, 19 + zone.size()));
+    // Before 1970 the full parse borrows a second; near 2262 a larger fraction would overflow.
+    if (!second || *second < 0 || *second > INT64_MAX - 1'000'000'000) return ns;
+    std::memcpy(prefix_, s.data(), 19);
+    std::memcpy(zone_, zone.data(), zone.size());
+    zone_len_ = zone.size();
+    second_ns_ = *second;
     return ns;
 }
 

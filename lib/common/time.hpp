@@ -16,6 +16,20 @@ std::string format_rfc3339_ns(int64_t ns);
 // instant is converted to UTC); returns nullopt on anything else.
 std::optional<int64_t> parse_rfc3339_ns(std::string_view s);
 
+// parse_rfc3339_ns for one file's lines, whose stamps mostly share their second and zone: the
+// date, time and zone are parsed once a second, only the fraction on every line (the full
+// parse was a tenth of the shipper's instructions per NCCL line). Same answers, always.
+class Rfc3339Parser {
+public:
+    std::optional<int64_t> parse(std::string_view s);
+
+private:
+    char prefix_[19] = {};  // YYYY-MM-DDTHH:MM:SS of the last stamp with a fraction
+    char zone_[8] = {};     // what followed its fraction: Z, +hh:mm, -hhmm
+    size_t zone_len_ = 0;   // 0: nothing remembered
+    int64_t second_ns_ = 0;
+};
+
 // The longest duration whose nanoseconds fit in int64 (about 106751 days).
 inline constexpr int64_t kMaxDurationMs = INT64_MAX / 1'000'000;
 // "30s", "500ms", "2m", "1h", "1d" -> milliseconds; nullopt if malformed or past kMaxDurationMs.

@@ -126,6 +126,7 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush, bool closing) 
             if (l.spool.append(r) != spool::Spool::Append::kOk) l.spool.append(r, /*past_cap=*/true);
             ++appended;
         }
+        src->recycle(events);
     }
     // Lines the stages made themselves (a job's "dropped over its budget"), into their lane.
     events.clear();

@@ -32,6 +32,9 @@ public:
     virtual void flush_partial(std::vector<Event>&) {}
     // Bytes written to the source but not read yet, as of the last poll; -1 if unknowable.
     virtual int64_t backlog_bytes() const { return -1; }
+    // The events of its last poll, spooled: a source may take their line buffers back for the
+    // next lines (one allocation and free per line was a tenth of the shipper's instructions).
+    virtual void recycle(std::vector<Event>&) {}
 };
 
 // What a source may need from the shipper when it is built (kind.hpp's K::build).

@@ -44,11 +44,11 @@ bool same_file(int fd, const std::string& saved) {
 }
 
 // "[2026-11-29T22:16:02.867605+0000] host:pid:tid ..." (the plugin's NCCL_DEBUG_TIMESTAMP_FORMAT)
-bool nccl_timestamp(std::string_view line, int64_t& ts) {
+bool nccl_timestamp(Rfc3339Parser& stamps, std::string_view line, int64_t& ts) {
     if (line.size() < 28 || line[0] != '[') return false;
     const size_t close = line.find(']');
     if (close > 40) return false;  // also when there is none (npos)
-    const auto t = parse_rfc3339_ns(line.substr(1, close - 1));
+    const auto t = stamps.parse(line.substr(1, close - 1));
     if (!t) return false;
     ts = *t;
     return true;
@@ -74,6 +74,12 @@ std::string dir_of(const std::string& path) {
 }  // namespace
 
 std::string FileSource::sanitize(std::string_view s) {
+    std::string out;
+    sanitize(s, out);
+    return out;
+}
+
+void FileSource::sanitize(std::string_view s, std::string& out) {
     // Fast path, the common case: plain ASCII without NUL is taken as it is. Eight bytes at a
     // time: any byte with its top bit set, or zero, shows in the mask.
     constexpr uint64_t kLow = 0x0101010101010101ULL, kHigh = 0x8080808080808080ULL;
@@ -85,8 +91,11 @@ std::string FileSource::sanitize(std::string_view s) {
         bad |= (w | ((w - kLow) & ~w)) & kHigh;
     }
     for (; i0 < s.size(); ++i0) bad |= static_cast<unsigned char>(s[i0]) - 1u >= 0x7fu;
-    if (bad == 0) return std::string(s);
-    std::string out;
+    if (bad == 0) {
+        out.assign(s);
+        return;
+    }
+    out.clear();
     out.reserve(s.size());
     size_t i = 0;
     while (i < s.size()) {
@@ -110,7 +119,6 @@ std::string FileSource::sanitize(std::string_view s) {
             }
         }
     }
-    return out;
 }
 
 FileSource::FileSource(FileSourceConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m, int64_t idle_ms,
@@ -519,11 +527,25 @@ void FileSource::find_moved() {
 }
 
 void FileSource::emit_line(Tracked& t, std::string_view raw, std::vector<Event>& out) {
-    Event e;
-    e.ts_ns = 0;
-    e.origin = t.origin;
     std::string_view text = raw;
     if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
+    if (format_ == Format::kNccl || format_ == Format::kRaw) {
+        // Every NCCL line: built in place, sanitized straight from the read buffer into a
+        // recycled one.
+        Event& e = out.emplace_back();
+        e.origin = t.origin;
+        if (format_ == Format::kNccl) nccl_timestamp(t.stamps, text, e.ts_ns);
+        if (e.ts_ns == 0) e.ts_ns = realtime_ns();
+        if (!spare_lines_.empty()) {
+            e.line.swap(spare_lines_.back());
+            spare_lines_.pop_back();
+        }
+        sanitize(text, e.line);
+        cut_long(e.line);
+        return;
+    }
+    Event e;
+    e.origin = t.origin;
     std::string line;
     switch (format_) {
         case Format::kJoblog: {
@@ -538,10 +560,6 @@ void FileSource::emit_line(Tracked& t, std::string_view raw, std::vector<Event>&
             }
             break;
         }
-        case Format::kNccl:
-            nccl_timestamp(text, e.ts_ns);
-            line = sanitize(text);
-            break;
         case Format::kCri: {
             const auto l = cri::parse(text);
             // After a restart from a held P piece: what was handed out already is skipped.
@@ -556,11 +574,28 @@ void FileSource::emit_line(Tracked& t, std::string_view raw, std::vector<Event>&
             for (auto& j : done) emit_cri(t, std::move(j), out);
             return;
         }
+        case Format::kNccl:
         case Format::kRaw:
-            line = sanitize(text);
-            break;
+            break;  // above
     }
     finish_line(std::move(e), std::move(line), out);
+}
+
+void FileSource::cut_long(std::string& line) {
+    if (line.size() <= max_line_) return;
+    const std::string_view keep = utf8_prefix(line, max_line_ - 64);
+    line = std::string(keep) + " [jobtrail: line truncated, " + std::to_string(line.size() - keep.size()) +
+           " bytes dropped]";
+    m_.drop("truncated_lines_kept");
+}
+
+void FileSource::recycle(std::vector<Event>& done) {
+    // About one pass of lines; a long line's buffer is let go.
+    constexpr size_t kMaxSpare = 8192, kMaxSpareCapacity = 1024;
+    for (auto& e : done) {
+        if (spare_lines_.size() >= kMaxSpare) break;
+        if (e.line.capacity() <= kMaxSpareCapacity) spare_lines_.push_back(std::move(e.line));
+    }
 }
 
 void FileSource::emit_cri(Tracked& t, cri::Joiner::Joined j, std::vector<Event>& out) {
@@ -581,14 +616,8 @@ void FileSource::drain_cri(Tracked& t, std::vector<Event>& out) {
 
 void FileSource::finish_line(Event e, std::string line, std::vector<Event>& out) {
     if (e.ts_ns == 0) e.ts_ns = realtime_ns();
-    if (line.size() > max_line_) {
-        const std::string_view keep = utf8_prefix(line, max_line_ - 64);
-        line = std::string(keep) + " [jobtrail: line truncated, " + std::to_string(line.size() - keep.size()) +
-               " bytes dropped]";
-        m_.drop("truncated_lines_kept");
-    }
-    // NCCL and raw lines were sanitized above, straight from the read buffer; the rest now.
-    e.line = (format_ == Format::kNccl || format_ == Format::kRaw) ? std::move(line) : sanitize(line);
+    cut_long(line);
+    e.line = sanitize(line);
     out.push_back(std::move(e));
 }
 

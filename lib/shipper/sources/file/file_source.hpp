@@ -8,9 +8,11 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "common/fs.hpp"
 #include "common/result.hpp"
+#include "common/time.hpp"
 #include "shipper/sources/file/config.hpp"
 #include "shipper/sources/file/cri.hpp"
 #include "shipper/sources/source.hpp"
@@ -49,9 +51,12 @@ public:
     void restore(const nlohmann::json& state) override;
     void flush_partial(std::vector<Event>& out) override;
     int64_t backlog_bytes() const override { return backlog_; }
+    void recycle(std::vector<Event>& done) override;
 
-    // Text of a file's line turned into a Loki line (exposed for tests).
+    // Text of a file's line turned into a Loki line (exposed for tests); into `out`, keeping
+    // its buffer.
     static std::string sanitize(std::string_view bytes);
+    static void sanitize(std::string_view bytes, std::string& out);
 
 private:
     struct Tracked {
@@ -76,6 +81,7 @@ private:
         std::string phase;  // prolog or epilog, for job log lines
         std::string step;   // of an NCCL file
         std::shared_ptr<const Origin> origin;
+        Rfc3339Parser stamps;  // its NCCL lines' timestamps
     };
 
     void scan();
@@ -89,6 +95,7 @@ private:
     void emit_cri(Tracked& t, cri::Joiner::Joined j, std::vector<Event>& out);
     void drain_cri(Tracked& t, std::vector<Event>& out);  // held P pieces, as they are
     void finish_line(Event e, std::string line, std::vector<Event>& out);
+    void cut_long(std::string& line);  // past max_line, with a marker
     void take_partial(Tracked& t, std::vector<Event>& out);
     void cut_partials(std::vector<Event>& out, uint64_t held);
     void close_file(Tracked& t);
@@ -134,6 +141,7 @@ private:
     // Unterminated lines cut under max_partial_bytes and not said yet (one line per 10 s).
     uint64_t cut_unsaid_ = 0, cut_bytes_unsaid_ = 0;
     int64_t cut_said_ns_ = 0;
+    std::vector<std::string> spare_lines_;  // buffers of spooled lines, for the next ones
 };
 
 }  // namespace jobtrail::shipper
