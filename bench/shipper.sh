@@ -10,7 +10,8 @@
 #    shipper's own no-durability setting). The sink keeps the pushes and decodes them when asked
 #    for its figures, so its Python does not compete with the shipper for the CPUs.
 #  - floor: bench_snappy_floor reads the same file and snappy-compresses it; ratio shipper/floor.
-#  - callgrind: instructions per line, a short run (CALLGRIND_LINES, default 100,000, 1 stream).
+#  - callgrind: instructions per line, a short run (CALLGRIND_LINES, default 100,000, 1 stream),
+#    with and without what starting the shipper costs (a 1,000-line run subtracted).
 #  - latency: the shipper running as a daemon on a quiet node, a writer appending lines that carry
 #    their write time at 1,000 and 100,000 lines/s for LAT_SECONDS (3) into 1, 8 and 64 streams;
 #    p50/p99 of written -> acknowledged by the sink, and the first line's.
@@ -118,17 +119,26 @@ PY
 fi
 
 if [ -z "${SKIP_CALLGRIND:-}" ]; then
-  gen "$W/cg" "$CG_N" 1
-  config "$W/state-cg" true "$W/cg"
-  reset
-  valgrind --tool=callgrind --callgrind-out-file="$W/cg.out" "$B/shipper/jobtrail-shipper" --config "$W/cfg.yaml" \
-    --once --once-timeout 600 2> "$W/cg.err" || { echo "callgrind run failed:"; tail -5 "$W/cg.err"; }
-  ir=$(callgrind_annotate "$W/cg.out" 2>/dev/null | awk '/PROGRAM TOTALS/ && !done {gsub(",", "", $1); print $1; done = 1}')
-  st=$(stats "$CG_N")
-  /usr/bin/python3 -c 'import json, sys; st = json.loads(sys.argv[3]); n = int(sys.argv[2])
-print("callgrind, spool on, 1 stream, %d lines: %.0f instructions per line (all threads, start included); lost %d, duplicated %d"
-      % (n, int(sys.argv[1] or 0) / n, st["lost"], st["dup"]))' "$ir" "$CG_N" "$st"
-  [ -n "${CALLGRIND_KEEP:-}" ] && cp "$W/cg.out" "$CALLGRIND_KEEP"
+  # Twice: CG_N lines, and 1,000 lines for what starting costs (libraries, TLS, config), so the
+  # per-line figure is also given without it.
+  cg_run() {  # NAME LINES -> instructions on stdout; the sink's stats in $W/cg-NAME.st
+    gen "$W/cg-$1" "$2" 1
+    config "$W/state-cg-$1" true "$W/cg-$1"
+    reset
+    valgrind --tool=callgrind --callgrind-out-file="$W/cg-$1.out" "$B/shipper/jobtrail-shipper" --config "$W/cfg.yaml" \
+      --once --once-timeout 600 2> "$W/cg.err" || { echo "callgrind run failed:" >&2; tail -5 "$W/cg.err" >&2; }
+    stats "$2" > "$W/cg-$1.st"
+    callgrind_annotate "$W/cg-$1.out" 2>/dev/null | awk '/PROGRAM TOTALS/ && !done {gsub(",", "", $1); print $1; done = 1}'
+  }
+  ir=$(cg_run main "$CG_N")
+  ir0=$(cg_run start 1000)
+  /usr/bin/python3 -c 'import json, sys; n = int(sys.argv[2]); ir, ir0 = int(sys.argv[1] or 0), int(sys.argv[3] or 0)
+st, st0 = json.load(open(sys.argv[4])), json.load(open(sys.argv[5]))
+print("callgrind, spool on, 1 stream, %d lines: %.0f instructions per line (all threads, start included), "
+      "%.0f without starting (a 1,000-line run subtracted); lost %d, duplicated %d"
+      % (n, ir / n, (ir - ir0) / (n - 1000), st["lost"] + st0["lost"], st["dup"] + st0["dup"]))' \
+    "$ir" "$CG_N" "$ir0" "$W/cg-main.st" "$W/cg-start.st"
+  [ -n "${CALLGRIND_KEEP:-}" ] && cp "$W/cg-main.out" "$CALLGRIND_KEEP"
 fi
 
 if [ -z "${SKIP_LAT:-}" ]; then

@@ -75,7 +75,7 @@ bool valid_label_name(std::string_view n) {
     return true;
 }
 
-void encode_push(const std::vector<StreamRef>& streams, bool with_metadata, PushScratch& scratch, std::string& out,
+void encode_push(const std::vector<StreamRef>& streams, bool with_metadata, PushScratch& scratch, Buffer& out,
                  size_t* size) {
     // The wire format written directly: libprotobuf's message building (a heap string per line
     // and per metadata value, UTF-8 checks, size passes) was a sixth of the shipper's CPU.
@@ -143,18 +143,15 @@ void encode_push(const std::vector<StreamRef>& streams, bool with_metadata, Push
     }
     // The two passes must agree; a mismatch is a bug to stop at, not to send.
     if (w.p != raw.data() + total) std::abort();
-    const size_t max = snappy::MaxCompressedLength(total);
-    if (out.size() < max) out.resize(max);
-    snappy::RawCompress(raw.data(), total, out.data(), size);
+    snappy::RawCompress(raw.data(), total, out.reserve(snappy::MaxCompressedLength(total)), size);
 }
 
 std::string encode_push(const std::vector<StreamRef>& streams, bool with_metadata) {
     PushScratch scratch;
-    std::string out;
+    Buffer out;
     size_t size = 0;
     encode_push(streams, with_metadata, scratch, out, &size);
-    out.resize(size);
-    return out;
+    return std::string(out.data(), size);
 }
 
 std::string encode_push(const std::vector<Stream>& streams, bool with_metadata) {

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -50,11 +51,31 @@ std::string encode_push(const std::vector<StreamRef>& streams, bool with_metadat
 
 // The same into buffers one caller reuses request after request: nothing allocated or zero-filled
 // once they have grown. The request is the first `*size` bytes of `out` (out.size() is its capacity).
+// A request body buffer, reused from push to push, that is not zero-filled when it grows:
+// snappy touches only the bytes it writes, so memory is what the bodies take, not their bound
+// (a zero-filled std::string of MaxCompressedLength per body in flight was 7 MiB of the
+// shipper's peak).
+class Buffer {
+public:
+    char* reserve(size_t n) {
+        if (cap_ < n) {
+            data_.reset(new char[n]);  // NOLINT(cppcoreguidelines-owning-memory): uninitialised on purpose
+            cap_ = n;
+        }
+        return data_.get();
+    }
+    const char* data() const { return data_.get(); }
+
+private:
+    std::unique_ptr<char[]> data_;
+    size_t cap_ = 0;
+};
+
 struct PushScratch {
     std::string raw;  // the uncompressed protobuf
     std::vector<size_t> entry_sizes, stream_sizes;
 };
-void encode_push(const std::vector<StreamRef>& streams, bool with_metadata, PushScratch& scratch, std::string& out,
+void encode_push(const std::vector<StreamRef>& streams, bool with_metadata, PushScratch& scratch, Buffer& out,
                  size_t* size);
 
 }  // namespace jobtrail::loki

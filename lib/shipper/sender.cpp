@@ -71,7 +71,7 @@ void Sender::worker() {
         Job job = std::move(todo_.front());
         todo_.pop_front();
         lk.unlock();
-        job.result = transport->push(std::string_view(job.body).substr(0, job.body_size));
+        job.result = transport->push(std::string_view(job.body.data(), job.body_size));
         lk.lock();
         done_.push_back(std::move(job));
         done_cv_.notify_one();
@@ -81,12 +81,13 @@ void Sender::worker() {
 // Reads batches into the window; true if it read any.
 bool Sender::fill_window() {
     bool any = false;
-    while (window_.size() < kWindowBatches) {
+    while (window_.size() < kWindowBatches && (window_.empty() || window_bytes_ < kWindowBytes)) {
         if (spare_.empty()) spare_.emplace_back();
         Batch& batch = spare_.front();
         batch.open_pieces = 0;
         if (spool_.read(batch.records, 100'000, cfg_.batch_max_bytes, batch.end) == 0) break;
         any = true;
+        window_bytes_ += batch.records.bytes();
         window_.splice(window_.end(), spare_, spare_.begin());
         // Entries Loki would reject as too old forever are dropped, counted, instead of retried.
         const int64_t oldest = realtime_ns() - cfg_.max_age_ms * 1'000'000;
@@ -313,9 +314,10 @@ void Sender::ack_done() {
     bool any = false;
     while (!window_.empty() && window_.front().open_pieces == 0) {
         end = window_.front().end;
+        window_bytes_ -= window_.front().records.bytes();
         any = true;
         // Kept for the next read, within the window's bound.
-        if (spare_.size() < kWindowBatches)
+        if (spare_.size() < 1)
             spare_.splice(spare_.end(), window_, window_.begin());
         else
             window_.pop_front();
@@ -379,6 +381,7 @@ void Sender::run(const std::atomic<bool>& stop) {
     todo_.clear();
     done_.clear();
     window_.clear();
+    window_bytes_ = 0;
     streams_.clear();
     in_flight_ = 0;
     spool_.rewind();

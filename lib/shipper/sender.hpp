@@ -41,7 +41,8 @@ namespace jobtrail::shipper {
 // every earlier one are wholly answered for, so after a kill -9 reading resumes at a point
 // before which everything is in Loki; what follows is re-sent byte-identical and Loki drops the
 // duplicates. A stream in backoff holds only its own pieces: other streams keep going through
-// later batches of the window (kWindowBatches batches, bounding memory) meanwhile.
+// later batches of the window (at most kWindowBatches batches and kWindowBytes of spool
+// frames beyond the first, bounding memory) meanwhile.
 //
 // Answers: 2xx: all stored. 400: Loki stored the rest; the rejected entries are counted by
 // reason, never retried. 413: the piece is halved. A 429 that names a limit (tenant rate,
@@ -53,6 +54,9 @@ class Sender {
 public:
     using TransportFactory = std::function<std::unique_ptr<loki::PushTransport>()>;
     static constexpr size_t kWindowBatches = 16;
+    // Read ahead of what is in flight: 16 batches of a megabyte were most of the shipper's peak
+    // memory, and the sink takes pushes as fast from four.
+    static constexpr uint64_t kWindowBytes = 1 << 20;
     // A stream's learned rate is kept this long after its last record, then forgotten.
     static constexpr int64_t kForgetIdleNs = 600'000'000'000;
 
@@ -94,7 +98,7 @@ private:
     };
     struct Job {
         std::string stream;
-        std::string body;  // the request is its first body_size bytes (a recycled buffer)
+        loki::Buffer body;  // the request is its first body_size bytes (a recycled buffer)
         size_t body_size = 0;
         loki::HttpResult result;
     };
@@ -120,9 +124,10 @@ private:
     std::atomic<bool> busy_{false};
     uint64_t tenant_cap_ = 0;  // learned from the tenant's rate limit (0: none)
 
-    std::list<Batch> window_;                // stable addresses: pieces point into it
-    std::list<Batch> spare_;                 // acknowledged batches, their buffers reused by the next reads
-    std::vector<std::string> spare_bodies_;  // request buffers of answered pushes
+    std::list<Batch> window_;                 // stable addresses: pieces point into it
+    uint64_t window_bytes_ = 0;               // of its batches' spool frames
+    std::list<Batch> spare_;                  // acknowledged batches, their buffers reused by the next reads
+    std::vector<loki::Buffer> spare_bodies_;  // request buffers of answered pushes
     loki::PushScratch push_scratch_;
     std::vector<loki::StreamRef> push_streams_;
     std::map<std::string, StreamState, std::less<>> streams_;

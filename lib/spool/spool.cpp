@@ -249,6 +249,7 @@ void ReadBatch::clear() {
     used_ = 0;
     records_.clear();
     metadata_.clear();
+    bytes_ = 0;
 }
 
 std::string_view ReadBatch::read_block(int fd, uint64_t off, size_t n) {
@@ -376,6 +377,7 @@ size_t Spool::read(ReadBatch& out, size_t max_records, size_t max_bytes, Positio
         if (pos == 0 && !skip_segment) break;
     }
     end = read_;
+    out.bytes_ = bytes;
     return n;
 }
 

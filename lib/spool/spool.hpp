@@ -46,6 +46,7 @@ public:
     }
     size_t size() const { return records_.size(); }
     bool empty() const { return records_.empty(); }
+    uint64_t bytes() const { return bytes_; }  // of the spool's frames read
     void clear();
 
 private:
@@ -62,6 +63,7 @@ private:
     size_t used_ = 0;
     std::vector<RecordView> records_;
     std::vector<MetadataView> metadata_;
+    uint64_t bytes_ = 0;
 };
 
 // The shipper's disk queue. Sources append records and sync() before they move their own
