@@ -1,5 +1,6 @@
 #include "shipper/pipeline.hpp"
 
+#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -287,7 +288,7 @@ int Pipeline::main_loop(const RunOptions& opts, const std::atomic<bool>& stop) {
                 break;
             }
         }
-        if (!reading_) std::this_thread::sleep_for(std::chrono::milliseconds(opts.once ? 50 : 250));
+        if (!reading_) idle_wait(opts.once ? 50 : 250);
     }
     // SIGTERM: what was read is durable (pass() synced it), and so is what the stages have yet
     // to say (a job's budget drops); the sender stops within one request timeout, leaving the
@@ -305,6 +306,25 @@ int Pipeline::main_loop(const RunOptions& opts, const std::atomic<bool>& stop) {
         if (t.joinable()) t.join();
     metrics_server.stop();
     return status;
+}
+
+void Pipeline::idle_wait(int timeout_ms) {
+    // Sources that can say when they have something new wake the pass at once; the others
+    // (and a missed wake) are read within the interval. Woken passes are 50 ms apart at least:
+    // a job trickling bytes into its files costs the node 20 passes a second, not a spin.
+    constexpr int kMinGapMs = 50;
+    std::vector<pollfd> fds;
+    for (const auto& src : sources_)
+        if (const int fd = src->wake_fd(); fd >= 0) fds.push_back({fd, POLLIN, 0});
+    const int64_t started = monotonic_ns();
+    if (fds.empty() || ::poll(fds.data(), fds.size(), timeout_ms) <= 0) {
+        if (fds.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
+        return;
+    }
+    for (const auto& src : sources_)
+        if (src->wake_fd() >= 0) src->woken();
+    const int64_t waited_ms = (monotonic_ns() - started) / 1'000'000;
+    if (waited_ms < kMinGapMs) std::this_thread::sleep_for(std::chrono::milliseconds(kMinGapMs - waited_ms));
 }
 
 std::string Pipeline::render_metrics() const {

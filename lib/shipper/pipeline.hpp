@@ -63,6 +63,7 @@ private:
     int main_loop(const RunOptions& opts, const std::atomic<bool>& stop);
     // closing: no source is read; what the stages still have to say is committed (at stop).
     bool pass(std::vector<Event>& scratch, bool final_flush, bool closing = false);
+    void idle_wait(int timeout_ms);  // until a source has something new, or the timeout
 
     const config::Config& cfg_;
     SourceFactory make_sources_;

@@ -35,6 +35,10 @@ public:
     // The events of its last poll, spooled: a source may take their line buffers back for the
     // next lines (one allocation and free per line was a tenth of the shipper's instructions).
     virtual void recycle(std::vector<Event>&) {}
+    // A descriptor that becomes readable when there is something new to read (-1: none); the
+    // idle pipeline waits on these instead of sleeping out its poll interval. woken() drains it.
+    virtual int wake_fd() const { return -1; }
+    virtual void woken() {}
 };
 
 // What a source may need from the shipper when it is built (kind.hpp's K::build).

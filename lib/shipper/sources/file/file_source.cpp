@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <glob.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -130,7 +131,8 @@ FileSource::FileSource(FileSourceConfig cfg, NodeInfo node, uint64_t max_line, M
       idle_ns_(idle_ms * 1'000'000),
       scan_interval_ns_(scan_interval_ms * 1'000'000),
       events_(std::move(events)),
-      labeler_(std::move(labeler)) {
+      labeler_(std::move(labeler)),
+      inotify_(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) {
     idle_close_ns_ = cfg_.idle_close_ms * 1'000'000;
     format_ = cfg_.format == "joblog" ? Format::kJoblog
               : cfg_.format == "nccl" ? Format::kNccl
@@ -353,6 +355,33 @@ void FileSource::find_renamed() {
     for (const auto& [path, st] : found) adopt(path, st, false);
 }
 
+void FileSource::update_watches() {
+    if (!inotify_.valid()) return;
+    std::set<std::string> dirs;
+    for (const auto& [k, t] : files_) dirs.insert(dir_of(t.path));
+    for (auto it = watched_.begin(); it != watched_.end();) {
+        if (dirs.count(it->first)) {
+            ++it;
+            continue;
+        }
+        ::inotify_rm_watch(inotify_.get(), it->second);
+        it = watched_.erase(it);
+    }
+    for (const auto& d : dirs) {
+        if (watched_.count(d)) continue;
+        // A user's directory: never followed through a link; failing (the watch limit) only
+        // means its lines wait for the poll interval, as without a watch.
+        const int wd = ::inotify_add_watch(inotify_.get(), d.c_str(), IN_MODIFY | IN_ONLYDIR | IN_DONT_FOLLOW);
+        if (wd >= 0) watched_[d] = wd;
+    }
+}
+
+void FileSource::woken() {
+    alignas(struct inotify_event) char buf[4096];
+    while (inotify_.valid() && ::read(inotify_.get(), buf, sizeof buf) > 0) {
+    }
+}
+
 void FileSource::scan() {
     // A glob that fails (EMFILE, ENOMEM, an unreadable directory) says nothing about which files
     // exist: keep tracking what we have rather than forget it and read it again from 0.
@@ -466,6 +495,7 @@ void FileSource::scan() {
         }
         globfree(&g);
     }
+    update_watches();
     if (first_scan_) {
         first_scan_ = false;
         find_renamed();

@@ -52,6 +52,8 @@ public:
     void flush_partial(std::vector<Event>& out) override;
     int64_t backlog_bytes() const override { return backlog_; }
     void recycle(std::vector<Event>& done) override;
+    int wake_fd() const override { return inotify_.get(); }
+    void woken() override;
 
     // Text of a file's line turned into a Loki line (exposed for tests); into `out`, keeping
     // its buffer.
@@ -142,6 +144,11 @@ private:
     uint64_t cut_unsaid_ = 0, cut_bytes_unsaid_ = 0;
     int64_t cut_said_ns_ = 0;
     std::vector<std::string> spare_lines_;  // buffers of spooled lines, for the next ones
+    // Writes into the directories of tracked files wake the idle pipeline (at most one watch
+    // per directory, so bounded by the files tracked).
+    Fd inotify_;
+    std::map<std::string, int> watched_;  // directory -> watch
+    void update_watches();
 };
 
 }  // namespace jobtrail::shipper

@@ -1,5 +1,6 @@
 #include "shipper/sources/file/file_source.hpp"
 
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -277,7 +278,7 @@ TEST_CASE("a source holds at most max_open_files descriptors, and every file is 
     f.cfg.max_open_files = 4;
     const std::string d = f.dir.path() + "/nccl/3/";
     for (int i = 0; i < 40; ++i) std::ofstream(d + std::to_string(i) + ".n.1.log") << "a" << i << "\n";
-    const size_t before = open_fds();
+    size_t before = 0;  // with the source's own (its inotify descriptor): files' descriptors are counted
     size_t most = 0;
     auto drain = [&](FileSource& s) {
         std::vector<std::string> got;
@@ -299,6 +300,7 @@ TEST_CASE("a source holds at most max_open_files descriptors, and every file is 
         return v;
     };
     auto s = f.source();
+    before = open_fds();
     CHECK(drain(*s) == expect("a"));
     for (int i = 0; i < 40; ++i) std::ofstream(d + std::to_string(i) + ".n.1.log", std::ios::app) << "b" << i << "\n";
     CHECK(drain(*s) == expect("b"));  // the closed ones opened again where they were
@@ -314,8 +316,8 @@ TEST_CASE("an idle file is closed, its position kept, and read on when it grows"
     f.cfg.idle_close_ms = 0;  // closed as soon as it is read to its end
     f.append("a.log", "one\n");
     f.append("b.log", "other\n");
-    const size_t before = open_fds();
     auto s = f.source();
+    const size_t before = open_fds();  // the source's own descriptor (inotify) included
     CHECK(f.lines(*s).size() == 2);
     CHECK(open_fds() == before);
     f.append("a.log", "two\nthr");
@@ -481,4 +483,23 @@ TEST_CASE("copytruncate seen while running: the restart resumes after the new li
     f.append("app.log", "1\n2\n3\n4\n5\n6\n");
     auto again = f.source();
     CHECK(f.lines(*again) == std::vector<std::string>{"1", "2", "3", "4", "5", "6"});
+}
+
+TEST_CASE("a write into a tracked file wakes the idle shipper, and nothing new wakes nothing", "[shipper]") {
+    Fixture f;
+    f.append("a.log", "one\n");
+    auto s = f.source();
+    CHECK(f.lines(*s) == std::vector<std::string>{"one"});
+    REQUIRE(s->wake_fd() >= 0);
+    auto readable = [&](int ms) {
+        pollfd p{s->wake_fd(), POLLIN, 0};
+        return ::poll(&p, 1, ms) == 1;
+    };
+    s->woken();
+    CHECK_FALSE(readable(0));
+    f.append("a.log", "two\n");
+    CHECK(readable(2000));
+    s->woken();
+    CHECK_FALSE(readable(0));
+    CHECK(f.lines(*s) == std::vector<std::string>{"two"});
 }
