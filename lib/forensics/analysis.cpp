@@ -30,7 +30,12 @@ Finding finding(int64_t ts, const std::string& node, const std::string& source, 
 }  // namespace
 
 Finding& Analyzer::group(const std::string& key, const Finding& proto) {
-    auto [it, fresh] = groups_.emplace(key, proto);
+    // The same event before, during and after the job are three findings: the job's own Xid is
+    // not hidden under an earlier one's time (and ranked as if it came before the job).
+    const int when = facts_.job_start_ns && proto.ts_ns < facts_.job_start_ns ? -1
+                     : facts_.job_end_ns && proto.ts_ns > facts_.job_end_ns   ? 1
+                                                                              : 0;
+    auto [it, fresh] = groups_.emplace(key + "|" + std::to_string(when), proto);
     Finding& f = it->second;
     if (!fresh && proto.ts_ns < f.ts_ns) {
         f.ts_ns = proto.ts_ns;
@@ -132,6 +137,13 @@ std::vector<Finding> Analyzer::findings() const {
     for (const auto& [k, f] : groups_) {
         out.push_back(f);
         Finding& g = out.back();
+        if (facts_.job_start_ns && g.ts_ns < facts_.job_start_ns) {
+            g.when = -1;
+            g.title += " (before the job started)";
+        } else if (facts_.job_end_ns && g.ts_ns > facts_.job_end_ns) {
+            g.when = 1;
+            g.title += " (after the job ended)";
+        }
         if (g.source != "kmsg" || g.pci_bdf.empty()) continue;
         const auto node = devices_.find(g.node);
         if (node == devices_.end()) continue;  // the job's devices there are not known
@@ -151,9 +163,10 @@ std::vector<Finding> Analyzer::findings() const {
 const Finding* Analyzer::likely_cause(const std::vector<Finding>& sorted) const {
     // Events known to be on another job's device come after everything else, at any severity.
     for (const bool others : {false, true})
-        for (const auto sev : {events::Severity::kFatal, events::Severity::kError, events::Severity::kWarning})
-            for (const auto& f : sorted)
-                if (f.severity == sev && (f.own_device != 0) != others) return &f;
+        for (const bool outside : {false, true})
+            for (const auto sev : {events::Severity::kFatal, events::Severity::kError, events::Severity::kWarning})
+                for (const auto& f : sorted)
+                    if (f.severity == sev && (f.own_device != 0) != others && (f.when != 0) == outside) return &f;
     return nullptr;
 }
 

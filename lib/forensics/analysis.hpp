@@ -29,11 +29,14 @@ struct Finding {
     // prolog's `device` lines), 0 when the job had other devices there (another job's, or none
     // of a job's), -1 when the job's devices there are not known.
     int own_device = -1;
+    // -1 before the job started, 1 after it ended (in the bundle's margin), 0 during it or unknown.
+    int when = 0;
 };
 
 struct JobFacts {
     std::string job_id, user, partition, nodelist, cluster;
-    int64_t start_ns = 0, end_ns = 0;
+    int64_t start_ns = 0, end_ns = 0;          // the bundle's window, margin included
+    int64_t job_start_ns = 0, job_end_ns = 0;  // the job's own, when known
     std::vector<std::string> nodes;
     std::map<std::string, std::string> exit_by_node;  // epilog end status per node
 };
@@ -44,7 +47,8 @@ public:
     void add(const std::string& node, const std::string& source, int64_t ts_ns, std::string_view line);
     std::vector<Finding> findings() const;  // by time
     // The first fatal finding, else the first error, else the first warning; nullptr if none.
-    // Events on a device that was not the job's come after all others, whatever their severity.
+    // Events on a device that was not the job's come after all others, whatever their severity;
+    // among each, those in the margin before or after the job come after those during it.
     const Finding* likely_cause(const std::vector<Finding>& sorted) const;
     const JobFacts& facts() const { return facts_; }
     JobFacts& facts() { return facts_; }

@@ -770,6 +770,8 @@ BundleResult make_bundle(const BundleOptions& o) {
             w.basis = "options";
         }
         if (!w.end_ns) w.end_ns = realtime_ns();
+        an.facts().job_start_ns = w.start_ns;  // before the records come: they are grouped by it
+        an.facts().job_end_ns = w.end_ns;
         w.start_ns -= o.margin_ns;
         w.end_ns += o.margin_ns;
         auto got = col.from_loki(w);
@@ -787,6 +789,8 @@ BundleResult make_bundle(const BundleOptions& o) {
     facts.nodes = w.nodes;
     facts.start_ns = w.start_ns;
     facts.end_ns = w.end_ns;
+    facts.job_start_ns = w.start_ns + o.margin_ns;
+    facts.job_end_ns = w.end_ns - o.margin_ns;
     // The configured cluster name wins; without one, what the records say.
     if (facts.cluster.empty() || o.cluster != "default") facts.cluster = o.cluster;
     const std::string top =

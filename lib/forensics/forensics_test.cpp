@@ -174,6 +174,39 @@ TEST_CASE("a local file is read up to the cap, then cut with a marker the manife
     fs::remove_all(dir);
 }
 
+TEST_CASE("an event in the margin before the job ranks after the job's own events, and says so", "[forensics]") {
+    // The job's GPU had an ECC error under an earlier job; during this one it fell off the bus.
+    Analyzer a;
+    a.facts().job_start_ns = 1000;
+    a.facts().job_end_ns = 2000;
+    a.add("n1", "prolog", 1000, "prolog device kind=gpu index=1 bdf=0000:2a:00.0");
+    a.add("n1", "kmsg", 300, "NVRM: Xid (PCI:0000:2a:00): 79, pid=1, GPU has fallen off the bus.");
+    a.add("n1", "kmsg", 400, "NVRM: Xid (PCI:0000:2a:00): 48, pid=1, DBE (double bit error) ECC Error");
+    a.add("n1", "kmsg", 1500, "NVRM: Xid (PCI:0000:2a:00): 79, pid=1, GPU has fallen off the bus.");
+    a.add("n1", "kmsg", 2500, "NVRM: Xid (PCI:0000:2a:00): 94, pid=1, Contained ECC error");
+    const auto fs = a.findings();
+    const Finding* c = a.likely_cause(fs);
+    REQUIRE(c);
+    CHECK(c->xid == 79);
+    CHECK(c->ts_ns == 1500);  // not folded into the earlier one's time
+    REQUIRE(fs.size() == 4);
+    CHECK(fs[0].when == -1);
+    CHECK(fs[0].title.find("(before the job started)") != std::string::npos);
+    CHECK(fs[1].when == -1);
+    CHECK(fs[2].when == 0);
+    CHECK(fs[2].title.find("before") == std::string::npos);
+    CHECK(fs[3].title.find("(after the job ended)") != std::string::npos);
+    // With nothing during the job, the margin's own-GPU event is still named.
+    Analyzer b;
+    b.facts().job_start_ns = 1000;
+    b.facts().job_end_ns = 2000;
+    b.add("n1", "prolog", 1000, "prolog device kind=gpu index=1 bdf=0000:2a:00.0");
+    b.add("n1", "kmsg", 400, "NVRM: Xid (PCI:0000:2a:00): 48, pid=1, DBE (double bit error) ECC Error");
+    const auto gs = b.findings();
+    REQUIRE(b.likely_cause(gs));
+    CHECK(b.likely_cause(gs)->xid == 48);
+}
+
 TEST_CASE("the most likely cause is an event on the job's own GPU, not on its neighbour's", "[forensics]") {
     Analyzer a;
     a.add("n1", "prolog", 100, "prolog device kind=gpu index=1 bdf=0000:2a:00.0 serial=1652922012346");

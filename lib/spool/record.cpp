@@ -56,25 +56,17 @@ bool get_bytes(std::string_view in, size_t& pos, std::string_view& out) {
     return true;
 }
 
-}  // namespace
-
-void append_frame(std::string& out, const RecordRef& r) {
-    // Sized first, then written through a pointer: appending byte by byte (a capacity check per
-    // varint byte) was an eighth of the shipper's instructions.
+size_t metadata_size(const RecordRef& r, size_t* count) {
     const auto bytes_size = [](std::string_view b) { return varint_size(b.size()) + b.size(); };
-    const size_t count = (r.shared ? r.shared->size() : 0) + (r.own ? r.own->size() : 0);
-    size_t len = 1 + varint_size(static_cast<uint64_t>(r.ts_ns)) + bytes_size(r.stream) + bytes_size(r.line) +
-                 varint_size(count);
+    *count = (r.shared ? r.shared->size() : 0) + (r.own ? r.own->size() : 0);
+    size_t len = varint_size(*count);
     for (const auto* md : {r.shared, r.own})
         if (md)
             for (const auto& [k, v] : *md) len += bytes_size(k) + bytes_size(v);
-    const size_t start = out.size();
-    out.resize(start + kFrameHeader + len);
-    char* p = out.data() + start + kFrameHeader;
-    *p++ = '\x01';  // payload version
-    p = put_varint(p, static_cast<uint64_t>(r.ts_ns));
-    p = put_bytes(p, r.stream);
-    p = put_bytes(p, r.line);
+    return len;
+}
+
+char* put_metadata(char* p, const RecordRef& r, size_t count) {
     p = put_varint(p, count);
     for (const auto* md : {r.shared, r.own}) {
         if (!md) continue;
@@ -83,23 +75,109 @@ void append_frame(std::string& out, const RecordRef& r) {
             p = put_bytes(p, v);
         }
     }
-    char* h = out.data() + start;
-    std::memcpy(h, kMagic, 4);
+    return p;
+}
+
+void put_header(char* h, size_t len) {
     const uint32_t crc = crc32(std::string_view(h + kFrameHeader, len));
+    std::memcpy(h, kMagic, 4);
     for (int i = 0; i < 4; ++i) {
         h[4 + i] = static_cast<char>((len >> (8 * i)) & 0xff);
         h[8 + i] = static_cast<char>((crc >> (8 * i)) & 0xff);
     }
 }
 
+// line | n | n x (key | value): the rest of a record after its timestamp (and, alone in a
+// frame, its stream).
+bool get_line_and_metadata(std::string_view payload, size_t& pos, RecordView& out,
+                           std::vector<MetadataView>& metadata) {
+    uint64_t n = 0;
+    if (!get_bytes(payload, pos, out.line) || !get_varint(payload, pos, n) || n > payload.size()) return false;
+    out.metadata_begin = static_cast<uint32_t>(metadata.size());
+    out.metadata_count = static_cast<uint32_t>(n);
+    for (uint64_t i = 0; i < n; ++i) {
+        MetadataView kv;
+        if (!get_bytes(payload, pos, kv.first) || !get_bytes(payload, pos, kv.second)) return false;
+        metadata.push_back(kv);
+    }
+    return true;
+}
+
+bool get_ts(std::string_view payload, size_t& pos, RecordView& out) {
+    uint64_t ts = 0;
+    if (!get_varint(payload, pos, ts)) return false;
+    out.ts_ns = static_cast<int64_t>(ts);
+    return true;
+}
+
+}  // namespace
+
+void append_frame(std::string& out, const RecordRef& r) {
+    // Sized first, then written through a pointer: appending byte by byte (a capacity check per
+    // varint byte) was an eighth of the shipper's instructions.
+    const auto bytes_size = [](std::string_view b) { return varint_size(b.size()) + b.size(); };
+    size_t count = 0;
+    const size_t len = 1 + varint_size(static_cast<uint64_t>(r.ts_ns)) + bytes_size(r.stream) + bytes_size(r.line) +
+                       metadata_size(r, &count);
+    const size_t start = out.size();
+    out.resize(start + kFrameHeader + len);
+    char* p = out.data() + start + kFrameHeader;
+    *p++ = '\x01';  // payload version
+    p = put_varint(p, static_cast<uint64_t>(r.ts_ns));
+    p = put_bytes(p, r.stream);
+    p = put_bytes(p, r.line);
+    put_metadata(p, r, count);
+    put_header(out.data() + start, len);
+}
+
 void append_frame(std::string& out, const Record& r) {
     append_frame(out, RecordRef{r.ts_ns, r.stream, r.line, &r.metadata, nullptr});
 }
 
-DecodeStatus decode_frame(std::string_view in, RecordView& out, std::vector<MetadataView>& metadata, size_t* consumed,
-                          std::string* why) {
-    const size_t md_start = metadata.size();
+size_t run_header_size(std::string_view stream) {
+    return kFrameHeader + 1 + varint_size(stream.size()) + stream.size();
+}
+
+size_t run_record_size(const RecordRef& r) {
+    size_t count = 0;
+    return varint_size(static_cast<uint64_t>(r.ts_ns)) + varint_size(r.line.size()) + r.line.size() +
+           metadata_size(r, &count);
+}
+
+size_t begin_run(std::string& out, std::string_view stream) {
+    const size_t start = out.size();
+    out.resize(start + run_header_size(stream));
+    char* p = out.data() + start + kFrameHeader;
+    *p++ = '\x02';  // payload version: a run
+    put_bytes(p, stream);
+    return start;
+}
+
+void append_to_run(std::string& out, const RecordRef& r) {
+    size_t count = 0;
+    const size_t md = metadata_size(r, &count);
+    const size_t at = out.size();
+    out.resize(at + varint_size(static_cast<uint64_t>(r.ts_ns)) + varint_size(r.line.size()) + r.line.size() + md);
+    char* p = put_varint(out.data() + at, static_cast<uint64_t>(r.ts_ns));
+    p = put_bytes(p, r.line);
+    put_metadata(p, r, count);
+}
+
+void end_run(std::string& out, size_t start) {
+    put_header(out.data() + start, out.size() - start - kFrameHeader);
+}
+
+void append_run(std::string& out, const std::vector<Record>& records) {
+    const size_t start = begin_run(out, records.front().stream);
+    for (const auto& r : records) append_to_run(out, RecordRef{r.ts_ns, r.stream, r.line, &r.metadata, nullptr});
+    end_run(out, start);
+}
+
+DecodeStatus decode_frame(std::string_view in, std::vector<RecordView>& out, std::vector<MetadataView>& metadata,
+                          size_t* consumed, std::string* why, int* version) {
+    const size_t out_start = out.size(), md_start = metadata.size();
     auto corrupt = [&](const char* w) {
+        out.resize(out_start);
         metadata.resize(md_start);
         if (why) *why = w;
         return DecodeStatus::kCorrupt;
@@ -111,38 +189,50 @@ DecodeStatus decode_frame(std::string_view in, RecordView& out, std::vector<Meta
     if (in.size() - kFrameHeader < len) return DecodeStatus::kNeedMore;
     const std::string_view payload = in.substr(kFrameHeader, len);
     if (crc32(payload) != get_u32(in, 8)) return corrupt("checksum mismatch");
-    size_t pos = 0;
-    if (payload[pos++] != '\x01') return corrupt("unknown payload version");
-    uint64_t ts = 0, n = 0;
-    if (!get_varint(payload, pos, ts) || !get_bytes(payload, pos, out.stream) || !get_bytes(payload, pos, out.line) ||
-        !get_varint(payload, pos, n) || n > len)
-        return corrupt("malformed payload");
-    out.ts_ns = static_cast<int64_t>(ts);
-    for (uint64_t i = 0; i < n; ++i) {
-        MetadataView kv;
-        if (!get_bytes(payload, pos, kv.first) || !get_bytes(payload, pos, kv.second))
-            return corrupt("malformed metadata");
-        metadata.push_back(kv);
+    size_t pos = 1;
+    if (payload[0] == '\x01') {
+        RecordView v;
+        if (!get_ts(payload, pos, v) || !get_bytes(payload, pos, v.stream) ||
+            !get_line_and_metadata(payload, pos, v, metadata))
+            return corrupt("malformed payload");
+        out.push_back(v);
+    } else if (payload[0] == '\x02') {
+        std::string_view stream;
+        if (!get_bytes(payload, pos, stream)) return corrupt("malformed payload");
+        if (pos == payload.size()) return corrupt("a run without records");
+        while (pos < payload.size()) {
+            RecordView v;
+            v.stream = stream;
+            if (!get_ts(payload, pos, v) || !get_line_and_metadata(payload, pos, v, metadata))
+                return corrupt("malformed record in a run");
+            out.push_back(v);
+        }
+    } else {
+        return corrupt("unknown payload version");
     }
     if (pos != payload.size()) return corrupt("trailing bytes in payload");
-    out.metadata_begin = static_cast<uint32_t>(md_start);
-    out.metadata_count = static_cast<uint32_t>(n);
+    if (version) *version = payload[0];
     *consumed = kFrameHeader + len;
     return DecodeStatus::kOk;
 }
 
-DecodeStatus decode_frame(std::string_view in, Record& out, size_t* consumed, std::string* why) {
-    RecordView v;
+DecodeStatus decode_frame(std::string_view in, std::vector<Record>& out, size_t* consumed, std::string* why,
+                          int* version) {
+    std::vector<RecordView> v;
     std::vector<MetadataView> md;
-    const DecodeStatus st = decode_frame(in, v, md, consumed, why);
+    const DecodeStatus st = decode_frame(in, v, md, consumed, why, version);
     if (st != DecodeStatus::kOk) return st;
-    out.ts_ns = v.ts_ns;
-    out.stream.assign(v.stream);
-    out.line.assign(v.line);
-    out.metadata.resize(md.size());
-    for (size_t i = 0; i < md.size(); ++i) {
-        out.metadata[i].first.assign(md[i].first);
-        out.metadata[i].second.assign(md[i].second);
+    out.resize(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+        Record& r = out[i];
+        r.ts_ns = v[i].ts_ns;
+        r.stream.assign(v[i].stream);
+        r.line.assign(v[i].line);
+        r.metadata.resize(v[i].metadata_count);
+        for (uint32_t k = 0; k < v[i].metadata_count; ++k) {
+            r.metadata[k].first.assign(md[v[i].metadata_begin + k].first);
+            r.metadata[k].second.assign(md[v[i].metadata_begin + k].second);
+        }
     }
     return st;
 }

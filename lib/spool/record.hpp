@@ -45,20 +45,33 @@ struct RecordView {
 };
 
 // On disk: "JTR1" | u32 payload length | u32 CRC-32 of the payload | payload, little-endian.
+// Payload 1, one record: 0x01 | ts | stream | line | n | n x (key | value).
+// Payload 2, a run of one stream's records: 0x02 | stream | (ts | line | n | n x (key | value))+
+// to the payload's end: one checksum and one copy of the stream per run, not per line (what the
+// spool writes since 0.9; both are read).
 inline constexpr size_t kFrameHeader = 12;
 inline constexpr uint32_t kMaxPayload = 8u << 20;
 
-void append_frame(std::string& out, const RecordRef& r);
+void append_frame(std::string& out, const RecordRef& r);  // payload 1
 void append_frame(std::string& out, const Record& r);
 
+// A run built in place: begin_run() appends the header (filled by end_run()) and the stream;
+// each append_to_run() one record (its stream is the run's).
+size_t begin_run(std::string& out, std::string_view stream);  // where the frame starts
+void append_to_run(std::string& out, const RecordRef& r);
+void end_run(std::string& out, size_t start);
+size_t run_header_size(std::string_view stream);                        // frame header, version and stream
+size_t run_record_size(const RecordRef& r);                             // what append_to_run adds
+void append_run(std::string& out, const std::vector<Record>& records);  // one stream's, at least one
+
 enum class DecodeStatus { kOk, kNeedMore, kCorrupt };
-// Decodes the frame at the start of `in`; on kOk sets *consumed to its length. `out` is
-// overwritten in place (its strings keep their capacity, so a reused Record allocates little);
-// on any other status its contents are unspecified.
-DecodeStatus decode_frame(std::string_view in, Record& out, size_t* consumed, std::string* why = nullptr);
-// The same without a copy: `out` views `in`, its metadata is appended to `metadata` (on any other
-// status than kOk, `metadata` is as it was).
-DecodeStatus decode_frame(std::string_view in, RecordView& out, std::vector<MetadataView>& metadata, size_t* consumed,
-                          std::string* why = nullptr);
+// Decodes the frame at the start of `in`; on kOk sets *consumed to its length and appends its
+// records (one, or a run's) to `out`: views into `in`, their metadata appended to `metadata`. On
+// any other status both are as they were. *version: the payload's (1 or 2).
+DecodeStatus decode_frame(std::string_view in, std::vector<RecordView>& out, std::vector<MetadataView>& metadata,
+                          size_t* consumed, std::string* why = nullptr, int* version = nullptr);
+// The same as copies, replacing `out`'s contents.
+DecodeStatus decode_frame(std::string_view in, std::vector<Record>& out, size_t* consumed, std::string* why = nullptr,
+                          int* version = nullptr);
 
 }  // namespace jobtrail::spool

@@ -42,6 +42,8 @@ std::string Spool::segment_path(uint64_t id) const {
 Status Spool::open(const Options& opts, Recovery* rec) {
     std::lock_guard<std::mutex> lk(mu_);
     opts_ = opts;
+    buf_.clear();
+    run_start_ = std::string::npos;
     Recovery local;
     Recovery& rv = rec ? *rec : local;
     if (auto st = make_dirs(opts_.dir, 0700); !st.ok) return st;
@@ -77,10 +79,13 @@ Status Spool::open(const Options& opts, Recovery* rec) {
         Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
         const std::string data = fd.valid() ? read_range(fd.get(), 0, durable_size_.back()) : std::string();
         size_t pos = 0;
-        Record r;
+        std::vector<RecordView> views;
+        std::vector<MetadataView> md;
         for (;;) {
             size_t used = 0;
-            if (decode_frame(std::string_view(data).substr(pos), r, &used) != DecodeStatus::kOk) break;
+            views.clear();
+            md.clear();
+            if (decode_frame(std::string_view(data).substr(pos), views, md, &used) != DecodeStatus::kOk) break;
             pos += used;
         }
         if (pos < data.size()) {
@@ -148,6 +153,7 @@ Status Spool::discard_after(const Position& p) {
     }
     write_size_ = durable_size_.back();
     buf_.clear();
+    run_start_ = std::string::npos;
     pending_ = durable_after_ack();
     readable_end_ = {segments_.back(), durable_size_.back()};
     return {};
@@ -192,30 +198,45 @@ Spool::Append Spool::append(const Record& r, bool past_cap) {
 
 Spool::Append Spool::append(const RecordRef& r, bool past_cap) {
     std::lock_guard<std::mutex> lk(mu_);
-    const size_t before = buf_.size();
-    append_frame(buf_, r);
-    const uint64_t len = buf_.size() - before;
-    if (!past_cap && used_bytes() + len > opts_.max_bytes) {
-        buf_.resize(before);
-        return Append::kFull;
-    }
-    if (write_size_ > 0 && write_size_ + len > opts_.segment_bytes) {
+    const size_t rec = run_record_size(r);
+    const auto joins = [&] {
+        return run_start_ != std::string::npos && run_stream_len_ == r.stream.size() &&
+               buf_.compare(run_stream_at_, run_stream_len_, r.stream) == 0 &&
+               buf_.size() - run_start_ - kFrameHeader + rec <= kMaxRun;
+    };
+    uint64_t len = joins() ? rec : run_header_size(r.stream) + rec;
+    // Past the segment's size it goes to the next one, in a run of its own: counted as such.
+    const bool roll = write_size_ > 0 && write_size_ + len > opts_.segment_bytes;
+    if (roll) len = run_header_size(r.stream) + rec;
+    if (!past_cap && used_bytes() + len > opts_.max_bytes) return Append::kFull;
+    if (roll) {
         // Finish this segment (what is buffered belongs to it), then roll over.
-        std::string frame = buf_.substr(before);
-        buf_.resize(before);
         if (!flush_buffer()) return Append::kOk;  // error() says why; the caller's sync() fails
         if (opts_.fsync && ::fdatasync(write_fd_.get()) != 0) error_ = "fdatasync: " + errno_text(errno);
         durable_size_.back() = write_size_;
         if (!start_segment(write_id_ + 1)) return Append::kOk;
-        buf_ = std::move(frame);
     }
+    if (!joins()) {
+        end_open_run();
+        run_start_ = begin_run(buf_, r.stream);
+        run_stream_len_ = r.stream.size();
+        run_stream_at_ = buf_.size() - run_stream_len_;
+    }
+    append_to_run(buf_, r);
     write_size_ += len;
     // Hand big buffers to the kernel early (no fsync): memory stays bounded between syncs.
     if (buf_.size() >= (1u << 20) && !flush_buffer()) return Append::kOk;
     return Append::kOk;
 }
 
+void Spool::end_open_run() {
+    if (run_start_ == std::string::npos) return;
+    end_run(buf_, run_start_);
+    run_start_ = std::string::npos;
+}
+
 bool Spool::flush_buffer() {
+    end_open_run();
     if (buf_.empty()) return true;
     if (!write_all(write_fd_.get(), buf_)) {
         error_ = "write to " + segment_path(write_id_) + ": " + errno_text(errno);
@@ -342,14 +363,13 @@ size_t Spool::read(ReadBatch& out, size_t max_records, size_t max_bytes, Positio
         size_t pos = 0;
         bool skip_segment = false;
         while (n < max_records && bytes < max_bytes) {
-            RecordView v;
             size_t used = 0;
-            const auto st = decode_frame(data.substr(pos), v, out.metadata_, &used);
+            const size_t had = out.records_.size();
+            const auto st = decode_frame(data.substr(pos), out.records_, out.metadata_, &used);
             if (st == DecodeStatus::kOk) {
-                out.records_.push_back(v);
                 pos += used;
                 bytes += used;
-                ++n;
+                n += out.records_.size() - had;  // a run's records come whole: at most kMaxRun over
                 continue;
             }
             if (st == DecodeStatus::kNeedMore && pos == 0 && data.size() < left && data.size() >= kFrameHeader) {

@@ -137,6 +137,12 @@ private:
     uint64_t write_id_ = 0;
     uint64_t write_size_ = 0;  // including buffered bytes
     std::string buf_;
+    // The run frame being built at the end of buf_ (npos: none): consecutive records of one
+    // stream share a frame, closed when the stream changes, at kMaxRun, and before buf_ is written.
+    static constexpr size_t kMaxRun = 64 << 10;
+    size_t run_start_ = std::string::npos;
+    size_t run_stream_at_ = 0, run_stream_len_ = 0;
+    void end_open_run();
     Position acked_;
     Position read_;
     Position readable_end_;

@@ -22,6 +22,14 @@ Record rec(int i, size_t pad = 0) {
             {{"seq", std::to_string(i)}}};
 }
 
+// Two streams by turns: each record a frame of its own (a run holds one stream's consecutive
+// records), for tests that ack or damage one record.
+Record alt(int i, size_t pad = 0) {
+    Record r = rec(i, pad);
+    if (i % 2) r.stream = "{job=\"kmsg\", node=\"n2\"}";
+    return r;
+}
+
 std::vector<Record> read_all(Spool& s, Position& end) {
     std::vector<Record> out, chunk;
     while (s.read(chunk, 1000, 1 << 20, end) > 0) out.insert(out.end(), chunk.begin(), chunk.end());
@@ -46,21 +54,100 @@ TEST_CASE("the frame checksum is the standard CRC-32", "[spool]") {
 }
 
 TEST_CASE("frames round-trip and reject damage", "[spool]") {
-    std::string buf;
     const Record r = rec(7);
-    append_frame(buf, r);
-    Record back;
-    size_t used = 0;
-    REQUIRE(decode_frame(buf, back, &used) == DecodeStatus::kOk);
-    CHECK(back == r);
-    CHECK(used == buf.size());
-    CHECK(decode_frame(std::string_view(buf).substr(0, buf.size() - 1), back, &used) == DecodeStatus::kNeedMore);
-    std::string bad = buf;
-    bad[bad.size() - 2] ^= 0x20;
-    std::string why;
-    CHECK(decode_frame(bad, back, &used, &why) == DecodeStatus::kCorrupt);
-    CHECK(why == "checksum mismatch");
-    CHECK(decode_frame("XXXX" + buf.substr(4), back, &used) == DecodeStatus::kCorrupt);
+    std::vector<Record> three = {rec(1), rec(2, 300), rec(3)};
+    three[1].metadata.emplace_back("file", "0.gpu01.7.log");
+    three[2].metadata.clear();
+    for (int version : {1, 2}) {
+        INFO("payload " << version);
+        std::string buf;
+        if (version == 1)
+            append_frame(buf, r);
+        else
+            append_run(buf, three);
+        const std::vector<Record>& want = version == 1 ? std::vector<Record>{r} : three;
+        std::vector<Record> back;
+        size_t used = 0;
+        int got_version = 0;
+        REQUIRE(decode_frame(buf, back, &used, nullptr, &got_version) == DecodeStatus::kOk);
+        CHECK(back == want);
+        CHECK(got_version == version);
+        CHECK(used == buf.size());
+        CHECK(decode_frame(std::string_view(buf).substr(0, buf.size() - 1), back, &used) == DecodeStatus::kNeedMore);
+        std::string bad = buf;
+        bad[bad.size() - 2] ^= 0x20;
+        std::string why;
+        CHECK(decode_frame(bad, back, &used, &why) == DecodeStatus::kCorrupt);
+        CHECK(why == "checksum mismatch");
+        CHECK(decode_frame("XXXX" + buf.substr(4), back, &used) == DecodeStatus::kCorrupt);
+        // Views: appended after what the vectors held, and nothing added when the frame is bad.
+        std::vector<RecordView> views(2);
+        std::vector<MetadataView> md(1);
+        REQUIRE(decode_frame(buf, views, md, &used) == DecodeStatus::kOk);
+        REQUIRE(views.size() == 2 + want.size());
+        for (size_t i = 0; i < want.size(); ++i) {
+            CHECK(views[2 + i].line == want[i].line);
+            CHECK(views[2 + i].stream == want[i].stream);
+            CHECK(views[2 + i].metadata_count == want[i].metadata.size());
+        }
+        views.resize(2);
+        md.resize(1);
+        CHECK(decode_frame(bad, views, md, &used) == DecodeStatus::kCorrupt);
+        CHECK(views.size() == 2);
+        CHECK(md.size() == 1);
+    }
+}
+
+TEST_CASE("a spool written one record per frame (before runs) is read on, and appending goes on in runs", "[spool]") {
+    jobtrail::test::TempDir dir;
+    {
+        std::string old;
+        for (int i = 0; i < 50; ++i) append_frame(old, rec(i, 40));
+        std::ofstream(dir.path() + "/seg-0000000000000001", std::ios::binary) << old;
+    }
+    Spool s;
+    Spool::Recovery rv;
+    REQUIRE(s.open({dir.path()}, &rv));
+    CHECK(rv.truncated_bytes == 0);
+    for (int i = 50; i < 100; ++i) REQUIRE(s.append(rec(i, 40)) == Spool::Append::kOk);
+    REQUIRE(s.sync());
+    Position end;
+    const auto got = read_all(s, end);
+    REQUIRE(got.size() == 100);
+    for (int i = 0; i < 100; ++i) CHECK(got[static_cast<size_t>(i)] == rec(i, 40));
+}
+
+TEST_CASE("a run holds one stream's consecutive records: another stream starts a new frame", "[spool]") {
+    jobtrail::test::TempDir dir;
+    std::vector<Record> want;
+    {
+        Spool s;
+        REQUIRE(s.open({dir.path()}));
+        for (int i = 0; i < 30; ++i) {
+            Record r = rec(i);
+            if (i >= 10 && i < 20) r.stream = "{job=\"nccl\", node=\"n1\"}";
+            REQUIRE(s.append(r) == Spool::Append::kOk);
+            want.push_back(r);
+        }
+        REQUIRE(s.sync());
+    }
+    std::string bytes;
+    {
+        std::ifstream in(dir.path() + "/seg-0000000000000001", std::ios::binary);
+        bytes.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    std::vector<size_t> runs;
+    std::vector<Record> got;
+    for (std::string_view rest = bytes; !rest.empty();) {
+        std::vector<Record> frame;
+        size_t used = 0;
+        REQUIRE(decode_frame(rest, frame, &used) == DecodeStatus::kOk);
+        runs.push_back(frame.size());
+        got.insert(got.end(), frame.begin(), frame.end());
+        rest.remove_prefix(used);
+    }
+    CHECK(runs == std::vector<size_t>{10, 10, 10});
+    CHECK(got == want);
 }
 
 TEST_CASE("records come back in order, only once synced, and leave after ack", "[spool]") {
@@ -87,7 +174,7 @@ TEST_CASE("after a crash, unacknowledged records are sent again byte-identical",
     {
         Spool s;
         REQUIRE(s.open({dir.path()}));
-        for (int i = 0; i < 10; ++i) s.append(rec(i));
+        for (int i = 0; i < 10; ++i) s.append(alt(i));
         REQUIRE(s.sync());
         std::vector<Record> first;
         s.read(first, 4, 1 << 20, mid);
@@ -104,8 +191,33 @@ TEST_CASE("after a crash, unacknowledged records are sent again byte-identical",
     Position end;
     const auto got = read_all(again, end);
     REQUIRE(got.size() == 6);
-    CHECK(got.front() == rec(4));
-    CHECK(got.back() == rec(9));
+    CHECK(got.front() == alt(4));
+    CHECK(got.back() == alt(9));
+}
+
+TEST_CASE("after a crash inside a run, the whole run is sent again, byte-identical", "[spool]") {
+    // The sender acknowledges whole frames: a run of one stream's lines is answered for, or not.
+    jobtrail::test::TempDir dir;
+    Position mid;
+    {
+        Spool s;
+        REQUIRE(s.open({dir.path()}));
+        for (int i = 0; i < 10; ++i) s.append(rec(i));
+        REQUIRE(s.sync());
+        for (int i = 10; i < 20; ++i) s.append(rec(i));
+        REQUIRE(s.sync());
+        std::vector<Record> first;
+        s.read(first, 4, 1 << 20, mid);  // a whole run: more than asked
+        REQUIRE(first.size() == 10);
+        REQUIRE(s.ack(mid));
+    }
+    Spool again;
+    REQUIRE(again.open({dir.path()}));
+    Position end;
+    const auto got = read_all(again, end);
+    REQUIRE(got.size() == 10);
+    CHECK(got.front() == rec(10));
+    CHECK(got.back() == rec(19));
 }
 
 TEST_CASE("a torn tail is cut at open and appending goes on", "[spool]") {
@@ -210,7 +322,7 @@ TEST_CASE("one reused read batch views every record as appended, across segments
         }
     }
     CHECK(i == want.size());
-    CHECK(reads > 10);  // the batch was refilled many times
+    CHECK(reads > 5);  // the batch was refilled many times (runs of up to 64 KiB come whole)
     REQUIRE(s.ack(end));
     CHECK(s.pending_bytes() == 0);
 }
@@ -273,7 +385,7 @@ TEST_CASE("an ack in the middle of a segment keeps that segment's rest and every
     {
         Spool s;
         REQUIRE(s.open({dir.path(), 4096}));
-        for (int i = 0; i < 200; ++i) REQUIRE(s.append(rec(i, 100)) == Spool::Append::kOk);
+        for (int i = 0; i < 200; ++i) REQUIRE(s.append(alt(i, 100)) == Spool::Append::kOk);
         REQUIRE(s.sync());
         REQUIRE(count_segments(dir.path()) > 3);
         std::vector<Record> first;
@@ -285,7 +397,7 @@ TEST_CASE("an ack in the middle of a segment keeps that segment's rest and every
         REQUIRE(s.ack(mid));
         for (int i = 80; i < 200; ++i) {
             std::string frame;
-            append_frame(frame, rec(i, 100));
+            append_frame(frame, alt(i, 100));
             rest_bytes += frame.size();
         }
         CHECK(s.pending_bytes() == rest_bytes);
@@ -296,8 +408,8 @@ TEST_CASE("an ack in the middle of a segment keeps that segment's rest and every
         s.rewind();
         const auto again = read_all(s, end);
         REQUIRE(again.size() == 120);
-        CHECK(again.front() == rec(80, 100));
-        CHECK(again.back() == rec(199, 100));
+        CHECK(again.front() == alt(80, 100));
+        CHECK(again.back() == alt(199, 100));
     }
     // And after a restart.
     Spool s;
@@ -307,7 +419,7 @@ TEST_CASE("an ack in the middle of a segment keeps that segment's rest and every
     Position end;
     const auto got = read_all(s, end);
     REQUIRE(got.size() == 120);
-    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == rec(static_cast<int>(i) + 80, 100));
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == alt(static_cast<int>(i) + 80, 100));
 }
 
 TEST_CASE("a damaged payload byte is caught by the checksum, the frame around it intact", "[spool]") {
@@ -315,7 +427,7 @@ TEST_CASE("a damaged payload byte is caught by the checksum, the frame around it
     {
         Spool s;
         REQUIRE(s.open({dir.path(), 4096}));
-        for (int i = 0; i < 100; ++i) s.append(rec(i, 100));
+        for (int i = 0; i < 100; ++i) s.append(alt(i, 100));
         REQUIRE(s.sync());
     }
     // One bit of record 5's line text flips on disk: length, magic and framing stay valid, so only
@@ -340,26 +452,40 @@ TEST_CASE("a damaged payload byte is caught by the checksum, the frame around it
     CHECK(s.corrupt_skipped() == 1);
     for (const auto& r : got) CHECK(r.line.find('y') == std::string::npos);  // the damaged record is not sent
     REQUIRE(got.size() >= 5);
-    CHECK(got[4] == rec(4, 100));  // what came before it is
-    CHECK(got.back() == rec(99, 100));
+    CHECK(got[4] == alt(4, 100));  // what came before it is
+    CHECK(got.back() == alt(99, 100));
 }
 
 TEST_CASE("a full spool takes exactly what fits in max_bytes", "[spool]") {
-    // Counted in whole frames, the one being appended included: never a record past the limit.
-    jobtrail::test::TempDir dir;
-    Spool s;
-    REQUIRE(s.open({dir.path(), 4096, 8192}));
-    int fits = 0;
-    for (uint64_t used = 0;; ++fits) {
-        std::string frame;
-        append_frame(frame, rec(fits, 100));
-        if (used + frame.size() > 8192) break;
-        used += frame.size();
+    // Counted as written (runs, their headers, a new run in the next segment), the one being
+    // appended included: never a record past the limit, and no room left for the one refused.
+    for (const bool one_stream : {true, false}) {
+        INFO((one_stream ? "one stream" : "two streams"));
+        jobtrail::test::TempDir dir;
+        Spool s;
+        REQUIRE(s.open({dir.path(), 4096, 8192}));
+        auto next = [&](int i) { return one_stream ? rec(i, 100) : alt(i, 100); };
+        int accepted = 0;
+        while (s.append(next(accepted)) == Spool::Append::kOk) ++accepted;
+        CHECK(accepted > 10);
+        CHECK(s.used_bytes_now() <= 8192);
+        const Record refused = next(accepted);
+        CHECK(s.used_bytes_now() + run_header_size(refused.stream) +
+                  run_record_size({refused.ts_ns, refused.stream, refused.line, &refused.metadata}) >
+              8192);
+        // At least as many as in frames of one record each.
+        int single = 0;
+        for (uint64_t used = 0;; ++single) {
+            std::string frame;
+            append_frame(frame, next(single));
+            if (used + frame.size() > 8192) break;
+            used += frame.size();
+        }
+        CHECK(accepted >= single);
+        REQUIRE(s.sync());
+        Position end;
+        CHECK(read_all(s, end).size() == static_cast<size_t>(accepted));
     }
-    int accepted = 0;
-    while (s.append(rec(accepted, 100)) == Spool::Append::kOk) ++accepted;
-    CHECK(accepted == fits);
-    CHECK(s.used_bytes_now() <= 8192);
 }
 
 TEST_CASE("a reader keeping pace, then far behind, then catching up gets each record once, in order", "[spool]") {

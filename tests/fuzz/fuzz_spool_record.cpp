@@ -1,20 +1,31 @@
-// Spool files are read back after crashes and disk errors: decoding must take any bytes.
+// Spool files are read back after crashes and disk errors: decoding must take any bytes, and
+// what decodes re-encodes to the same frame (one record, or a run of one stream's records).
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "spool/record.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string_view in(reinterpret_cast<const char*>(data), size);
-    jobtrail::spool::Record r;
+    std::vector<jobtrail::spool::Record> records;
     size_t used = 0;
+    int version = 0;
     while (!in.empty()) {
-        const auto st = jobtrail::spool::decode_frame(in, r, &used);
+        const auto st = jobtrail::spool::decode_frame(in, records, &used, nullptr, &version);
         if (st != jobtrail::spool::DecodeStatus::kOk) break;
+        if (records.empty()) __builtin_trap();
         std::string again;
-        jobtrail::spool::append_frame(again, r);  // what decodes re-encodes to the same frame
+        if (version == 1) {
+            if (records.size() != 1) __builtin_trap();
+            jobtrail::spool::append_frame(again, records.front());
+        } else {
+            for (const auto& r : records)
+                if (r.stream != records.front().stream) __builtin_trap();
+            jobtrail::spool::append_run(again, records);
+        }
         if (again != in.substr(0, used)) __builtin_trap();
         in.remove_prefix(used);
     }
