@@ -24,9 +24,10 @@ public:
     std::optional<int64_t> parse(std::string_view s);
 
 private:
-    char prefix_[19] = {};  // YYYY-MM-DDTHH:MM:SS of the last stamp with a fraction
-    char zone_[8] = {};     // what followed its fraction: Z, +hh:mm, -hhmm
-    size_t zone_len_ = 0;   // 0: nothing remembered
+    bool same_second(std::string_view s) const;
+    char prefix_[19] = {};    // YYYY-MM-DDTHH:MM:SS of the last stamp with a fraction
+    uint64_t zone_word_ = 0;  // what followed its fraction (Z, +hh:mm, -hhmm), as bytes of a word
+    size_t zone_len_ = 0;     // 0: nothing remembered
     int64_t second_ns_ = 0;
 };
 

@@ -80,13 +80,21 @@ void encode_push(const std::vector<StreamRef>& streams, bool with_metadata, Push
     // The wire format written directly: libprotobuf's message building (a heap string per line
     // and per metadata value, UTF-8 checks, size passes) was a sixth of the shipper's CPU.
     // lib/loki/push_test.cpp checks these bytes against libprotobuf's own serialization.
-    auto ts_size = [](uint64_t sec, uint64_t nanos) {
-        return (sec ? 1 + varint_size(sec) : 0) + (nanos ? 1 + varint_size(nanos) : 0);
+    // A run of entries mostly shares its second: its varint is sized once.
+    uint64_t last_sec = 0;
+    size_t last_sec_size = 0;
+    auto ts_size = [&](uint64_t sec, uint64_t nanos) {
+        if (sec != last_sec) {
+            last_sec = sec;
+            last_sec_size = sec ? 1 + varint_size(sec) : 0;
+        }
+        return last_sec_size + (nanos ? 1 + varint_size(nanos) : 0);
     };
     // Sizes first (protobuf prefixes every message with its length), then one writing pass.
     auto& entry_sizes = scratch.entry_sizes;
     auto& stream_sizes = scratch.stream_sizes;
     entry_sizes.clear();
+    scratch.ts_sizes.clear();
     stream_sizes.assign(streams.size(), 0);
     const auto for_metadata = [&](const EntryRef& e, auto&& f) {
         if (!with_metadata) return;
@@ -100,9 +108,10 @@ void encode_push(const std::vector<StreamRef>& streams, bool with_metadata, Push
     for (size_t i = 0; i < streams.size(); ++i) {
         size_t n = string_field_size(streams[i].labels.size());
         for (const auto& e : streams[i].entries) {
-            size_t en = field_size(ts_size(static_cast<uint64_t>(e.ts_ns / 1'000'000'000),
-                                           static_cast<uint64_t>(e.ts_ns % 1'000'000'000))) +
-                        string_field_size(e.line.size());
+            const size_t ts =
+                ts_size(static_cast<uint64_t>(e.ts_ns / 1'000'000'000), static_cast<uint64_t>(e.ts_ns % 1'000'000'000));
+            scratch.ts_sizes.push_back(static_cast<uint8_t>(ts));
+            size_t en = field_size(ts) + string_field_size(e.line.size());
             for_metadata(e, [&](std::string_view k, std::string_view v) {
                 en += field_size(string_field_size(k.size()) + string_field_size(v.size()));
             });
@@ -121,10 +130,10 @@ void encode_push(const std::vector<StreamRef>& streams, bool with_metadata, Push
         w.tag_len(1, stream_sizes[i]);   // PushRequest.streams
         w.string(1, streams[i].labels);  // StreamAdapter.labels
         for (const auto& e : streams[i].entries) {
-            w.tag_len(2, entry_sizes[k++]);  // StreamAdapter.entries
+            w.tag_len(2, entry_sizes[k]);  // StreamAdapter.entries
             const auto sec = static_cast<uint64_t>(e.ts_ns / 1'000'000'000);
             const auto nanos = static_cast<uint64_t>(e.ts_ns % 1'000'000'000);
-            w.tag_len(1, ts_size(sec, nanos));  // EntryAdapter.timestamp
+            w.tag_len(1, scratch.ts_sizes[k++]);  // EntryAdapter.timestamp
             if (sec) {
                 *w.p++ = '\x08';  // Timestamp.seconds
                 w.varint(sec);

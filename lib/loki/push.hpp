@@ -74,6 +74,7 @@ private:
 struct PushScratch {
     std::string raw;  // the uncompressed protobuf
     std::vector<size_t> entry_sizes, stream_sizes;
+    std::vector<uint8_t> ts_sizes;  // each entry's Timestamp message, from the sizing pass
 };
 void encode_push(const std::vector<StreamRef>& streams, bool with_metadata, PushScratch& scratch, Buffer& out,
                  size_t* size);

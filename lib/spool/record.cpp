@@ -154,13 +154,15 @@ size_t begin_run(std::string& out, std::string_view stream) {
 }
 
 void append_to_run(std::string& out, const RecordRef& r) {
-    size_t count = 0;
-    const size_t md = metadata_size(r, &count);
+    append_to_run(out, r, run_record_size(r));
+}
+
+void append_to_run(std::string& out, const RecordRef& r, size_t size) {
     const size_t at = out.size();
-    out.resize(at + varint_size(static_cast<uint64_t>(r.ts_ns)) + varint_size(r.line.size()) + r.line.size() + md);
+    out.resize(at + size);
     char* p = put_varint(out.data() + at, static_cast<uint64_t>(r.ts_ns));
     p = put_bytes(p, r.line);
-    put_metadata(p, r, count);
+    put_metadata(p, r, (r.shared ? r.shared->size() : 0) + (r.own ? r.own->size() : 0));
 }
 
 void end_run(std::string& out, size_t start) {

@@ -59,6 +59,7 @@ void append_frame(std::string& out, const Record& r);
 // each append_to_run() one record (its stream is the run's).
 size_t begin_run(std::string& out, std::string_view stream);  // where the frame starts
 void append_to_run(std::string& out, const RecordRef& r);
+void append_to_run(std::string& out, const RecordRef& r, size_t size);  // size: run_record_size(r)
 void end_run(std::string& out, size_t start);
 size_t run_header_size(std::string_view stream);                        // frame header, version and stream
 size_t run_record_size(const RecordRef& r);                             // what append_to_run adds

@@ -222,7 +222,7 @@ Spool::Append Spool::append(const RecordRef& r, bool past_cap) {
         run_stream_len_ = r.stream.size();
         run_stream_at_ = buf_.size() - run_stream_len_;
     }
-    append_to_run(buf_, r);
+    append_to_run(buf_, r, rec);
     write_size_ += len;
     // Hand big buffers to the kernel early (no fsync): memory stays bounded between syncs.
     if (buf_.size() >= (1u << 20) && !flush_buffer()) return Append::kOk;
