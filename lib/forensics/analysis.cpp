@@ -162,9 +162,11 @@ std::vector<Finding> Analyzer::findings() const {
 
 const Finding* Analyzer::likely_cause(const std::vector<Finding>& sorted) const {
     // Events known to be on another job's device come after everything else, at any severity.
+    // At one severity, the job's own time before its margin: a GPU that fell off the bus before
+    // the job started still outranks a warning during it.
     for (const bool others : {false, true})
-        for (const bool outside : {false, true})
-            for (const auto sev : {events::Severity::kFatal, events::Severity::kError, events::Severity::kWarning})
+        for (const auto sev : {events::Severity::kFatal, events::Severity::kError, events::Severity::kWarning})
+            for (const bool outside : {false, true})
                 for (const auto& f : sorted)
                     if (f.severity == sev && (f.own_device != 0) != others && (f.when != 0) == outside) return &f;
     return nullptr;

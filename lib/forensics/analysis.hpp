@@ -48,7 +48,7 @@ public:
     std::vector<Finding> findings() const;  // by time
     // The first fatal finding, else the first error, else the first warning; nullptr if none.
     // Events on a device that was not the job's come after all others, whatever their severity;
-    // among each, those in the margin before or after the job come after those during it.
+    // at each severity, those in the margin before or after the job come after those during it.
     const Finding* likely_cause(const std::vector<Finding>& sorted) const;
     const JobFacts& facts() const { return facts_; }
     JobFacts& facts() { return facts_; }

@@ -31,6 +31,7 @@
 #include "joblog/format.hpp"
 #include "jobtrail/version.hpp"
 #include "kmsg/record.hpp"
+#include "node/nccl_file.hpp"
 #include "process/runner.hpp"
 
 namespace jobtrail::forensics {
@@ -410,7 +411,12 @@ public:
             // One NCCL query per node: bounded queries that run in parallel.
             tasks.push_back({"NCCL " + escape_line(n), nccl_query(o_.schema, o_.job_id, n),
                              [this, node, label](const loki::QueryEntry& e) {
+                                 // Its name, or its step and what the line says (the
+                                 // shipper sends the name only when the line does not).
                                  std::string file = label(e, "file");
+                                 if (const std::string step = label(e, "step"); file.empty() && !step.empty())
+                                     if (const auto o = node::nccl_line_origin(e.line))
+                                         file = node::nccl_file_name(step, o->host, o->pid);
                                  if (file.empty()) file = "nccl.log";
                                  record(node, "nccl", "nccl/" + node + "/" + path_component(file), e.ts_ns, e.line);
                              }});
@@ -699,11 +705,13 @@ BundleResult make_bundle(const BundleOptions& o) {
         w.end_ns += o.margin_ns;
         source = "local " + o.log_dir;
     } else {
+        bool end_known = o.end_ns != 0;
         loki::Client probe(o.endpoint);
         source = probe.describe();
         if (w.nodes.empty() || !w.start_ns) {
             // Where and when: the collectors' records in Loki, else Slurm's accounting.
             Window found;
+            bool epilog_ended = false;
             std::set<std::string> nodes;
             std::set<std::string> nodelists;  // what SLURM_JOB_NODELIST said on each node
             std::string cluster_label;
@@ -720,6 +728,7 @@ BundleResult make_bundle(const BundleOptions& o) {
                     if (auto it = e.labels->find("cluster"); it != e.labels->end()) cluster_label = it->second;
                     if (!found.start_ns || e.ts_ns < found.start_ns) found.start_ns = e.ts_ns;
                     found.end_ns = std::max(found.end_ns, e.ts_ns);
+                    if (starts_with(e.line, "epilog end ")) epilog_ended = true;
                 });
             q.lines = r.entries;
             q.failed = r.failed;
@@ -754,6 +763,8 @@ BundleResult make_bundle(const BundleOptions& o) {
             if (!w.start_ns) {
                 w.start_ns = found.start_ns;
                 w.end_ns = found.end_ns;
+                // Without an epilog's end (running, or its node died) the last record is no end.
+                end_known = epilog_ended || (nodes.empty() && found.end_ns);
             }
             w.basis = found.basis.empty() ? "options" : found.basis;
             if (!cluster_label.empty()) an.facts().cluster = cluster_label;
@@ -769,9 +780,14 @@ BundleResult make_bundle(const BundleOptions& o) {
         } else {
             w.basis = "options";
         }
-        if (!w.end_ns) w.end_ns = realtime_ns();
-        an.facts().job_start_ns = w.start_ns;  // before the records come: they are grouped by it
-        an.facts().job_end_ns = w.end_ns;
+        if (!w.end_ns) {
+            w.end_ns = realtime_ns();
+            end_known = false;
+        }
+        // Before the records come: they are grouped by it. Not from local files (their window
+        // is what they hold, the prolog's kernel context included).
+        an.facts().job_start_ns = w.start_ns;
+        an.facts().job_end_ns = end_known ? w.end_ns : 0;
         w.start_ns -= o.margin_ns;
         w.end_ns += o.margin_ns;
         auto got = col.from_loki(w);
@@ -789,8 +805,6 @@ BundleResult make_bundle(const BundleOptions& o) {
     facts.nodes = w.nodes;
     facts.start_ns = w.start_ns;
     facts.end_ns = w.end_ns;
-    facts.job_start_ns = w.start_ns + o.margin_ns;
-    facts.job_end_ns = w.end_ns - o.margin_ns;
     // The configured cluster name wins; without one, what the records say.
     if (facts.cluster.empty() || o.cluster != "default") facts.cluster = o.cluster;
     const std::string top =

@@ -205,6 +205,17 @@ TEST_CASE("an event in the margin before the job ranks after the job's own event
     const auto gs = b.findings();
     REQUIRE(b.likely_cause(gs));
     CHECK(b.likely_cause(gs)->xid == 48);
+    // A fatal event before the job outranks a warning during it: the GPU was already gone.
+    Analyzer pre;
+    pre.facts().job_start_ns = 1000;
+    pre.facts().job_end_ns = 2000;
+    pre.add("n1", "prolog", 1000, "prolog device kind=gpu index=1 bdf=0000:2a:00.0");
+    pre.add("n1", "kmsg", 400, "NVRM: Xid (PCI:0000:2a:00): 79, pid=1, GPU has fallen off the bus.");
+    pre.add("n1", "nccl", 1500,
+            "[2026-11-29T21:52:22.1+0000] n1:1:1 [0] transport/net_ib.cc:1 NCCL WARN NET/IB : error");
+    const auto hs = pre.findings();
+    REQUIRE(pre.likely_cause(hs));
+    CHECK(pre.likely_cause(hs)->xid == 79);
 }
 
 TEST_CASE("the most likely cause is an event on the job's own GPU, not on its neighbour's", "[forensics]") {

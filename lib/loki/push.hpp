@@ -57,6 +57,17 @@ std::string encode_push(const std::vector<StreamRef>& streams, bool with_metadat
 // shipper's peak).
 class Buffer {
 public:
+    Buffer() = default;
+    Buffer(Buffer&& o) noexcept : data_(std::move(o.data_)), cap_(o.cap_) { o.cap_ = 0; }
+    Buffer& operator=(Buffer&& o) noexcept {
+        data_ = std::move(o.data_);
+        cap_ = o.cap_;
+        o.cap_ = 0;
+        return *this;
+    }
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+    ~Buffer() = default;
     char* reserve(size_t n) {
         if (cap_ < n) {
             data_.reset(new char[n]);  // NOLINT(cppcoreguidelines-owning-memory): uninitialised on purpose

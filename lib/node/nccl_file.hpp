@@ -24,4 +24,14 @@ struct NcclFile {
 // nullopt for anything that is not one of ours.
 std::optional<NcclFile> parse_nccl_file(std::string_view path);
 
+// Where NCCL's line prefix says a line came from: "[<stamp>] host:pid:tid ..." (or without the
+// stamp). With the step, it names the file back (nccl_file_name), so a line of one of our files
+// need not carry the file's name: the shipper sends only the step when the line says the rest.
+struct NcclLineOrigin {
+    std::string_view host, pid;
+};
+std::optional<NcclLineOrigin> nccl_line_origin(std::string_view line);
+// A step, host or pid as a file name part that names a file back unambiguously.
+bool plain_name_part(std::string_view s);
+
 }  // namespace jobtrail::node

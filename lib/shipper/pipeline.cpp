@@ -137,12 +137,18 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush, bool closing) 
             spool::RecordRef{e.ts_ns, e.origin->stream, e.line, &e.origin->metadata, &e.metadata}, /*past_cap=*/true);
         ++appended;
     }
-    if (appended == 0 && !checkpoint_dirty_) return more;
+    if (appended == 0 && uncommitted_ == 0 && !checkpoint_dirty_) return more;  // nothing new, nothing put off
     uncommitted_ += appended;
-    // Group commit: one fdatasync per lane + checkpoint per ~200 ms of busy reading, at once
-    // when idle or when a few passes are waiting.
-    if (reading_ && !final_flush && !closing && can_defer_commit() && monotonic_ns() - last_commit_ns_ < 200'000'000)
+    // Group commit: one fdatasync per lane + checkpoint per ~200 ms of busy reading, or 100 ms
+    // of woken passes (a job trickling lines in costs the node ten a second, not one a line); at
+    // once when a few passes are waiting, and for the first line after a quiet spell.
+    const int64_t since = monotonic_ns() - last_commit_ns_;
+    if (!final_flush && !closing && can_defer_commit() &&
+        (reading_ ? since < 200'000'000 : since < kWokenCommitGapNs)) {
+        commit_due_ns_ = last_commit_ns_ + (reading_ ? 200'000'000 : kWokenCommitGapNs);
         return more;
+    }
+    commit_due_ns_ = 0;
     appended = uncommitted_;
     for (auto& l : lanes_)
         if (auto st = l.spool.sync(); !st.ok) {
@@ -288,7 +294,14 @@ int Pipeline::main_loop(const RunOptions& opts, const std::atomic<bool>& stop) {
                 break;
             }
         }
-        if (!reading_) idle_wait(opts.once ? 50 : 250);
+        if (!reading_) {
+            // A commit put off waits no longer than it was put off for.
+            int wait_ms = opts.once ? 50 : 250;
+            if (commit_due_ns_)
+                wait_ms = static_cast<int>(
+                    std::clamp<int64_t>((commit_due_ns_ - monotonic_ns()) / 1'000'000 + 1, 1, wait_ms));
+            idle_wait(wait_ms);
+        }
     }
     // SIGTERM: what was read is durable (pass() synced it), and so is what the stages have yet
     // to say (a job's budget drops); the sender stops within one request timeout, leaving the
@@ -313,6 +326,7 @@ void Pipeline::idle_wait(int timeout_ms) {
     // (and a missed wake) are read within the interval. Woken passes are 50 ms apart at least:
     // a job trickling bytes into its files costs the node 20 passes a second, not a spin.
     constexpr int kMinGapMs = 50;
+    timeout_ms = std::max(timeout_ms, 0);
     std::vector<pollfd> fds;
     for (const auto& src : sources_)
         if (const int fd = src->wake_fd(); fd >= 0) fds.push_back({fd, POLLIN, 0});

@@ -64,6 +64,8 @@ private:
     // closing: no source is read; what the stages still have to say is committed (at stop).
     bool pass(std::vector<Event>& scratch, bool final_flush, bool closing = false);
     void idle_wait(int timeout_ms);  // until a source has something new, or the timeout
+    static constexpr int64_t kWokenCommitGapNs = 100'000'000;
+    int64_t commit_due_ns_ = 0;  // a commit put off for this long (0: none)
 
     const config::Config& cfg_;
     SourceFactory make_sources_;

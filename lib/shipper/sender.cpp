@@ -81,7 +81,18 @@ void Sender::worker() {
 // Reads batches into the window; true if it read any.
 bool Sender::fill_window() {
     bool any = false;
-    while (window_.size() < kWindowBatches && (window_.empty() || window_bytes_ < kWindowBytes)) {
+    // Beyond the front batch kWindowBytes; while a stream of the window waits (paced, backing
+    // off) up to kWindowBatches, so that the other streams' lines behind its go on.
+    const int64_t now = monotonic_ns();
+    const bool waiting = std::any_of(streams_.begin(), streams_.end(), [&](const auto& kv) {
+        return !kv.second.queue.empty() && kv.second.next_try_ns > now;
+    });
+    const auto room = [&] {
+        if (window_.size() >= kWindowBatches) return false;
+        if (window_.size() < 2 || waiting) return true;
+        return window_bytes_ - window_.front().records.bytes() < kWindowBytes;
+    };
+    while (room()) {
         if (spare_.empty()) spare_.emplace_back();
         Batch& batch = spare_.front();
         batch.open_pieces = 0;

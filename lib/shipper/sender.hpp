@@ -41,8 +41,8 @@ namespace jobtrail::shipper {
 // every earlier one are wholly answered for, so after a kill -9 reading resumes at a point
 // before which everything is in Loki; what follows is re-sent byte-identical and Loki drops the
 // duplicates. A stream in backoff holds only its own pieces: other streams keep going through
-// later batches of the window (at most kWindowBatches batches and kWindowBytes of spool
-// frames beyond the first, bounding memory) meanwhile.
+// later batches of the window meanwhile (at most kWindowBatches batches; while no stream waits,
+// kWindowBytes of spool frames beyond the front batch, which is most of the shipper's memory).
 //
 // Answers: 2xx: all stored. 400: Loki stored the rest; the rejected entries are counted by
 // reason, never retried. 413: the piece is halved. A 429 that names a limit (tenant rate,

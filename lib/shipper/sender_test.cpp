@@ -297,3 +297,18 @@ TEST_CASE("sender: each stream is paced below Loki's shard threshold, in pushes 
     CHECK(took >= (400.0 * 1001 - (64 << 10)) / (256 << 10) * 0.9);
     CHECK(rig.m.sent == 400);
 }
+
+TEST_CASE("sender: megabytes of a stream Loki holds back do not hold another stream's lines behind them",
+          "[loki][sender]") {
+    Rig rig;
+    const int64_t t = realtime_ns();
+    // A: 3 MiB, twelve batches, refused by its per-stream limit every time; B: after all of it.
+    for (int i = 0; i < 3000; ++i) rig.add(kA, "a " + std::to_string(i) + " " + std::string(1024, 'a'), t + i);
+    for (int i = 0; i < 5; ++i) rig.add(kB, "b " + std::to_string(i), t + 5000 + i);
+    rig.script.answer = [](const Request& r) { return r.streams[0] == kA ? per_stream_429(r) : ok(); };
+    rig.start();
+    // The window reads on past A's held batches while A waits (a minute bounds a hang).
+    REQUIRE(rig.wait_for([&] { return rig.stored_with_locked("b ") == 5; }));
+    CHECK(rig.stored_with("a ") == 0);
+    CHECK(rig.spool.pending_bytes() > 0);  // A's lines stay in the spool until Loki takes them
+}

@@ -85,7 +85,17 @@ Status Spool::open(const Options& opts, Recovery* rec) {
             size_t used = 0;
             views.clear();
             md.clear();
-            if (decode_frame(std::string_view(data).substr(pos), views, md, &used) != DecodeStatus::kOk) break;
+            std::string why;
+            if (decode_frame(std::string_view(data).substr(pos), views, md, &used, &why) != DecodeStatus::kOk) {
+                // Whole and summed right, but of a format this build does not know: written by a
+                // newer shipper. Not a torn tail to cut: those records were never sent.
+                if (why == "unknown payload version")
+                    return Status::failure(path + " holds records in a newer spool format (at offset " +
+                                           std::to_string(pos) +
+                                           "): this jobtrail-shipper is older than the one that wrote them; "
+                                           "run that version again until the spool is drained");
+                break;
+            }
             pos += used;
         }
         if (pos < data.size()) {

@@ -536,3 +536,21 @@ TEST_CASE("a reader keeping pace, then far behind, then catching up gets each re
     for (auto& b : held)
         for (const auto& v : b.records()) CHECK(v.line.rfind("line ", 0) == 0);
 }
+
+TEST_CASE("a spool written in a newer format is refused at open, not cut as a torn tail", "[spool]") {
+    jobtrail::test::TempDir dir;
+    std::string frame;
+    append_frame(frame, rec(1));
+    // Payload version 9, summed right: whole, just not a format this build knows.
+    frame[kFrameHeader] = '\x09';
+    const uint32_t crc = jobtrail::crc32(std::string_view(frame).substr(kFrameHeader));
+    for (int i = 0; i < 4; ++i) frame[8 + i] = static_cast<char>((crc >> (8 * i)) & 0xff);
+    const std::string seg = dir.path() + "/seg-0000000000000001";
+    std::ofstream(seg, std::ios::binary) << frame;
+    Spool s;
+    const auto st = s.open({dir.path()});
+    CHECK_FALSE(st.ok);
+    CHECK(st.error.find("newer spool format") != std::string::npos);
+    std::ifstream in(seg, std::ios::binary | std::ios::ate);
+    CHECK(static_cast<size_t>(in.tellg()) == frame.size());  // nothing cut
+}

@@ -55,6 +55,18 @@ bool nccl_timestamp(Rfc3339Parser& stamps, std::string_view line, int64_t& ts) {
     return true;
 }
 
+// The line begins "host:pid:" after its stamp, as node::nccl_line_origin reads it back.
+bool says_origin(std::string_view line, std::string_view prefix) {
+    size_t pos = 0;
+    if (!line.empty() && line[0] == '[') {
+        const size_t close = line.find(']');
+        if (close == std::string_view::npos || close > 64) return false;
+        pos = close + 1;
+        if (pos < line.size() && line[pos] == ' ') ++pos;
+    }
+    return line.compare(pos, prefix.size(), prefix) == 0;
+}
+
 bool same_time(const struct timespec& a, const struct timespec& b) {
     return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
 }
@@ -253,11 +265,20 @@ void FileSource::label(Tracked& t) {
         job_id = nccl->job_id;
         t.step = nccl->step;
     }
+    t.nccl_prefix.clear();
+    t.file_name.clear();
     if (format_ == Format::kNccl) {
         // One stream per job and node: which file a line came from is metadata (the bundle
-        // writes one file per file). Not its step and pid: the name is <step>.<host>.<pid>.log
-        // and NCCL's line prefix says host:pid:tid, so they would only be paid for twice.
-        md.emplace_back("file", path.substr(path.rfind('/') + 1));
+        // writes one file per file). The name is <step>.<host>.<pid>.log and NCCL's line prefix
+        // says host:pid:tid: only the step is sent, and the name as well on a line that does
+        // not say where it came from (Loki pays for every byte of every line).
+        t.file_name = path.substr(path.rfind('/') + 1);
+        if (nccl && node::plain_name_part(nccl->step) && node::plain_name_part(nccl->host)) {
+            md.emplace_back("step", nccl->step);
+            t.nccl_prefix = nccl->host + ":" + nccl->pid + ":";
+        } else {
+            md.emplace_back("file", t.file_name);
+        }
     }
     for (const auto& [k, v] : cfg_.labels) labels[k] = v;
     if (!job_id.empty()) labels[node::label::kJobId] = job_id;
@@ -377,8 +398,10 @@ void FileSource::update_watches() {
 }
 
 void FileSource::woken() {
+    // A few reads, not until empty: writers on many cores could keep it from ever being empty.
+    // What is left keeps the descriptor readable for the next wait.
     alignas(struct inotify_event) char buf[4096];
-    while (inotify_.valid() && ::read(inotify_.get(), buf, sizeof buf) > 0) {
+    for (int i = 0; i < 4 && inotify_.valid() && ::read(inotify_.get(), buf, sizeof buf) > 0; ++i) {
     }
 }
 
@@ -564,11 +587,16 @@ void FileSource::emit_line(Tracked& t, std::string_view raw, std::vector<Event>&
         // recycled one.
         Event& e = out.emplace_back();
         e.origin = t.origin;
-        if (format_ == Format::kNccl) nccl_timestamp(t.stamps, text, e.ts_ns);
+        if (format_ == Format::kNccl) {
+            nccl_timestamp(t.stamps, text, e.ts_ns);
+            if (!t.nccl_prefix.empty() && !says_origin(text, t.nccl_prefix))
+                e.metadata.emplace_back("file", t.file_name);
+        }
         if (e.ts_ns == 0) e.ts_ns = realtime_ns();
         if (!spare_lines_.empty()) {
             e.line.swap(spare_lines_.back());
             spare_lines_.pop_back();
+            spare_bytes_ -= std::min(spare_bytes_, e.line.capacity());
         }
         sanitize(text, e.line);
         cut_long(e.line);
@@ -620,11 +648,15 @@ void FileSource::cut_long(std::string& line) {
 }
 
 void FileSource::recycle(std::vector<Event>& done) {
-    // About one pass of lines; a long line's buffer is let go.
-    constexpr size_t kMaxSpare = 8192, kMaxSpareCapacity = 1024;
+    // Only the formats that take them back out (NCCL, plain); about one pass of lines, a long
+    // line's buffer let go.
+    if (format_ != Format::kNccl && format_ != Format::kRaw) return;
+    constexpr size_t kMaxSpareBytes = 1 << 20, kMaxSpareCapacity = 1024;
     for (auto& e : done) {
-        if (spare_lines_.size() >= kMaxSpare) break;
-        if (e.line.capacity() <= kMaxSpareCapacity) spare_lines_.push_back(std::move(e.line));
+        if (spare_bytes_ >= kMaxSpareBytes) break;
+        if (e.line.capacity() > kMaxSpareCapacity) continue;
+        spare_bytes_ += e.line.capacity();
+        spare_lines_.push_back(std::move(e.line));
     }
 }
 

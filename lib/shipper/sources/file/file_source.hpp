@@ -82,6 +82,9 @@ private:
         bool seen = true;   // matched the globs in the last scan
         std::string phase;  // prolog or epilog, for job log lines
         std::string step;   // of an NCCL file
+        // "host:pid:" its lines begin with (after the stamp) when the name is one of ours: such
+        // lines carry only the step, the others the file's name as well.
+        std::string nccl_prefix, file_name;
         std::shared_ptr<const Origin> origin;
         Rfc3339Parser stamps;  // its NCCL lines' timestamps
     };
@@ -144,6 +147,7 @@ private:
     uint64_t cut_unsaid_ = 0, cut_bytes_unsaid_ = 0;
     int64_t cut_said_ns_ = 0;
     std::vector<std::string> spare_lines_;  // buffers of spooled lines, for the next ones
+    size_t spare_bytes_ = 0;                // their capacity
     // Writes into the directories of tracked files wake the idle pipeline (at most one watch
     // per directory, so bounded by the files tracked).
     Fd inotify_;

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "kmsgfs_mount.hpp"
+#include "node/nccl_file.hpp"
 
 using namespace jobtrail::shipper;
 
@@ -126,25 +127,50 @@ TEST_CASE("job logs keep their own timestamps and get job_id and phase", "[shipp
     CHECK(ev[0].line == "prolog stdout[10-site.sh] hello");
 }
 
-TEST_CASE("NCCL lines: timestamp with UTC offset, the file as metadata, not its step and pid again", "[shipper]") {
+TEST_CASE("NCCL lines: timestamp with UTC offset, the step as metadata, the file's name only where the line lacks it",
+          "[shipper]") {
     Fixture f("nccl", "nccl");
     ::mkdir((f.dir.path() + "/nccl/77").c_str(), 0755);
     f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
     std::ofstream(f.dir.path() + "/nccl/77/0.gpu01.1234.log")
-        << "[2026-11-29T23:52:22.146801+0200] gpu01:1234:1234 [0] NCCL INFO Bootstrap\n";
+        << "[2026-11-29T23:52:22.146801+0200] gpu01:1234:1234 [0] NCCL INFO Bootstrap\n"
+        << "gpu01:1234:1240 [0] NCCL INFO without a stamp\n"
+        << "[2026-11-29T23:52:22.146802+0200] a line the user printed\n"
+        << "[2026-11-29T23:52:22.146803+0200] gpu01:12345:1 [0] another process's prefix\n";
+    // A name that is not one of ours keeps its name on every line.
+    std::ofstream(f.dir.path() + "/nccl/77/mine.log") << "gpu01:1234:1 [0] NCCL INFO x\n";
     auto s = f.source();
     std::vector<Event> ev;
     s->poll(ev, 1 << 20);
-    REQUIRE(ev.size() == 1);
-    CHECK(ev[0].ts_ns == 1795989142146801000);  // 23:52+02:00 is 21:52Z
-    CHECK(ev[0].labels().at("job_id") == "77");
-    // Per-file facts travel with the stream's origin, shared by all its lines.
-    // The file names step and pid (<step>.<host>.<pid>.log), the line's prefix the pid again: Loki
-    // is not sent them twice.
-    REQUIRE(ev[0].origin->metadata.size() == 1);
-    CHECK(ev[0].origin->metadata[0] == std::make_pair(std::string("file"), std::string("0.gpu01.1234.log")));
-    CHECK(ev[0].metadata.empty());
-    CHECK(ev[0].origin->labels.count("file") == 0);  // never a label: it would multiply streams
+    REQUIRE(ev.size() == 5);
+    std::sort(ev.begin(), ev.end(), [](const Event& a, const Event& b) { return a.line < b.line; });
+    const Event* bootstrap = nullptr;
+    for (const auto& e : ev)
+        if (e.line.find("Bootstrap") != std::string::npos) bootstrap = &e;
+    REQUIRE(bootstrap);
+    CHECK(bootstrap->ts_ns == 1795989142146801000);  // 23:52+02:00 is 21:52Z
+    CHECK(bootstrap->labels().at("job_id") == "77");
+    // Per-file facts travel with the stream's origin, shared by all its lines: the step, which
+    // the line does not say (its prefix says host and pid, the rest of <step>.<host>.<pid>.log).
+    REQUIRE(bootstrap->origin->metadata.size() == 1);
+    CHECK(bootstrap->origin->metadata[0] == std::make_pair(std::string("step"), std::string("0")));
+    CHECK(bootstrap->origin->labels.count("file") == 0);  // never a label: it would multiply streams
+    for (const auto& e : ev) {
+        INFO(e.line);
+        const bool says = e.line.find("gpu01:1234:") != std::string::npos && e.origin->metadata[0].first == "step";
+        if (says) {
+            CHECK(e.metadata.empty());
+            const auto o = jobtrail::node::nccl_line_origin(e.line);
+            REQUIRE(o);
+            CHECK(jobtrail::node::nccl_file_name(e.origin->metadata[0].second, o->host, o->pid) == "0.gpu01.1234.log");
+        } else if (e.origin->metadata[0].first == "step") {
+            REQUIRE(e.metadata.size() == 1);
+            CHECK(e.metadata[0] == std::make_pair(std::string("file"), std::string("0.gpu01.1234.log")));
+        } else {
+            CHECK(e.origin->metadata[0] == std::make_pair(std::string("file"), std::string("mine.log")));
+            CHECK(e.metadata.empty());
+        }
+    }
 }
 
 TEST_CASE("sanitize keeps plain text, shows NUL, replaces invalid UTF-8 wherever it sits", "[shipper]") {
