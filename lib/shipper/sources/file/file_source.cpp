@@ -45,9 +45,9 @@ bool same_file(int fd, const std::string& saved) {
 }
 
 // "[2026-11-29T22:16:02.867605+0000] host:pid:tid ..." (the plugin's NCCL_DEBUG_TIMESTAMP_FORMAT)
-bool nccl_timestamp(Rfc3339Parser& stamps, std::string_view line, int64_t& ts) {
+// close: where the line's leading "[" closes (npos: it has none).
+bool nccl_timestamp(Rfc3339Parser& stamps, std::string_view line, size_t close, int64_t& ts) {
     if (line.size() < 28 || line[0] != '[') return false;
-    const size_t close = line.find(']');
     if (close > 40) return false;  // also when there is none (npos)
     const auto t = stamps.parse(line.substr(1, close - 1));
     if (!t) return false;
@@ -56,10 +56,9 @@ bool nccl_timestamp(Rfc3339Parser& stamps, std::string_view line, int64_t& ts) {
 }
 
 // The line begins "host:pid:" after its stamp, as node::nccl_line_origin reads it back.
-bool says_origin(std::string_view line, std::string_view prefix) {
+bool says_origin(std::string_view line, size_t close, std::string_view prefix) {
     size_t pos = 0;
     if (!line.empty() && line[0] == '[') {
-        const size_t close = line.find(']');
         if (close == std::string_view::npos || close > 64) return false;
         pos = close + 1;
         if (pos < line.size() && line[pos] == ' ') ++pos;
@@ -588,8 +587,9 @@ void FileSource::emit_line(Tracked& t, std::string_view raw, std::vector<Event>&
         Event& e = out.emplace_back();
         e.origin = t.origin;
         if (format_ == Format::kNccl) {
-            nccl_timestamp(t.stamps, text, e.ts_ns);
-            if (!t.nccl_prefix.empty() && !says_origin(text, t.nccl_prefix))
+            const size_t close = !text.empty() && text[0] == '[' ? text.find(']') : std::string_view::npos;
+            nccl_timestamp(t.stamps, text, close, e.ts_ns);
+            if (!t.nccl_prefix.empty() && !says_origin(text, close, t.nccl_prefix))
                 e.metadata.emplace_back("file", t.file_name);
         }
         if (e.ts_ns == 0) e.ts_ns = realtime_ns();
