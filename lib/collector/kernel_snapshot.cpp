@@ -103,25 +103,42 @@ std::vector<EventHit> record_kernel_delta(Session& s, const events::Extractor& e
     }
 
     // Whose each record was: this job's marker (still there: the epilog removes it last), the
-    // markers of the jobs running beside it and of those that ended within the hour. Running
-    // ones are read first: a neighbour's epilog writes its ended marker before it removes the
-    // running one, so a job ending meanwhile is seen in one or the other (a running marker overrides an ended one of
-    // the same id).
+    // markers of the jobs running beside it and of those that ended within the hour. Read again
+    // after the scan (a neighbour's prolog may write its GPUs meanwhile), and the records judged
+    // then; running ones first each time: a neighbour's epilog writes its ended marker before it
+    // removes the running one, so a job ending meanwhile is seen in one or the other (a running
+    // marker overrides an ended one of the same id).
     devices::Attributor attributor;
-    const auto running = node::read_job_markers(layout);
-    for (const auto& m : node::read_ended_markers(layout))
-        attributor.upsert(m.job_id, m.start_ns, m.end_ns, m.devices, m.devices_note);
-    for (const auto& m : running) attributor.upsert(m.job_id, m.start_ns, 0, m.devices, m.devices_note);
+    const auto read_markers = [&] {
+        const auto running = node::read_job_markers(layout);
+        for (const auto& m : node::read_ended_markers(layout))
+            attributor.upsert(m.job_id, m.start_ns, m.end_ns, m.devices, m.devices_note);
+        for (const auto& m : running) attributor.upsert(m.job_id, m.start_ns, 0, m.devices, m.devices_note);
+    };
+    read_markers();
     EventTally tally(ex);
     tally.attribute_with(&attributor, s.facts().job_id);
     kmsg::FragmentMerger merger;
     std::vector<kmsg::Record> done;
+    // Held for judging after the scan; bounded (a ring is at most a few MiB): past it, judged at
+    // once with the markers read before.
+    constexpr size_t kMaxHeldBytes = 32u << 20;
+    std::vector<std::pair<kmsg::Record, int64_t>> held;
+    size_t held_bytes = 0;
     uint64_t written = 0;
     bool first = true;
     auto emit = [&](std::vector<kmsg::Record>& recs) {
         for (auto& r : recs) {
             write_record(log, joblog::kKmsg, r, clock);
-            tally.add(r, clock.record_ns(r.usec, r.seq));
+            const int64_t ns = clock.record_ns(r.usec, r.seq);
+            if (held_bytes < kMaxHeldBytes) {
+                held_bytes += r.message.size() + sizeof r;
+                held.emplace_back(std::move(r), ns);
+            } else {
+                for (const auto& [hr, hns] : held) tally.add(hr, hns);
+                held.clear();
+                tally.add(r, ns);
+            }
             ++written;
         }
         recs.clear();
@@ -154,6 +171,9 @@ std::vector<EventHit> record_kernel_delta(Session& s, const events::Extractor& e
         });
     merger.flush(done);
     emit(done);
+    if (held_bytes < kMaxHeldBytes) read_markers();
+    for (const auto& [r, ns] : held) tally.add(r, ns);
+    held.clear();
     if (!scan.ok) s.notice("error", "kernel log: " + scan.error);
     if (scan.budget_exhausted)
         s.notice("warning",

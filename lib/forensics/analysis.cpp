@@ -29,13 +29,17 @@ Finding finding(int64_t ts, const std::string& node, const std::string& source, 
 
 }  // namespace
 
-Finding& Analyzer::group(const std::string& key, const Finding& proto) {
+Finding& Analyzer::group(const std::string& key, Finding proto) {
     // The same event before, during and after the job are three findings: the job's own Xid is
     // not hidden under an earlier one's time (and ranked as if it came before the job).
-    const int when = facts_.job_start_ns && proto.ts_ns < facts_.job_start_ns ? -1
-                     : facts_.job_end_ns && proto.ts_ns > facts_.job_end_ns   ? 1
-                                                                              : 0;
-    auto [it, fresh] = groups_.emplace(key + "|" + std::to_string(when), proto);
+    if (when_) {
+        proto.when = when_;
+    } else if (facts_.job_start_ns && proto.ts_ns < facts_.job_start_ns) {
+        proto.when = -1;
+    } else if (facts_.job_end_ns && proto.ts_ns > facts_.job_end_ns) {
+        proto.when = 1;
+    }
+    auto [it, fresh] = groups_.emplace(key + "|" + std::to_string(proto.when), proto);
     Finding& f = it->second;
     if (!fresh && proto.ts_ns < f.ts_ns) {
         f.ts_ns = proto.ts_ns;
@@ -45,7 +49,8 @@ Finding& Analyzer::group(const std::string& key, const Finding& proto) {
     return f;
 }
 
-void Analyzer::add(const std::string& node, const std::string& source, int64_t ts, std::string_view line) {
+void Analyzer::add(const std::string& node, const std::string& source, int64_t ts, std::string_view line, int when) {
+    when_ = when;
     if (source == "kmsg") {
         const auto ev = extractor_.extract(line);
         if (!ev) return;
@@ -137,13 +142,8 @@ std::vector<Finding> Analyzer::findings() const {
     for (const auto& [k, f] : groups_) {
         out.push_back(f);
         Finding& g = out.back();
-        if (facts_.job_start_ns && g.ts_ns < facts_.job_start_ns) {
-            g.when = -1;
-            g.title += " (before the job started)";
-        } else if (facts_.job_end_ns && g.ts_ns > facts_.job_end_ns) {
-            g.when = 1;
-            g.title += " (after the job ended)";
-        }
+        if (g.when < 0) g.title += " (before the job started)";
+        if (g.when > 0) g.title += " (after the job ended)";
         if (g.source != "kmsg" || g.pci_bdf.empty()) continue;
         const auto node = devices_.find(g.node);
         if (node == devices_.end()) continue;  // the job's devices there are not known

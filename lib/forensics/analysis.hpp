@@ -44,7 +44,9 @@ struct JobFacts {
 class Analyzer {
 public:
     // `line` as Loki holds it (for job logs: "prolog status[10-site.sh] status=1 ...").
-    void add(const std::string& node, const std::string& source, int64_t ts_ns, std::string_view line);
+    // when: -1 for a record known to come from before the job (the prolog's kernel context),
+    // else 0 (then judged by facts().job_start_ns/job_end_ns, when set before the records come).
+    void add(const std::string& node, const std::string& source, int64_t ts_ns, std::string_view line, int when = 0);
     std::vector<Finding> findings() const;  // by time
     // The first fatal finding, else the first error, else the first warning; nullptr if none.
     // Events on a device that was not the job's come after all others, whatever their severity;
@@ -55,7 +57,8 @@ public:
     std::string summary_text() const;
 
 private:
-    Finding& group(const std::string& key, const Finding& proto);
+    Finding& group(const std::string& key, Finding proto);
+    int when_ = 0;  // of the record being added
     events::Extractor extractor_;
     std::map<std::string, Finding> groups_;
     std::map<std::string, std::map<std::string, std::string>> devices_;  // node -> bdf key -> "GPU 1 (…)"

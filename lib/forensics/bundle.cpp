@@ -342,12 +342,12 @@ public:
     Collection(const BundleOptions& o, Staging& st, Analyzer& an) : o_(o), st_(st), an_(an) {}
 
     void record(const std::string& node, const std::string& source, const std::string& rel, int64_t ts,
-                std::string_view raw) {
+                std::string_view raw, int when = 0) {
         // One record, one line: a newline from Loki must not forge a record of its own.
         const std::string line = escape_line(raw);
         st_.write(rel, ts, line);
         std::lock_guard<std::mutex> lk(an_mu_);
-        an_.add(node, source, ts, line);
+        an_.add(node, source, ts, line, when);
     }
 
     // Where a job log line goes in time: kernel records (and their kmsg-dict lines) at the
@@ -494,8 +494,10 @@ public:
                     if (!kmsg::parse_record(unescape_hex(l.text), rec, perr)) continue;
                     const std::string rel = "nodes/" + path_component(node) + "/kmsg.log";
                     // A user process's write to /dev/kmsg is kept for the reader, never analysed.
+                    // The prolog's kernel context is from before the job.
                     if (rec.facility == 0)
-                        record(path_component(node), "kmsg", rel, l.ts_ns, rec.message);
+                        record(path_component(node), "kmsg", rel, l.ts_ns, rec.message,
+                               l.tag == joblog::kKmsgContext ? -1 : 0);
                     else
                         st_.write(rel, l.ts_ns, rec.message);
                     continue;

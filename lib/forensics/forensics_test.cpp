@@ -216,6 +216,16 @@ TEST_CASE("an event in the margin before the job ranks after the job's own event
     const auto hs = pre.findings();
     REQUIRE(pre.likely_cause(hs));
     CHECK(pre.likely_cause(hs)->xid == 79);
+    // From a node's own job logs (no window known): the prolog's kernel context is before the job.
+    Analyzer local;
+    local.add("n1", "prolog", 1000, "prolog device kind=gpu index=1 bdf=0000:2a:00.0");
+    local.add("n1", "kmsg", 300, "NVRM: Xid (PCI:0000:2a:00): 79, pid=1, GPU has fallen off the bus.", -1);
+    local.add("n1", "kmsg", 1500, "NVRM: Xid (PCI:0000:2a:00): 79, pid=1, GPU has fallen off the bus.");
+    const auto ls = local.findings();
+    REQUIRE(ls.size() == 2);
+    CHECK(ls[0].title.find("(before the job started)") != std::string::npos);
+    REQUIRE(local.likely_cause(ls));
+    CHECK(local.likely_cause(ls)->ts_ns == 1500);
 }
 
 TEST_CASE("the most likely cause is an event on the job's own GPU, not on its neighbour's", "[forensics]") {
