@@ -1,5 +1,6 @@
 #include "loki/push.hpp"
 
+#include <snappy-sinksource.h>
 #include <snappy.h>
 
 #include <cstdlib>
@@ -47,6 +48,120 @@ struct Writer {
         std::memcpy(p, s.data(), s.size());
         p += s.size();
     }
+};
+
+// The request body made as snappy reads it: whole items (a stream's header, an entry) written
+// into scratch.raw until a block is ready, so snappy compresses from there without a copy and
+// the body is never whole in memory. Sizes come from the sizing pass.
+class BodySource final : public snappy::Source {
+public:
+    static constexpr size_t kBlock = 64 << 10;  // snappy's block
+
+    BodySource(const std::vector<StreamRef>& streams, bool with_metadata, PushScratch& scratch, size_t total)
+        : streams_(streams), with_metadata_(with_metadata), scratch_(scratch), total_(total) {
+        scratch_.raw.grow(kBlock + 4096, 0);
+    }
+    BodySource(const BodySource&) = delete;
+    BodySource& operator=(const BodySource&) = delete;
+    ~BodySource() override = default;
+
+    size_t Available() const override { return total_ - consumed_; }
+    const char* Peek(size_t* len) override {
+        if (end_ - begin_ < kBlock) fill();
+        // Nothing made while snappy still expects bytes: the sizing pass was wrong (snappy would
+        // ask again forever).
+        if (end_ == begin_) std::abort();
+        *len = end_ - begin_;
+        return scratch_.raw.data() + begin_;
+    }
+    void Skip(size_t n) override {
+        begin_ += n;
+        consumed_ += n;
+    }
+    // The sizing and writing passes must agree; a mismatch is a bug to stop at, not to send.
+    void finish() {
+        if (made_ != total_ || consumed_ != total_ || i_ != streams_.size()) std::abort();
+        // A block grown for one huge entry is not kept.
+        if (scratch_.raw.capacity() > 4 * kBlock) scratch_.raw.release();
+    }
+
+private:
+    void fill() {
+        const size_t left = end_ - begin_;
+        char* buf = scratch_.raw.data();
+        if (begin_ && left) std::memmove(buf, buf + begin_, left);
+        begin_ = 0;
+        end_ = left;
+        while (end_ < kBlock && i_ < streams_.size()) {
+            const StreamRef& st = streams_[i_];
+            if (!head_) {
+                // Its tag and length, then its labels.
+                const size_t n = 1 + varint_size(scratch_.stream_sizes[i_]) + string_field_size(st.labels.size());
+                buf = room(n);
+                Writer w{buf + end_};
+                w.tag_len(1, scratch_.stream_sizes[i_]);  // PushRequest.streams
+                w.string(1, st.labels);                   // StreamAdapter.labels
+                advance(w, buf, n);
+                head_ = true;
+            }
+            for (; j_ < st.entries.size() && end_ < kBlock; ++j_, ++k_) {
+                const size_t n = field_size(scratch_.entry_sizes[k_]);
+                buf = room(n);
+                Writer w{buf + end_};
+                write_entry(w, st.entries[j_]);
+                advance(w, buf, n);
+            }
+            if (j_ == st.entries.size()) {
+                ++i_;
+                j_ = 0;
+                head_ = false;
+            }
+        }
+    }
+    char* room(size_t n) {
+        return end_ + n <= scratch_.raw.capacity() ? scratch_.raw.data() : scratch_.raw.grow(end_ + n, end_);
+    }
+    void advance(const Writer& w, const char* buf, size_t n) {
+        if (w.p != buf + end_ + n) std::abort();  // the sizing pass said otherwise: a bug
+        end_ += n;
+        made_ += n;
+    }
+
+    void write_entry(Writer& w, const EntryRef& e) {
+        w.tag_len(2, scratch_.entry_sizes[k_]);  // StreamAdapter.entries
+        const auto sec = static_cast<uint64_t>(e.ts_ns / 1'000'000'000);
+        const auto nanos = static_cast<uint64_t>(e.ts_ns % 1'000'000'000);
+        w.tag_len(1, scratch_.ts_sizes[k_]);  // EntryAdapter.timestamp
+        if (sec) {
+            *w.p++ = '\x08';  // Timestamp.seconds
+            w.varint(sec);
+        }
+        if (nanos) {
+            *w.p++ = '\x10';  // Timestamp.nanos
+            w.varint(nanos);
+        }
+        w.string(2, e.line);  // EntryAdapter.line
+        const auto md = [&](std::string_view mk, std::string_view mv) {
+            w.tag_len(3, string_field_size(mk.size()) + string_field_size(mv.size()));  // structuredMetadata
+            w.string(1, mk);
+            w.string(2, mv);
+        };
+        if (!with_metadata_) return;
+        if (e.metadata) {
+            for (const auto& [k, v] : *e.metadata) md(k, v);
+        } else {
+            for (const auto& [k, v] : e.metadata_views) md(k, v);
+        }
+    }
+
+    const std::vector<StreamRef>& streams_;
+    const bool with_metadata_;
+    PushScratch& scratch_;
+    const size_t total_;
+    size_t consumed_ = 0, made_ = 0;
+    size_t begin_ = 0, end_ = 0;    // what is made and not yet taken, in scratch_.raw
+    size_t i_ = 0, j_ = 0, k_ = 0;  // stream, its entry, the entry over all streams
+    bool head_ = false;             // stream i_'s header is written
 };
 
 }  // namespace
@@ -121,38 +236,10 @@ void encode_push(const std::vector<StreamRef>& streams, bool with_metadata, Push
         stream_sizes[i] = n;
         total += field_size(n);
     }
-    // Grown when needed, never shrunk: resize() zero-fills only what it adds.
-    std::string& raw = scratch.raw;
-    if (raw.size() < total) raw.resize(total);
-    Writer w{raw.data()};
-    size_t k = 0;
-    for (size_t i = 0; i < streams.size(); ++i) {
-        w.tag_len(1, stream_sizes[i]);   // PushRequest.streams
-        w.string(1, streams[i].labels);  // StreamAdapter.labels
-        for (const auto& e : streams[i].entries) {
-            w.tag_len(2, entry_sizes[k]);  // StreamAdapter.entries
-            const auto sec = static_cast<uint64_t>(e.ts_ns / 1'000'000'000);
-            const auto nanos = static_cast<uint64_t>(e.ts_ns % 1'000'000'000);
-            w.tag_len(1, scratch.ts_sizes[k++]);  // EntryAdapter.timestamp
-            if (sec) {
-                *w.p++ = '\x08';  // Timestamp.seconds
-                w.varint(sec);
-            }
-            if (nanos) {
-                *w.p++ = '\x10';  // Timestamp.nanos
-                w.varint(nanos);
-            }
-            w.string(2, e.line);  // EntryAdapter.line
-            for_metadata(e, [&](std::string_view mk, std::string_view mv) {
-                w.tag_len(3, string_field_size(mk.size()) + string_field_size(mv.size()));  // structuredMetadata
-                w.string(1, mk);
-                w.string(2, mv);
-            });
-        }
-    }
-    // The two passes must agree; a mismatch is a bug to stop at, not to send.
-    if (w.p != raw.data() + total) std::abort();
-    snappy::RawCompress(raw.data(), total, out.reserve(snappy::MaxCompressedLength(total)), size);
+    BodySource body(streams, with_metadata, scratch, total);
+    snappy::UncheckedByteArraySink sink(out.reserve(snappy::MaxCompressedLength(total)));
+    *size = snappy::Compress(&body, &sink);
+    body.finish();
 }
 
 std::string encode_push(const std::vector<StreamRef>& streams, bool with_metadata) {

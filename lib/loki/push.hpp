@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <span>
@@ -68,13 +69,29 @@ public:
     Buffer(const Buffer&) = delete;
     Buffer& operator=(const Buffer&) = delete;
     ~Buffer() = default;
+    // What was in it is not kept. Grown by an eighth more than asked, so bodies a little bigger
+    // each time do not allocate each time.
     char* reserve(size_t n) {
         if (cap_ < n) {
-            data_.reset(new char[n]);  // NOLINT(cppcoreguidelines-owning-memory): uninitialised on purpose
-            cap_ = n;
+            const size_t cap = n + n / 8;
+            data_.reset(new char[cap]);  // NOLINT(cppcoreguidelines-owning-memory): uninitialised on purpose
+            cap_ = cap;
         }
         return data_.get();
     }
+    // Grows to at least n keeping the first `keep` bytes.
+    char* grow(size_t n, size_t keep) {
+        if (cap_ < n) {
+            Buffer b;
+            b.reserve(n);
+            if (keep) std::memcpy(b.data_.get(), data_.get(), keep);
+            *this = std::move(b);
+        }
+        return data_.get();
+    }
+    void release() { *this = Buffer{}; }
+    size_t capacity() const { return cap_; }
+    char* data() { return data_.get(); }
     const char* data() const { return data_.get(); }
 
 private:
@@ -83,7 +100,9 @@ private:
 };
 
 struct PushScratch {
-    std::string raw;  // the uncompressed protobuf
+    // The uncompressed protobuf, made a block at a time as snappy takes it: about 64 KiB whatever
+    // the request's size (a request's whole body was a megabyte of the shipper's memory).
+    Buffer raw;
     std::vector<size_t> entry_sizes, stream_sizes;
     std::vector<uint8_t> ts_sizes;  // each entry's Timestamp message, from the sizing pass
 };

@@ -131,3 +131,59 @@ TEST_CASE("the hand-written encoder writes exactly what libprotobuf writes", "[l
         REQUIRE(back.streams_size() == static_cast<int>(streams.size()));
     }
 }
+
+TEST_CASE("bodies of many blocks, entries larger than a block, one scratch reused: libprotobuf's bytes", "[loki]") {
+    // The body is made a block (64 KiB) at a time as snappy reads it: entries straddle blocks,
+    // one entry can be bigger than several, and the scratch of one push serves the next.
+    std::mt19937 rng(11);
+    PushScratch scratch;
+    Buffer out;
+    const size_t shapes[][3] = {
+        // streams, entries per stream, longest line
+        {1, 3000, 300}, {5, 400, 200}, {1, 2, 300'000}, {3, 1, 0}, {1, 50, 70'000}, {0, 0, 0}, {2, 2000, 130}};
+    for (const auto& shape : shapes) {
+        std::vector<Stream> streams(shape[0]);
+        for (auto& st : streams) {
+            st.labels = {{"job", "nccl"}, {"node", "gpu" + std::to_string(rng() % 100)}};
+            st.entries.resize(shape[1]);
+            for (auto& e : st.entries) {
+                e.ts_ns = 1795989142000000000 + static_cast<int64_t>(rng() % 1'000'000'000);
+                e.line = std::string(shape[2] ? rng() % (shape[2] + 1) : 0, static_cast<char>('a' + rng() % 26));
+                if (rng() % 2) e.metadata.emplace_back("step", std::to_string(rng() % 4));
+            }
+        }
+        logproto::PushRequest want;
+        std::vector<StreamRef> refs;
+        std::vector<std::string> labels;
+        labels.reserve(streams.size());
+        for (const auto& st : streams) {
+            labels.push_back(format_labels(st.labels));
+            auto* ps = want.add_streams();
+            ps->set_labels(labels.back());
+            StreamRef r{labels.back(), {}};
+            for (const auto& e : st.entries) {
+                r.entries.push_back({e.ts_ns, e.line, &e.metadata});
+                auto* pe = ps->add_entries();
+                pe->mutable_timestamp()->set_seconds(e.ts_ns / 1'000'000'000);
+                pe->mutable_timestamp()->set_nanos(static_cast<int32_t>(e.ts_ns % 1'000'000'000));
+                pe->set_line(e.line);
+                for (const auto& [k, v] : e.metadata) {
+                    auto* kv = pe->add_structuredmetadata();
+                    kv->set_name(k);
+                    kv->set_value(v);
+                }
+            }
+            refs.push_back(std::move(r));
+        }
+        size_t size = 0;
+        encode_push(refs, true, scratch, out, &size);
+        std::string raw;
+        REQUIRE(snappy::Uncompress(out.data(), size, &raw));
+        std::string oracle;
+        REQUIRE(want.SerializeToString(&oracle));
+        INFO("streams " << shape[0] << ", entries " << shape[1] << ", body " << oracle.size() << " bytes");
+        REQUIRE(raw == oracle);
+        // What was kept for the next push is a few blocks, not the body.
+        CHECK(scratch.raw.capacity() <= 4 * (64 << 10));
+    }
+}

@@ -118,15 +118,16 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush, bool closing) 
             }
         }
         stages_->apply(events);
-        for (auto& e : events) {
-            if (e.dropped) continue;
-            const spool::RecordRef r{e.ts_ns, e.origin->stream, e.line, &e.origin->metadata, &e.metadata};
-            // The room check above leaves space for a whole pass; should a pass still not fit,
-            // the lane takes it over its cap (by at most this pass): the sources' positions are
-            // already past these records, so they must be durable with them.
-            if (l.spool.append(r) != spool::Spool::Append::kOk) l.spool.append(r, /*past_cap=*/true);
-            ++appended;
-        }
+        refs_.clear();
+        for (auto& e : events)
+            if (!e.dropped)
+                refs_.push_back(
+                    {e.ts_ns, e.origin->stream, e.line, &e.origin->metadata, &e.metadata, e.origin->metadata_wire});
+        // The room check above leaves space for a whole pass; should a pass still not fit, the
+        // lane takes it over its cap (by at most this pass): the sources' positions are already
+        // past these records, so they must be durable with them.
+        l.spool.append_all(refs_);
+        appended += refs_.size();
         src->recycle(events);
     }
     // Lines the stages made themselves (a job's "dropped over its budget"), into their lane.
@@ -134,7 +135,9 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush, bool closing) 
     stages_->flush(events, final_flush || closing);
     for (auto& e : events) {
         lanes_[lane_index(lane_of(e.origin->kind))].spool.append(
-            spool::RecordRef{e.ts_ns, e.origin->stream, e.line, &e.origin->metadata, &e.metadata}, /*past_cap=*/true);
+            spool::RecordRef{e.ts_ns, e.origin->stream, e.line, &e.origin->metadata, &e.metadata,
+                             e.origin->metadata_wire},
+            /*past_cap=*/true);
         ++appended;
     }
     if (appended == 0 && uncommitted_ == 0 && !checkpoint_dirty_) return more;  // nothing new, nothing put off

@@ -81,8 +81,9 @@ private:
     bool reading_ = false;          // a source polled in the last pass has more right away
     bool checkpoint_dirty_ = true;  // write one at start even if nothing new is read
     std::string checkpoint_path_;
-    uint64_t uncommitted_ = 0;      // records appended since the last checkpoint
-    bool can_defer_commit() const;  // few enough unsynced bytes that the commit may wait
+    uint64_t uncommitted_ = 0;            // records appended since the last checkpoint
+    std::vector<spool::RecordRef> refs_;  // a pass's records, kept for its capacity
+    bool can_defer_commit() const;        // few enough unsynced bytes that the commit may wait
     int64_t last_commit_ns_ = 0;
 };
 

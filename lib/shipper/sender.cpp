@@ -111,15 +111,17 @@ bool Sender::fill_window() {
                 m_.drop("too_old");
                 continue;
             }
-            if (order.empty() || last_stream != r.stream) {
+            // A run's records share one view of its stream: same bytes, no compare needed.
+            const bool same = last_stream.data() == r.stream.data() && last_stream.size() == r.stream.size();
+            if (order.empty() || (!same && last_stream != r.stream)) {
                 auto it = std::find_if(order.begin(), order.end(), [&](const auto& p) { return p.first == r.stream; });
                 if (it == order.end()) {
                     order.push_back({r.stream, Piece{&batch, {}, 0}});
                     it = order.end() - 1;
                 }
                 last = static_cast<size_t>(it - order.begin());
-                last_stream = r.stream;
             }
+            last_stream = r.stream;  // this frame's view, so its next records need no compare
             order[last].second.recs.push_back(&r);
         }
         for (auto& [stream, piece] : order) {

@@ -56,7 +56,7 @@ public:
     static constexpr size_t kWindowBatches = 16;
     // Read ahead of what is in flight: 16 batches of a megabyte were most of the shipper's peak
     // memory, and the sink takes pushes as fast from four.
-    static constexpr uint64_t kWindowBytes = 1 << 20;
+    static constexpr uint64_t kWindowBytes = 512 << 10;
     // A stream's learned rate is kept this long after its last record, then forgotten.
     static constexpr int64_t kForgetIdleNs = 600'000'000'000;
 

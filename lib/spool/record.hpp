@@ -30,7 +30,12 @@ struct RecordRef {
     std::string_view line;
     const Metadata* shared = nullptr;
     const Metadata* own = nullptr;
+    // `shared` as encode_metadata() wrote it, where the caller keeps that (its lines' origin
+    // does): copied whole instead of framed pair by pair for every line. Empty: not kept.
+    std::string_view shared_wire = {};
 };
+// The (key | value) pairs of `md` as a record holds them, without their count.
+std::string encode_metadata(const RecordRef::Metadata& md);
 
 // A record decoded in place: views into the bytes it was decoded from (valid as long as they are).
 // Its metadata is `metadata_count` pairs from `metadata_begin` of the vector the decoder appended

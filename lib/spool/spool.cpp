@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 
 namespace jobtrail::spool {
 namespace {
@@ -208,13 +209,20 @@ Spool::Append Spool::append(const Record& r, bool past_cap) {
 
 Spool::Append Spool::append(const RecordRef& r, bool past_cap) {
     std::lock_guard<std::mutex> lk(mu_);
+    return append_locked(r, past_cap);
+}
+
+void Spool::append_all(std::span<const RecordRef> records) {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (const auto& r : records) append_locked(r, /*past_cap=*/true);
+}
+
+Spool::Append Spool::append_locked(const RecordRef& r, bool past_cap) {
     const size_t rec = run_record_size(r);
-    const auto joins = [&] {
-        return run_start_ != std::string::npos && run_stream_len_ == r.stream.size() &&
-               buf_.compare(run_stream_at_, run_stream_len_, r.stream) == 0 &&
-               buf_.size() - run_start_ - kFrameHeader + rec <= kMaxRun;
-    };
-    uint64_t len = joins() ? rec : run_header_size(r.stream) + rec;
+    const bool joins = run_start_ != std::string::npos && run_stream_len_ == r.stream.size() &&
+                       buf_.size() - run_start_ - kFrameHeader + rec <= kMaxRun &&
+                       std::memcmp(buf_.data() + run_stream_at_, r.stream.data(), run_stream_len_) == 0;
+    uint64_t len = joins ? rec : run_header_size(r.stream) + rec;
     // Past the segment's size it goes to the next one, in a run of its own: counted as such.
     const bool roll = write_size_ > 0 && write_size_ + len > opts_.segment_bytes;
     if (roll) len = run_header_size(r.stream) + rec;
@@ -226,7 +234,7 @@ Spool::Append Spool::append(const RecordRef& r, bool past_cap) {
         durable_size_.back() = write_size_;
         if (!start_segment(write_id_ + 1)) return Append::kOk;
     }
-    if (!joins()) {
+    if (!joins || roll) {
         end_open_run();
         run_start_ = begin_run(buf_, r.stream);
         run_stream_len_ = r.stream.size();
@@ -234,8 +242,8 @@ Spool::Append Spool::append(const RecordRef& r, bool past_cap) {
     }
     append_to_run(buf_, r, rec);
     write_size_ += len;
-    // Hand big buffers to the kernel early (no fsync): memory stays bounded between syncs.
-    if (buf_.size() >= (1u << 20) && !flush_buffer()) return Append::kOk;
+    // Hand buffers to the kernel early (no fsync): memory stays small between syncs.
+    if (buf_.size() >= kFlushBytes && !flush_buffer()) return Append::kOk;
     return Append::kOk;
 }
 

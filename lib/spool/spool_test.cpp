@@ -98,6 +98,54 @@ TEST_CASE("frames round-trip and reject damage", "[spool]") {
     }
 }
 
+TEST_CASE("timestamps of every varint length come back exact, alone or followed by more", "[spool]") {
+    // 1 to 10 bytes: the decoder takes eight at a time where eight are there, bytewise otherwise.
+    std::vector<int64_t> stamps = {0, 1, 127, 128, 16383, 16384, -1, INT64_MIN, INT64_MAX};
+    for (int bits = 7; bits <= 63; bits += 7) {
+        stamps.push_back(static_cast<int64_t>((1ULL << bits) - 1));
+        if (bits < 63) stamps.push_back(static_cast<int64_t>(1ULL << bits));
+    }
+    stamps.push_back(1'764'450'742'000'001'000);  // 2025: nine bytes
+    for (const int64_t ts : stamps) {
+        INFO("ts " << ts);
+        for (const char* line : {"", "x", "a line of some length, longer than one varint byte's worth of 127"}) {
+            std::vector<Record> recs = {Record{ts, "{job=\"t\"}", line, {}}, Record{ts ^ 1, "{job=\"t\"}", "", {}}};
+            for (size_t n : {1, 2}) {
+                std::vector<Record> want(recs.begin(), recs.begin() + static_cast<long>(n));
+                std::string buf;
+                append_run(buf, want);
+                std::vector<Record> back;
+                size_t used = 0;
+                REQUIRE(decode_frame(buf, back, &used) == DecodeStatus::kOk);
+                CHECK(back == want);
+            }
+        }
+    }
+}
+
+TEST_CASE("shared metadata framed once by its owner is written as pair by pair", "[spool]") {
+    const RecordRef::Metadata shared = {{"step", "0"}, {"k", std::string(200, 'v')}}, own = {{"file", "x.log"}};
+    const std::string wire = encode_metadata(shared);
+    for (const auto* o : {&own, static_cast<const RecordRef::Metadata*>(nullptr)}) {
+        std::string a, b;
+        const size_t sa = begin_run(a, "{job=\"nccl\"}"), sb = begin_run(b, "{job=\"nccl\"}");
+        RecordRef r{1795989142146801327, "{job=\"nccl\"}", "line", &shared, o};
+        append_to_run(a, r);
+        r.shared_wire = wire;
+        append_to_run(b, r);
+        end_run(a, sa);
+        end_run(b, sb);
+        CHECK(a == b);
+        std::vector<Record> back;
+        size_t used = 0;
+        REQUIRE(decode_frame(b, back, &used) == DecodeStatus::kOk);
+        REQUIRE(back.size() == 1);
+        RecordRef::Metadata want = shared;
+        if (o) want.insert(want.end(), o->begin(), o->end());
+        CHECK(back[0].metadata == want);
+    }
+}
+
 TEST_CASE("a spool written one record per frame (before runs) is read on, and appending goes on in runs", "[spool]") {
     jobtrail::test::TempDir dir;
     {

@@ -7,6 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -92,20 +96,39 @@ std::string FileSource::sanitize(std::string_view s) {
 }
 
 void FileSource::sanitize(std::string_view s, std::string& out) {
-    // Fast path, the common case: plain ASCII without NUL is taken as it is. Eight bytes at a
-    // time: any byte with its top bit set, or zero, shows in the mask.
-    constexpr uint64_t kLow = 0x0101010101010101ULL, kHigh = 0x8080808080808080ULL;
-    uint64_t bad = 0;
-    size_t i0 = 0;
-    for (; i0 + 8 <= s.size(); i0 += 8) {
-        uint64_t w;
-        std::memcpy(&w, s.data() + i0, 8);
-        bad |= (w | ((w - kLow) & ~w)) & kHigh;
-    }
-    for (; i0 < s.size(); ++i0) bad |= static_cast<unsigned char>(s[i0]) - 1u >= 0x7fu;
-    if (bad == 0) {
-        out.assign(s);
-        return;
+    // Fast path, the common case: plain ASCII without NUL is taken as it is. A byte with its top
+    // bit set, or zero, shows in the top bit of (b | (b - 1)): with SSE2, sixteen bytes at a time
+    // checked as they are copied; eight at a time, then copied, otherwise.
+#if defined(__SSE2__)
+    if (s.size() >= 16) {
+        out.resize(s.size());
+        const __m128i one = _mm_set1_epi8(1);
+        __m128i acc = _mm_setzero_si128();
+        const auto take = [&](size_t at) {
+            const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.data() + at));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(out.data() + at), v);
+            acc = _mm_or_si128(acc, _mm_or_si128(v, _mm_sub_epi8(v, one)));
+        };
+        size_t i = 0;
+        for (; i + 16 <= s.size(); i += 16) take(i);
+        if (i < s.size()) take(s.size() - 16);  // the tail, overlapping what was seen
+        if (_mm_movemask_epi8(acc) == 0) return;
+    } else
+#endif
+    {
+        constexpr uint64_t kLow = 0x0101010101010101ULL, kHigh = 0x8080808080808080ULL;
+        uint64_t bad = 0;
+        size_t i = 0;
+        for (; i + 8 <= s.size(); i += 8) {
+            uint64_t w;
+            std::memcpy(&w, s.data() + i, 8);
+            bad |= (w | (w - kLow)) & kHigh;
+        }
+        for (; i < s.size(); ++i) bad |= static_cast<unsigned char>(s[i]) - 1u >= 0x7fu;
+        if (bad == 0) {
+            out.assign(s);
+            return;
+        }
     }
     out.clear();
     out.reserve(s.size());

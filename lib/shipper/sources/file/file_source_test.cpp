@@ -176,15 +176,18 @@ TEST_CASE("NCCL lines: timestamp with UTC offset, the step as metadata, the file
 TEST_CASE("sanitize keeps plain text, shows NUL, replaces invalid UTF-8 wherever it sits", "[shipper]") {
     const std::string plain = "[2026-11-29T21:52:22.000001+0000] gpu01:1:1 [0] NCCL INFO ok";
     CHECK(FileSource::sanitize(plain) == plain);
-    // Every position, so both the eight-byte fast path and the tail see the bad byte.
-    for (size_t at = 0; at < 20; ++at) {
-        std::string nul(20, 'a'), bad(20, 'a'), utf(20, 'a');
-        nul[at] = '\0';
-        bad[at] = '\xff';
-        utf.replace(at, 1, "\xc3\xa9");  // é stays
-        CHECK(FileSource::sanitize(nul) == std::string(at, 'a') + "\\x00" + std::string(19 - at, 'a'));
-        CHECK(FileSource::sanitize(bad) == std::string(at, 'a') + "\xef\xbf\xbd" + std::string(19 - at, 'a'));
-        CHECK(FileSource::sanitize(utf) == utf);
+    // Every length up to 40 and every position, so the sixteen- and eight-byte fast paths, the
+    // overlapping tail and the byte loop all see the bad byte; 0x01 and 0x7f are plain.
+    for (size_t n = 1; n <= 40; ++n) {
+        for (size_t at = 0; at < n; ++at) {
+            const std::string a(at, 'a'), b(n - at - 1, 'a');
+            CHECK(FileSource::sanitize(a + '\0' + b) == a + "\\x00" + b);
+            CHECK(FileSource::sanitize(a + '\xff' + b) == a + "\xef\xbf\xbd" + b);
+            CHECK(FileSource::sanitize(a + '\x80' + b) == a + "\xef\xbf\xbd" + b);
+            CHECK(FileSource::sanitize(a + "\xc3\xa9" + b) == a + "\xc3\xa9" + b);  // é stays
+            CHECK(FileSource::sanitize(a + '\x01' + b) == a + '\x01' + b);
+            CHECK(FileSource::sanitize(a + '\x7f' + b) == a + '\x7f' + b);
+        }
     }
 }
 
