@@ -186,6 +186,56 @@ struct Refused {
 
 constexpr size_t kMaxJobNodes = 16384;  // expand_hostlist's default bound, for all nodelists together
 
+// Which step each NCCL process (host:pid) of a node was, from the lines that say it: the first
+// line of each file the shipper sent, and one every ten minutes after. A pid used again by a
+// later step is that step's from its own first line on; a line stamped before any of them is
+// the earliest's. Anyone who can push to Loki writes these: steps that could not name a file
+// are ignored, and the count is bounded.
+class NcclSteps {
+public:
+    static constexpr size_t kMax = 65536;  // (process, step) changes kept for one node
+    static constexpr const char* kUnknown = "unknown";
+    static constexpr int64_t kSaidEveryNs = 600'000'000'000;  // the shipper's Origin::kSayAgainNs
+
+    static bool usable(const std::string& step) { return node::plain_name_part(step) && step != kUnknown; }
+    void add(const loki::QueryEntry& e, const std::string& step, const std::string& file) {
+        if (!usable(step) || kept_ >= kMax) return;
+        std::string key;
+        if (!file.empty()) {
+            // A line that did not say where it came from carries its file's name.
+            const auto f = node::parse_nccl_file(file);
+            if (!f || !node::plain_name_part(f->host) || !node::plain_name_part(f->pid)) return;
+            key = f->host + ":" + f->pid;
+        } else if (const auto o = node::nccl_line_origin(e.line)) {
+            key = std::string(o->host) + ":" + std::string(o->pid);
+        } else {
+            return;
+        }
+        auto& said = by_process_[key];
+        if (!said.empty() && said.back().second == step && said.back().first <= e.ts_ns) return;
+        said.emplace_back(e.ts_ns, step);
+        ++kept_;
+    }
+    // Once every line that says a step is in.
+    void done() {
+        for (auto& [k, said] : by_process_) std::stable_sort(said.begin(), said.end(), by_time);
+    }
+    std::string step_of(std::string_view host, std::string_view pid, int64_t ts) const {
+        const auto it = by_process_.find(std::string(host) + ":" + std::string(pid));
+        if (it == by_process_.end() || it->second.empty()) return kUnknown;
+        const auto& said = it->second;
+        auto at = std::upper_bound(said.begin(), said.end(), std::make_pair(ts, std::string()), by_time);
+        return at == said.begin() ? at->second : std::prev(at)->second;
+    }
+
+private:
+    static bool by_time(const std::pair<int64_t, std::string>& a, const std::pair<int64_t, std::string>& b) {
+        return a.first < b.first;
+    }
+    std::map<std::string, std::vector<std::pair<int64_t, std::string>>, std::less<>> by_process_;
+    size_t kept_ = 0;
+};
+
 // "prolog meta nodelist=gpu[01-04]" -> "gpu[01-04]" for key "nodelist"; "" if not such a line.
 std::string meta_value(std::string_view line, std::string_view key) {
     const size_t sp = line.find(' ');
@@ -386,9 +436,18 @@ public:
     }
 
     std::vector<QueryRecord> from_loki(const Window& w) {
+        struct Query {
+            std::string logql;
+            std::function<void(const loki::QueryEntry&)> sink;
+            int64_t lookback_ns = 0;  // before the window's start
+        };
         struct Task {
             std::string name, logql;
             std::function<void(const loki::QueryEntry&)> sink;
+            // Run first when set, then after_before; should it fail, the task's record says so
+            // (its lines are all there, some under a name without their step).
+            Query before = {};
+            std::function<void()> after_before = {};
         };
         std::vector<Task> tasks;
         auto label = [](const loki::QueryEntry& e, const char* k) {
@@ -408,18 +467,29 @@ public:
              }});
         for (const auto& n : w.nodes) {
             const std::string node = path_component(n);
-            // One NCCL query per node: bounded queries that run in parallel.
-            tasks.push_back({"NCCL " + escape_line(n), nccl_query(o_.schema, o_.job_id, n),
-                             [this, node, label](const loki::QueryEntry& e) {
-                                 // Its name, or its step and what the line says (the
-                                 // shipper sends the name only when the line does not).
-                                 std::string file = label(e, "file");
-                                 if (const std::string step = label(e, "step"); file.empty() && !step.empty())
-                                     if (const auto o = node::nccl_line_origin(e.line))
-                                         file = node::nccl_file_name(step, o->host, o->pid);
-                                 if (file.empty()) file = "nccl.log";
-                                 record(node, "nccl", "nccl/" + node + "/" + path_component(file), e.ts_ns, e.line);
-                             }});
+            // One NCCL query per node: bounded queries that run in parallel. Before it, the
+            // lines that say a process's step (a few per file), for the lines that do not.
+            auto steps = std::make_shared<NcclSteps>();
+            Task t{"NCCL " + escape_line(n), nccl_query(o_.schema, o_.job_id, n),
+                   [this, node, label, steps](const loki::QueryEntry& e) {
+                       // Its name, or its step and what the line says (the shipper sends the
+                       // name only when the line does not).
+                       std::string file = label(e, "file");
+                       if (const auto o = node::nccl_line_origin(e.line); o && file.empty()) {
+                           std::string step = label(e, "step");  // every line's, from older shippers
+                           if (!NcclSteps::usable(step)) step = steps->step_of(o->host, o->pid, e.ts_ns);
+                           file = node::nccl_file_name(step, o->host, o->pid);
+                       }
+                       if (file.empty()) file = "nccl.log";
+                       record(node, "nccl", "nccl/" + node + "/" + path_component(file), e.ts_ns, e.line);
+                   }};
+            // From ten minutes before the window: a file says its step again after ten minutes.
+            t.before = {
+                nccl_step_query(o_.schema, o_.job_id, n),
+                [steps, label](const loki::QueryEntry& e) { steps->add(e, label(e, "step"), label(e, "file")); },
+                NcclSteps::kSaidEveryNs};
+            t.after_before = [steps] { steps->done(); };
+            tasks.push_back(std::move(t));
             tasks.push_back(
                 {"kernel " + escape_line(n), kernel_query(o_.schema, n), [this, node](const loki::QueryEntry& e) {
                      record(node, "kmsg", "nodes/" + node + "/kmsg.log", e.ts_ns, e.line);
@@ -443,12 +513,33 @@ public:
                     // An exception here would end the process (std::terminate) and leave the
                     // staging directory: the query fails instead, and the bundle is partial.
                     try {
-                        done[i] = run_query(tasks[i].name, tasks[i].logql, w.start_ns, w.end_ns, tasks[i].sink);
+                        Task& task = tasks[i];
+                        QueryRecord pre;
+                        if (task.before.sink) {
+                            try {
+                                pre = run_query(task.name, task.before.logql, w.start_ns - task.before.lookback_ns,
+                                                w.end_ns, task.before.sink);
+                            } catch (const std::exception& ex) {
+                                // The task's own query still runs: its lines, some named less well.
+                                pre.failed = true;
+                                pre.error = escape_line(ex.what());
+                            }
+                            if (task.after_before) task.after_before();
+                        }
+                        done[i] = run_query(task.name, task.logql, w.start_ns, w.end_ns, task.sink);
+                        if (pre.failed || pre.truncated) {
+                            done[i].failed = done[i].failed || pre.failed;
+                            done[i].truncated = done[i].truncated || pre.truncated;
+                            if (done[i].error.empty())
+                                done[i].error = "steps (" + task.before.logql + "): " + pre.error;
+                        }
+                        done[i].seconds += pre.seconds;
                     } catch (const std::exception& ex) {
                         done[i] = QueryRecord{tasks[i].name, tasks[i].logql};
                         done[i].failed = true;
                         done[i].error = escape_line(ex.what());
                     }
+                    tasks[i] = Task{};  // what its callbacks held (a node's steps) goes now
                     const size_t k = ++finished;
                     if (o_.progress)
                         std::fprintf(stderr, "jobtrail: [%zu/%zu] %s: %llu lines%s\n", k, tasks.size(),

@@ -57,6 +57,10 @@ std::string nccl_query(const node::Schema& s, const std::string& job_id, const s
     return selector(s, node::Stream::kNccl, job_id_matcher(job_id) + (node.empty() ? "" : ", " + node_matcher({node})));
 }
 
+std::string nccl_step_query(const node::Schema& s, const std::string& job_id, const std::string& node) {
+    return nccl_query(s, job_id, node) + " | step!=\"\"";
+}
+
 std::string kernel_query(const node::Schema& s, const std::string& node) {
     return selector(s, node::Stream::kKernel, node_matcher({node}));
 }

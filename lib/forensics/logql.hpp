@@ -23,6 +23,9 @@ struct NamedQuery {
 // Each takes the stream schema: the `job` values are the site's (config), not spelled here.
 std::string prolog_epilog_query(const node::Schema& s, const std::string& job_id);
 std::string nccl_query(const node::Schema& s, const std::string& job_id, const std::string& node = "");
+// Only the NCCL lines that say their process's step (each file's first line, then every ten
+// minutes): which step each host:pid was.
+std::string nccl_step_query(const node::Schema& s, const std::string& job_id, const std::string& node);
 std::string kernel_query(const node::Schema& s, const std::string& node);
 // The lines of a node's prolog/epilog logs that say which jobs ran there and on which devices.
 std::string node_jobs_query(const node::Schema& s, const std::string& node);

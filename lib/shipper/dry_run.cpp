@@ -12,10 +12,11 @@ void print_dry_run(std::vector<std::unique_ptr<Source>>& sources, Stages& stages
         }
         src->flush_partial(events);
         stages.apply(events);
-        for (const auto& e : events) {
+        for (auto& e : events) {
             if (e.dropped) continue;
+            add_first_line_metadata(e);
             std::fprintf(out, "%s %s %s", format_rfc3339_ns(e.ts_ns).c_str(), e.origin->stream.c_str(), e.line.c_str());
-            for (const auto* md : {&e.origin->metadata, &e.metadata})
+            for (const Metadata* md : {&e.origin->metadata, static_cast<const Metadata*>(&e.metadata)})
                 for (const auto& [k, v] : *md) std::fprintf(out, " |%s=%s", k.c_str(), v.c_str());
             std::fprintf(out, "\n");
         }

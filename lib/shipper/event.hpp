@@ -25,6 +25,13 @@ struct Origin {
     std::string metadata_wire;                 // `metadata` framed for the spool once, not per line
     node::Stream kind = node::Stream::kOther;  // what stages key on, whatever `job` is called
     std::string job_id, step;                  // the Slurm job (and step) the lines belong to, if one
+    // Said on the first of its lines that reaches the spool, and again once ten minutes of its
+    // lines' time have passed (NCCL's step: the lines' own host:pid prefix names the process,
+    // the process one step, and Loki pays for every byte of every line). Not on every line.
+    Metadata first_line_metadata;
+    static constexpr int64_t kSayAgainNs = 600'000'000'000;
+    mutable bool first_line_said = false;  // only the pipeline's thread looks
+    mutable int64_t first_line_said_ns = 0;
     std::string_view label(const std::string& name) const {
         const auto it = labels.find(name);
         return it == labels.end() ? std::string_view() : std::string_view(it->second);
@@ -33,7 +40,7 @@ struct Origin {
 
 inline std::shared_ptr<const Origin> make_origin(loki::LabelSet labels, Metadata metadata = {},
                                                  node::Stream kind = node::Stream::kOther, std::string job_id = {},
-                                                 std::string step = {}) {
+                                                 std::string step = {}, Metadata first_line_metadata = {}) {
     auto o = std::make_shared<Origin>();
     o->stream = loki::format_labels(labels);
     o->labels = std::move(labels);
@@ -42,6 +49,7 @@ inline std::shared_ptr<const Origin> make_origin(loki::LabelSet labels, Metadata
     o->kind = kind;
     o->job_id = std::move(job_id);
     o->step = std::move(step);
+    o->first_line_metadata = std::move(first_line_metadata);
     return o;
 }
 
@@ -55,6 +63,18 @@ struct Event {
     bool kernel_facility = false;  // a kmsg record the kernel wrote (not a root process's text)
     const loki::LabelSet& labels() const { return origin->labels; }
 };
+
+// An origin's first-line metadata onto `e`, when no line of it has carried it yet (or not for
+// ten minutes: a bundle whose window starts later, or a first line Loki refused). Called for
+// the lines the stages kept: a dropped first line must not take the origin's news with it.
+inline void add_first_line_metadata(Event& e) {
+    const Origin& o = *e.origin;
+    if (o.first_line_metadata.empty()) return;
+    if (o.first_line_said && e.ts_ns - o.first_line_said_ns < Origin::kSayAgainNs) return;
+    e.metadata.insert(e.metadata.end(), o.first_line_metadata.begin(), o.first_line_metadata.end());
+    o.first_line_said = true;
+    o.first_line_said_ns = e.ts_ns;
+}
 
 struct NodeInfo {
     std::string cluster;

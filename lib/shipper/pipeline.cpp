@@ -119,10 +119,12 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush, bool closing) 
         }
         stages_->apply(events);
         refs_.clear();
-        for (auto& e : events)
-            if (!e.dropped)
-                refs_.push_back(
-                    {e.ts_ns, e.origin->stream, e.line, &e.origin->metadata, &e.metadata, e.origin->metadata_wire});
+        for (auto& e : events) {
+            if (e.dropped) continue;
+            add_first_line_metadata(e);
+            refs_.push_back(
+                {e.ts_ns, e.origin->stream, e.line, &e.origin->metadata, &e.metadata, e.origin->metadata_wire});
+        }
         // The room check above leaves space for a whole pass; should a pass still not fit, the
         // lane takes it over its cap (by at most this pass): the sources' positions are already
         // past these records, so they must be durable with them.
@@ -156,7 +158,11 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush, bool closing) 
     for (auto& l : lanes_)
         if (auto st = l.spool.sync(); !st.ok) {
             note(Severity::kError, "spool_sync_failed", "spool: " + st.error + "; positions not advanced");
-            return false;
+            // A failed write-back cannot be trusted again: exit, and the restart (systemd) cuts
+            // the spool back to the checkpoint and reads on from there. Otherwise the next pass
+            // tries again: what was read is still to be made durable.
+            if (l.spool.broken()) spool_broken_ = true;
+            return true;
         }
     // One durable file holds every source's position and the lane ends they correspond to; each
     // sender may read up to its lane's end only. A crash anywhere leaves them consistent.
@@ -166,7 +172,7 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush, bool closing) 
                                     /*durable=*/cfg_.shipper.spool_fsync);
         !st.ok) {
         note(Severity::kError, "checkpoint_failed", "checkpoint: " + st.error);
-        return false;
+        return true;  // tried again next pass
     }
     checkpoint_dirty_ = false;
     uncommitted_ = 0;
@@ -277,6 +283,12 @@ int Pipeline::main_loop(const RunOptions& opts, const std::atomic<bool>& stop) {
         bool more = false;
         try {
             more = pass(scratch, opts.once && drained_pass);
+            if (spool_broken_) {
+                note(Severity::kError, "spool_broken",
+                     "spool: a write-back to disk failed; exiting so that a restart resumes from the last checkpoint");
+                status = 3;
+                break;
+            }
             service.progress(monotonic_ns());
         } catch (const std::exception& e) {
             // Nothing a source reads may end the shipper: the pass is tried again, and the

@@ -49,17 +49,22 @@ jobtrail::config::Config config(const std::string& state) {
     return c;
 }
 
+// --once, as the shipper's main runs it.
+int run_once(Pipeline& p, int64_t timeout_ms = 20'000) {
+    std::atomic<bool> stop{false};
+    RunOptions o;
+    o.once = true;
+    o.once_timeout_ms = timeout_ms;
+    return p.run(o, stop);
+}
+
 int run(const jobtrail::config::Config& c, uint64_t lines) {
     Pipeline p(c, [lines](const SourceContext& ctx) {
         std::vector<std::unique_ptr<Source>> v;
         v.push_back(std::make_unique<CountingSource>(lines, ctx.node));
         return v;
     });
-    std::atomic<bool> stop{false};
-    RunOptions o;
-    o.once = true;
-    o.once_timeout_ms = 20'000;
-    return p.run(o, stop);
+    return run_once(p);
 }
 
 // Every line in the spool, with how often it is there.
@@ -175,12 +180,8 @@ TEST_CASE("pipeline: a job's NCCL flood fills only the jobs lane, the node's rec
         v.push_back(std::make_unique<CountingSource>(2000, ctx.node));
         return v;
     });
-    std::atomic<bool> stop{false};
-    RunOptions o;
-    o.once = true;
-    o.once_timeout_ms = 3'000;
     // No Loki takes anything: the jobs lane stays full until the timeout.
-    CHECK(p.run(o, stop) == 2);
+    CHECK(run_once(p, 3'000) == 2);
     CHECK(p.metrics().spool_full > 0);
 
     // Every line of the node's source is in the node lane, once (beside the shipper's own
@@ -232,4 +233,71 @@ TEST_CASE("pipeline: a restart with nothing new keeps every spooled line, the ch
     const auto lines = spooled(d.path());
     CHECK(lines.size() == 100);
     for (const auto& [l, n] : lines) CHECK(n == 1);
+}
+
+namespace {
+
+// Two files' lines, as an NCCL source gives them: each origin has news for its first line only.
+class TwoFilesSource : public Source {
+public:
+    TwoFilesSource()
+        : a_(make_origin({{"job", "nccl"}}, {}, jobtrail::node::Stream::kOther, "77", "0", {{"step", "0"}})),
+          b_(make_origin({{"job", "nccl"}}, {}, jobtrail::node::Stream::kOther, "77", "1", {{"step", "1"}})) {}
+    const std::string& name() const override { return name_; }
+    bool poll(std::vector<Event>& out, size_t) override {
+        // The first line of each is one the stages drop; "a" goes on in a second pass, 100, 500
+        // and 700 seconds later.
+        if (pass_ == 0)
+            for (const char* l : {"a noise", "a 1", "b noise", "b 1"})
+                out.push_back({1'700'000'000'000'000'000 + static_cast<int64_t>(out.size()),
+                               l[0] == 'a' ? a_ : b_,
+                               l,
+                               {},
+                               false});
+        else if (pass_ == 1)
+            for (const int64_t after : {100'000'000'000LL, 500'000'000'000LL, 700'000'000'000LL})
+                out.push_back({1'700'000'000'000'000'000 + after,
+                               a_,
+                               "a at " + std::to_string(after / 1'000'000'000),
+                               {},
+                               false});
+        return ++pass_ < 2;
+    }
+    nlohmann::json checkpoint() const override { return {{"pass", pass_}}; }
+    void restore(const nlohmann::json&) override {}
+
+private:
+    std::string name_ = "two";
+    int pass_ = 0;
+    std::shared_ptr<const Origin> a_, b_;
+};
+
+}  // namespace
+
+TEST_CASE("pipeline: an origin's first-line metadata goes on its first line the stages keep, then every ten minutes",
+          "[shipper]") {
+    jobtrail::test::TempDir d;
+    auto c = config(d.path());
+    c.shipper.drop = {{"noise", "noise"}};
+    Pipeline p(c, [](const SourceContext&) {
+        std::vector<std::unique_ptr<Source>> v;
+        v.push_back(std::make_unique<TwoFilesSource>());
+        return v;
+    });
+    REQUIRE(run_once(p) == 0);
+    jobtrail::spool::Spool s;
+    REQUIRE(s.open({d.path() + "/spool"}));
+    std::map<std::string, jobtrail::spool::Record> by_line;
+    std::vector<jobtrail::spool::Record> recs;
+    jobtrail::spool::Position end;
+    while (s.read(recs, 1000, 1 << 20, end) > 0)
+        for (const auto& r : recs)
+            if (r.line.size() > 2 && r.line[1] == ' ') by_line[r.line] = r;  // not the shipper's own
+    const jobtrail::spool::RecordRef::Metadata none, step0 = {{"step", "0"}}, step1 = {{"step", "1"}};
+    REQUIRE(by_line.size() == 5);
+    CHECK(by_line["a 1"].metadata == step0);
+    CHECK(by_line["a at 100"].metadata == none);
+    CHECK(by_line["a at 500"].metadata == none);
+    CHECK(by_line["a at 700"].metadata == step0);  // ten minutes after it was last said: again
+    CHECK(by_line["b 1"].metadata == step1);
 }

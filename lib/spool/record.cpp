@@ -175,10 +175,9 @@ std::string encode_metadata(const RecordRef::Metadata& md) {
 void append_frame(std::string& out, const RecordRef& r) {
     // Sized first, then written through a pointer: appending byte by byte (a capacity check per
     // varint byte) was an eighth of the shipper's instructions.
-    const auto bytes_size = [](std::string_view b) { return varint_size(b.size()) + b.size(); };
     size_t count = 0;
-    const size_t len = 1 + varint_size(static_cast<uint64_t>(r.ts_ns)) + bytes_size(r.stream) + bytes_size(r.line) +
-                       metadata_size(r, &count);
+    const size_t len = 1 + varint_size(static_cast<uint64_t>(r.ts_ns)) + varint_size(r.stream.size()) +
+                       r.stream.size() + varint_size(r.line.size()) + r.line.size() + metadata_size(r, &count);
     const size_t start = out.size();
     out.resize(start + kFrameHeader + len);
     char* p = out.data() + start + kFrameHeader;
@@ -273,7 +272,7 @@ DecodeStatus decode_frame(std::string_view in, std::vector<RecordView>& out, std
         return corrupt("unknown payload version");
     }
     if (pos != payload.size()) return corrupt("trailing bytes in payload");
-    if (version) *version = payload[0];
+    if (version) *version = static_cast<unsigned char>(payload[0]);
     *consumed = kFrameHeader + len;
     return DecodeStatus::kOk;
 }

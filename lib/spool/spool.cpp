@@ -11,6 +11,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 namespace jobtrail::spool {
 namespace {
@@ -45,6 +46,8 @@ Status Spool::open(const Options& opts, Recovery* rec) {
     opts_ = opts;
     buf_.clear();
     run_start_ = std::string::npos;
+    broken_.clear();
+    roll_failed_ = false;
     Recovery local;
     Recovery& rv = rec ? *rec : local;
     if (auto st = make_dirs(opts_.dir, 0700); !st.ok) return st;
@@ -186,11 +189,13 @@ uint64_t Spool::used_bytes() const {
 
 bool Spool::start_segment(uint64_t id) {
     const std::string path = segment_path(id);
-    write_fd_.reset(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600));
-    if (!write_fd_.valid()) {
+    // Opened before the old one is let go: should it fail, appending goes on in the old one.
+    Fd fd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600));
+    if (!fd.valid()) {
         error_ = "cannot create " + path + ": " + errno_text(errno);
         return false;
     }
+    write_fd_ = std::move(fd);
     write_id_ = id;
     write_size_ = 0;
     if (segments_.empty() || segments_.back() != id) {
@@ -224,15 +229,23 @@ Spool::Append Spool::append_locked(const RecordRef& r, bool past_cap) {
                        std::memcmp(buf_.data() + run_stream_at_, r.stream.data(), run_stream_len_) == 0;
     uint64_t len = joins ? rec : run_header_size(r.stream) + rec;
     // Past the segment's size it goes to the next one, in a run of its own: counted as such.
-    const bool roll = write_size_ > 0 && write_size_ + len > opts_.segment_bytes;
+    // After a failed roll, not again before the next sync().
+    const bool roll = !roll_failed_ && write_size_ > 0 && write_size_ + len > opts_.segment_bytes;
     if (roll) len = run_header_size(r.stream) + rec;
     if (!past_cap && used_bytes() + len > opts_.max_bytes) return Append::kFull;
     if (roll) {
-        // Finish this segment (what is buffered belongs to it), then roll over.
-        if (!flush_buffer()) return Append::kOk;  // error() says why; the caller's sync() fails
-        if (opts_.fsync && ::fdatasync(write_fd_.get()) != 0) error_ = "fdatasync: " + errno_text(errno);
-        durable_size_.back() = write_size_;
-        if (!start_segment(write_id_ + 1)) return Append::kOk;
+        // Finish this segment (what is buffered belongs to it), then roll over. Should that
+        // fail (a full disk, no descriptor left), the record goes into this segment, past its
+        // size: it is kept, sync() writes it, and the roll is tried again after that.
+        roll_failed_ = true;
+        if (flush_buffer()) {
+            if (opts_.fsync && ::fdatasync(write_fd_.get()) != 0) {
+                broken_ = error_ = "fdatasync " + segment_path(write_id_) + ": " + errno_text(errno);
+            } else {
+                durable_size_.back() = write_size_;
+                roll_failed_ = !start_segment(write_id_ + 1);
+            }
+        }
     }
     if (!joins || roll) {
         end_open_run();
@@ -255,10 +268,18 @@ void Spool::end_open_run() {
 
 bool Spool::flush_buffer() {
     end_open_run();
-    if (buf_.empty()) return true;
-    if (!write_all(write_fd_.get(), buf_)) {
-        error_ = "write to " + segment_path(write_id_) + ": " + errno_text(errno);
-        return false;
+    size_t done = 0;
+    while (done < buf_.size()) {
+        const ssize_t n = ::write(write_fd_.get(), buf_.data() + done, buf_.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            error_ = "write to " + segment_path(write_id_) + ": " + errno_text(n < 0 ? errno : EIO);
+            // What reached the file stays there: a retry (the next sync) writes only the rest,
+            // or the file would hold those frames twice.
+            buf_.erase(0, done);
+            return false;
+        }
+        done += static_cast<size_t>(n);
     }
     buf_.clear();
     return true;
@@ -266,9 +287,13 @@ bool Spool::flush_buffer() {
 
 Status Spool::sync() {
     std::lock_guard<std::mutex> lk(mu_);
+    roll_failed_ = false;  // the next append past the segment's size tries again
+    // A failed fdatasync may not fail again (the kernel reports a lost write-back once): nothing
+    // is durable from then on, until open() cuts the spool back to the caller's checkpoint.
+    if (!broken_.empty()) return Status::failure(broken_ + " earlier: the spool must be opened again");
     if (!flush_buffer()) return Status::failure(error_);
     if (opts_.fsync && ::fdatasync(write_fd_.get()) != 0) {
-        error_ = "fdatasync " + segment_path(write_id_) + ": " + errno_text(errno);
+        broken_ = error_ = "fdatasync " + segment_path(write_id_) + ": " + errno_text(errno);
         return Status::failure(error_);
     }
     durable_size_.back() = write_size_;  // the write segment is always the last

@@ -121,6 +121,12 @@ public:
     uint64_t used_bytes_now() const;  // what counts against max_bytes: pending plus not yet synced
     Position acked() const;
     const std::string& error() const { return error_; }
+    // A write-back failed: nothing more is durable in this Spool; open() it again (after a
+    // restart, the sources re-read from their checkpoint).
+    bool broken() const {
+        std::lock_guard<std::mutex> lk(mu_);
+        return !broken_.empty();
+    }
     uint64_t corrupt_skipped() const { return corrupt_skipped_; }
 
 private:
@@ -156,6 +162,8 @@ private:
     uint64_t pending_ = 0;  // durable bytes after acked_
     uint64_t corrupt_skipped_ = 0;
     std::string error_;
+    std::string broken_;        // a failed fdatasync: every sync() fails until open()
+    bool roll_failed_ = false;  // not tried again before the next sync()
 };
 
 }  // namespace jobtrail::spool

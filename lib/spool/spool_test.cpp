@@ -1,10 +1,12 @@
 #include "spool/spool.hpp"
 
 #include <dirent.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <csignal>
 #include <fstream>
 #include <thread>
 
@@ -306,6 +308,72 @@ TEST_CASE("segments roll over and acknowledged ones are deleted", "[spool]") {
     CHECK(got[199] == rec(199, 100));
     REQUIRE(s.ack(end));
     CHECK(count_segments(dir.path()) == 1);
+}
+
+namespace {
+
+// The file size limit makes write() stop part way, then fail, as a full disk does.
+struct FileSizeLimit {
+    rlimit old{};
+    void (*old_handler)(int) = nullptr;
+    explicit FileSizeLimit(rlim_t bytes) : old_handler(::signal(SIGXFSZ, SIG_IGN)) {
+        ::getrlimit(RLIMIT_FSIZE, &old);
+        const rlimit lim{bytes, old.rlim_max};
+        REQUIRE(::setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    }
+    ~FileSizeLimit() {
+        ::setrlimit(RLIMIT_FSIZE, &old);
+        ::signal(SIGXFSZ, old_handler);
+    }
+    FileSizeLimit(const FileSizeLimit&) = delete;
+    FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+};
+
+}  // namespace
+
+TEST_CASE("a write cut short by a full disk is finished by the next sync: every record once, in order", "[spool]") {
+    jobtrail::test::TempDir dir;
+    Spool s;
+    REQUIRE(s.open({dir.path(), 64 << 10}));
+    for (int i = 0; i < 500; ++i) REQUIRE(s.append(rec(i, 100)) == Spool::Append::kOk);
+    {
+        const FileSizeLimit full(20'000);  // part of the buffered ~60 KB reaches the file
+        CHECK_FALSE(s.sync());
+    }
+    REQUIRE(s.sync());
+    Position end;
+    auto got = read_all(s, end);
+    REQUIRE(got.size() == 500);
+    for (int i = 0; i < 500; ++i) CHECK(got[static_cast<size_t>(i)] == rec(i, 100));
+    // What is on disk is what was appended: opened again, nothing is cut or read twice.
+    Spool again;
+    Spool::Recovery rv;
+    REQUIRE(again.open({dir.path(), 64 << 10}, &rv));
+    CHECK(rv.truncated_bytes == 0);
+    got = read_all(again, end);
+    CHECK(got.size() == 500);
+}
+
+TEST_CASE("a segment that cannot be finished for a full disk keeps the records that would start the next", "[spool]") {
+    jobtrail::test::TempDir dir;
+    Spool s;
+    REQUIRE(s.open({dir.path(), 8192}));
+    {
+        const FileSizeLimit full(4096);  // every roll's flush fails part way
+        for (int i = 0; i < 300; ++i) CHECK(s.append(rec(i, 100)) == Spool::Append::kOk);
+        const auto st = s.sync();
+        CHECK_FALSE(st);
+        CHECK_THAT(st.error, Catch::Matchers::Contains("write to"));
+        CHECK(count_segments(dir.path()) == 1);
+    }
+    REQUIRE(s.sync());
+    for (int i = 300; i < 400; ++i) REQUIRE(s.append(rec(i, 100)) == Spool::Append::kOk);
+    REQUIRE(s.sync());
+    CHECK(count_segments(dir.path()) > 1);  // rolling goes on once the disk has room
+    Position end;
+    const auto got = read_all(s, end);
+    REQUIRE(got.size() == 400);
+    for (int i = 0; i < 400; ++i) CHECK(got[static_cast<size_t>(i)] == rec(i, 100));
 }
 
 TEST_CASE("a full spool refuses appends until acknowledged data leaves", "[spool]") {

@@ -204,6 +204,62 @@ class Bundle(unittest.TestCase):
         finally:
             loki.close()
 
+    def test_nccl_files_named_back_from_the_step_on_each_files_first_line(self):
+        """As the shipper sends them: one stream per job and node, the step only on the first line
+        of each file (the lines say host:pid). Many pages; a pid used again by a later step; a
+        line stamped before its file's first line; lines of one microsecond; a first line that
+        does not say host:pid (it names its file); lines from a shipper that said the step on
+        every line; a process whose first line never reached
+        Loki is kept apart as unknown, not mixed in; a step that could not name a file is not
+        believed."""
+        loki = Loki("--max-entries-limit", "100")
+        try:
+            t0 = time.time_ns() - 3600 * NS
+            loki.push([s for s in job_streams(nccl_lines=0, t0=t0) if s["stream"]["job"] != "nccl"])
+            lab = {"cluster": "c1", "node": "gpu01", "job": "nccl", "job_id": "4242", "service_name": "nccl"}
+            want, vals = {}, []
+
+            def add(f, ts, line, md=None):
+                vals.append([str(ts), line] + ([md] if md else []))
+                want.setdefault(f, []).append((ts, line))
+            for step, pid, at in (("0", 2000, 20), ("0", 2001, 21), ("1", 2000, 200)):
+                f = "%s.gpu01.%d.log" % (step, pid)
+                for i in range(300):
+                    add(f, t0 + at * NS + i * 1000, "[t] gpu01:%d:%d [0] NCCL INFO %s line %d" % (pid, pid, f, i),
+                        {"step": step} if i == 0 else None)
+            # Stamped before the first line of its file (a backlog read late, the user's own stamp).
+            add("0.gpu01.2000.log", t0 + 19 * NS, "[t] gpu01:2000:2000 [0] NCCL WARN before the first line")
+            # Three lines of one microsecond: the one that says the step is not the first back.
+            for i, md in enumerate((None, {"step": "0"}, None)):
+                add("0.gpu01.2003.log", t0 + 22 * NS, "[t] gpu01:2003:2003 [0] NCCL INFO same time %d" % i, md)
+            # The first line does not say host:pid, so it carries its file's name as well.
+            add("0.gpu01.2004.log", t0 + 23 * NS, "the user's own first line", {"file": "0.gpu01.2004.log", "step": "0"})
+            add("0.gpu01.2004.log", t0 + 23 * NS + 1, "[t] gpu01:2004:2004 [0] NCCL WARN after it")
+            # From a shipper that said the step on every line.
+            for i in range(3):
+                add("2.gpu01.2006.log", t0 + 25 * NS + i, "[t] gpu01:2006:2006 [0] NCCL INFO old %d" % i, {"step": "2"})
+            # A step that could not be a file's name is not believed.
+            add("unknown.gpu01.2005.log", t0 + 24 * NS, "[t] gpu01:2005:2005 [0] NCCL INFO x", {"step": "../x"})
+            add("unknown.gpu01.2002.log", t0 + 30 * NS, "[t] gpu01:2002:2002 [0] NCCL WARN first line lost")
+            vals.sort(key=lambda v: int(v[0]))
+            st, body = http("POST", loki.url + "/loki/api/v1/push",
+                            json.dumps({"streams": [{"stream": lab, "values": vals}]}).encode())
+            self.assertEqual(st, 204, body)
+            r = self.run_cli("--loki-url", loki.url, "bundle", "4242", "-o", self.out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            (archive,) = glob.glob(self.out + "/*-job4242-*.tar.zst")
+            top = extract(archive, self.out + "/x")
+            self.assertEqual(sorted(os.listdir(top + "/nccl/gpu01")), sorted(want))
+
+            def lines_of(f):
+                with open(top + "/nccl/gpu01/" + f) as fh:
+                    return [l.split(" ", 1)[1] for l in fh.read().splitlines()]
+            for f, entries in want.items():
+                self.assertEqual(sorted(lines_of(f)), sorted(line for _, line in entries), f)
+                self.assertEqual(lines_of(f)[0], min(entries)[1], f)  # in time order
+        finally:
+            loki.close()
+
     def test_a_sharded_nccl_stream_is_one_file_with_every_line_once_in_order(self):
         """A job at NCCL TRACE: one rank's stream comes faster than Loki's shard_streams
         desired_rate (1536KB/s), and Loki (as the double) stores it as __stream_shard__="0".."N"

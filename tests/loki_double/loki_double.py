@@ -881,6 +881,9 @@ def parse_args(argv=None):
 def main():
     a = parse_args()
     loki = Loki(a)
+    # Loki listens with the kernel's backlog; Python's default of 5 would hold a burst of new
+    # connections back by a SYN retransmit (1 s), which Loki does not.
+    ThreadingHTTPServer.request_queue_size = 1024
     srv = ThreadingHTTPServer((a.host, a.port), make_handler(loki))
     srv.daemon_threads = True
     if a.tls_cert:

@@ -63,7 +63,7 @@ bool nccl_timestamp(Rfc3339Parser& stamps, std::string_view line, size_t close, 
 bool says_origin(std::string_view line, size_t close, std::string_view prefix) {
     size_t pos = 0;
     if (!line.empty() && line[0] == '[') {
-        if (close == std::string_view::npos || close > 64) return false;
+        if (close > 64) return false;  // also when there is none (npos)
         pos = close + 1;
         if (pos < line.size() && line[pos] == ' ') ++pos;
     }
@@ -289,14 +289,16 @@ void FileSource::label(Tracked& t) {
     }
     t.nccl_prefix.clear();
     t.file_name.clear();
+    Metadata first;
     if (format_ == Format::kNccl) {
         // One stream per job and node: which file a line came from is metadata (the bundle
         // writes one file per file). The name is <step>.<host>.<pid>.log and NCCL's line prefix
-        // says host:pid:tid: only the step is sent, and the name as well on a line that does
-        // not say where it came from (Loki pays for every byte of every line).
+        // says host:pid:tid: the step goes on the file's first line shipped (a process is one
+        // step's, so its host:pid names the step from then on), and the name on a line that
+        // does not say where it came from (Loki pays for every byte of every line).
         t.file_name = path.substr(path.rfind('/') + 1);
         if (nccl && node::plain_name_part(nccl->step) && node::plain_name_part(nccl->host)) {
-            md.emplace_back("step", nccl->step);
+            first.emplace_back("step", nccl->step);
             t.nccl_prefix = nccl->host + ":" + nccl->pid + ":";
         } else {
             md.emplace_back("file", t.file_name);
@@ -304,7 +306,7 @@ void FileSource::label(Tracked& t) {
     }
     for (const auto& [k, v] : cfg_.labels) labels[k] = v;
     if (!job_id.empty()) labels[node::label::kJobId] = job_id;
-    t.origin = make_origin(std::move(labels), std::move(md), cfg_.stream, job_id, t.step);
+    t.origin = make_origin(std::move(labels), std::move(md), cfg_.stream, job_id, t.step, std::move(first));
 }
 
 void FileSource::close_file(Tracked& t) {

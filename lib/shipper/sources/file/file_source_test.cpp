@@ -127,8 +127,9 @@ TEST_CASE("job logs keep their own timestamps and get job_id and phase", "[shipp
     CHECK(ev[0].line == "prolog stdout[10-site.sh] hello");
 }
 
-TEST_CASE("NCCL lines: timestamp with UTC offset, the step as metadata, the file's name only where the line lacks it",
-          "[shipper]") {
+TEST_CASE(
+    "NCCL lines: timestamp with UTC offset, the step said once per file, the file's name only where the line lacks it",
+    "[shipper]") {
     Fixture f("nccl", "nccl");
     ::mkdir((f.dir.path() + "/nccl/77").c_str(), 0755);
     f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
@@ -150,23 +151,27 @@ TEST_CASE("NCCL lines: timestamp with UTC offset, the step as metadata, the file
     REQUIRE(bootstrap);
     CHECK(bootstrap->ts_ns == 1795989142146801000);  // 23:52+02:00 is 21:52Z
     CHECK(bootstrap->labels().at("job_id") == "77");
-    // Per-file facts travel with the stream's origin, shared by all its lines: the step, which
-    // the line does not say (its prefix says host and pid, the rest of <step>.<host>.<pid>.log).
-    REQUIRE(bootstrap->origin->metadata.size() == 1);
-    CHECK(bootstrap->origin->metadata[0] == std::make_pair(std::string("step"), std::string("0")));
+    // The step, which the line does not say (its prefix says host and pid, the rest of
+    // <step>.<host>.<pid>.log), goes with the file's first line into the spool (the pipeline
+    // puts it there), not on every line.
+    CHECK(bootstrap->origin->metadata.empty());
+    REQUIRE(bootstrap->origin->first_line_metadata.size() == 1);
+    CHECK(bootstrap->origin->first_line_metadata[0] == std::make_pair(std::string("step"), std::string("0")));
     CHECK(bootstrap->origin->labels.count("file") == 0);  // never a label: it would multiply streams
     for (const auto& e : ev) {
         INFO(e.line);
-        const bool says = e.line.find("gpu01:1234:") != std::string::npos && e.origin->metadata[0].first == "step";
-        if (says) {
+        const bool ours = !e.origin->first_line_metadata.empty();
+        if (ours && e.line.find("gpu01:1234:") != std::string::npos) {
             CHECK(e.metadata.empty());
             const auto o = jobtrail::node::nccl_line_origin(e.line);
             REQUIRE(o);
-            CHECK(jobtrail::node::nccl_file_name(e.origin->metadata[0].second, o->host, o->pid) == "0.gpu01.1234.log");
-        } else if (e.origin->metadata[0].first == "step") {
+            CHECK(jobtrail::node::nccl_file_name(e.origin->first_line_metadata[0].second, o->host, o->pid) ==
+                  "0.gpu01.1234.log");
+        } else if (ours) {
             REQUIRE(e.metadata.size() == 1);
             CHECK(e.metadata[0] == std::make_pair(std::string("file"), std::string("0.gpu01.1234.log")));
         } else {
+            REQUIRE(e.origin->metadata.size() == 1);
             CHECK(e.origin->metadata[0] == std::make_pair(std::string("file"), std::string("mine.log")));
             CHECK(e.metadata.empty());
         }
