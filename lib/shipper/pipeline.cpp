@@ -96,6 +96,12 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush, bool closing) 
             l.full_logged = false;
         }
     }
+    if (commit_failed_) {
+        // What was read is not durable yet (a full disk): nothing more is read until it is, so
+        // memory holds one commit's worth, not a lane's share of the spool.
+        for (auto& l : lanes_) l.paused = true;
+        more = true;
+    }
     size_t appended = 0;
     for (auto& src : sources_) {
         LaneState& l = lane_for(*src);
@@ -162,6 +168,7 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush, bool closing) 
             // the spool back to the checkpoint and reads on from there. Otherwise the next pass
             // tries again: what was read is still to be made durable.
             if (l.spool.broken()) spool_broken_ = true;
+            commit_failed_ = true;
             return true;
         }
     // One durable file holds every source's position and the lane ends they correspond to; each
@@ -172,8 +179,10 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush, bool closing) 
                                     /*durable=*/cfg_.shipper.spool_fsync);
         !st.ok) {
         note(Severity::kError, "checkpoint_failed", "checkpoint: " + st.error);
+        commit_failed_ = true;
         return true;  // tried again next pass
     }
+    commit_failed_ = false;
     checkpoint_dirty_ = false;
     uncommitted_ = 0;
     last_commit_ns_ = monotonic_ns();

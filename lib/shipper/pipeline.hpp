@@ -81,6 +81,7 @@ private:
     bool reading_ = false;          // a source polled in the last pass has more right away
     bool checkpoint_dirty_ = true;  // write one at start even if nothing new is read
     bool spool_broken_ = false;     // a lane's write-back failed: run() exits
+    bool commit_failed_ = false;    // the last commit failed: sources wait until one succeeds
     std::string checkpoint_path_;
     uint64_t uncommitted_ = 0;            // records appended since the last checkpoint
     std::vector<spool::RecordRef> refs_;  // a pass's records, kept for its capacity

@@ -1,6 +1,9 @@
 #include "shipper/pipeline.hpp"
 
+#include <sys/resource.h>
+
 #include <catch2/catch.hpp>
+#include <csignal>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -300,4 +303,91 @@ TEST_CASE("pipeline: an origin's first-line metadata goes on its first line the 
     CHECK(by_line["a at 500"].metadata == none);
     CHECK(by_line["a at 700"].metadata == step0);  // ten minutes after it was last said: again
     CHECK(by_line["b 1"].metadata == step1);
+}
+
+namespace {
+
+// "line <i>" for i in [next, end), and how often it was asked for more while the pipeline had a
+// commit failing (its own count of spool_sync_failed, read on the pipeline's thread).
+class WatchedSource : public Source {
+public:
+    WatchedSource(uint64_t end, const Pipeline* const* p)
+        : end_(end), p_(p), origin_(make_origin({{"job", "test"}}, {}, jobtrail::node::Stream::kOther)) {}
+    const std::string& name() const override { return name_; }
+    bool poll(std::vector<Event>& out, size_t) override {
+        const uint64_t failed = failures();
+        if (failed > seen_failures_) ++polls_while_failing;
+        seen_failures_ = failed;
+        for (int i = 0; i < 500 && next_ < end_; ++i, ++next_)
+            out.push_back({1'700'000'000'000'000'000 + static_cast<int64_t>(next_),
+                           origin_,
+                           "line " + std::to_string(next_) + std::string(100, 'x'),
+                           {},
+                           false});
+        return next_ < end_;
+    }
+    nlohmann::json checkpoint() const override { return {{"next", next_}}; }
+    void restore(const nlohmann::json& s) override {
+        if (s.contains("next")) next_ = s["next"].get<uint64_t>();
+    }
+    static inline int polls_while_failing = 0;
+
+private:
+    uint64_t failures() const {
+        auto& m = const_cast<Pipeline*>(*p_)->metrics();
+        std::lock_guard<std::mutex> lk(m.mu);
+        const auto it = m.events.find({"pipeline", "spool_sync_failed"});
+        return it == m.events.end() ? 0 : it->second;
+    }
+    std::string name_ = "watched";
+    uint64_t next_ = 0, end_;
+    uint64_t seen_failures_ = 0;
+    const Pipeline* const* p_;
+    std::shared_ptr<const Origin> origin_;
+};
+
+}  // namespace
+
+TEST_CASE("pipeline: a full disk stops reading until a commit succeeds, then every line is spooled once", "[shipper]") {
+    jobtrail::test::TempDir d;
+    const auto c = config(d.path());
+    const Pipeline* self = nullptr;
+    const auto make = [&self](const SourceContext&) {
+        std::vector<std::unique_ptr<Source>> v;
+        v.push_back(std::make_unique<WatchedSource>(20'000, &self));
+        return v;
+    };
+    {
+        Pipeline p(c, make);
+        self = &p;
+        // The disk "fills" at 256 KiB: a commit fails, and fails again at every try.
+        rlimit old{};
+        ::getrlimit(RLIMIT_FSIZE, &old);
+        const auto old_handler = ::signal(SIGXFSZ, SIG_IGN);
+        const rlimit lim{256 << 10, old.rlim_max};
+        REQUIRE(::setrlimit(RLIMIT_FSIZE, &lim) == 0);
+        WatchedSource::polls_while_failing = 0;
+        const int status = run_once(p, 2'000);
+        ::setrlimit(RLIMIT_FSIZE, &old);
+        ::signal(SIGXFSZ, old_handler);
+        CHECK(status == 2);  // --once ends by its timeout, not as if all were done
+        CHECK(p.metrics().events[{"pipeline", "spool_sync_failed"}] >= 2);
+        // A source is asked again only after a successful commit: what it gave waits in memory
+        // (one commit's worth), and the disk's being full holds the positions where they are.
+        CHECK(WatchedSource::polls_while_failing == 0);
+    }
+    // With room again, the source resumes from the checkpoint: every line once.
+    {
+        Pipeline p(c, make);
+        self = &p;
+        REQUIRE(run_once(p) == 0);
+    }
+    const auto lines = spooled(d.path());
+    size_t n = 0;
+    for (const auto& [l, k] : lines) {
+        if (l.rfind("line ", 0) != 0) continue;
+        ++n;
+        CHECK(k == 1);
+    }
+    CHECK(n == 20'000);
 }
