@@ -54,12 +54,17 @@ gpu_of() {  # job id -> the bus id the prolog recorded in its marker
             [ -s $D/jobs/last.\$SLURM_JOB_ID ] && cat $D/jobs/last.\$SLURM_JOB_ID > $D/kmsgfs/ctl
             exit 0")")
     done
+    # The prolog writes the marker first and adds the devices after: its log's end says both are in.
     for id in "${ids[@]}"; do
         for _ in $(seq 300); do [ "$(job_state "$id")" = RUNNING ] && [ -s "$D/run-jobtrail/jobs/$id" ] && break; sleep 0.1; done
         [ "$(job_state "$id")" = RUNNING ]
+        wait_log_end "$D/log/prolog/$id.log" >/dev/null
     done
     j1=${ids[0]} j2=${ids[1]} j3=${ids[2]}
-    g1=$(gpu_of "$j1") g2=$(gpu_of "$j2") g3=$(gpu_of "$j3")
+    # One assignment each: a failed lookup must fail the test here, not as an empty bus id later.
+    g1=$(gpu_of "$j1")
+    g2=$(gpu_of "$j2")
+    g3=$(gpu_of "$j3")
     i2=$(sed -n 's/.*"index":\([0-9]*\).*/\1/p' "$D/run-jobtrail/jobs/$j2")
     # Slurm gave each its own GPU, and the prolog resolved it to the driver's bus id and serial:
     # Slurm's index N (a position in gres.conf's nvidia[4-6]) is /dev/nvidia(4+N), minor 4+N.
