@@ -13,6 +13,8 @@
 #include <cstring>
 #include <utility>
 
+#include "common/time.hpp"
+
 namespace jobtrail::spool {
 namespace {
 
@@ -41,9 +43,14 @@ std::string Spool::segment_path(uint64_t id) const {
     return opts_.dir + name;
 }
 
+Spool::~Spool() {
+    flush_ack();  // best effort: a stale position only means records sent again
+}
+
 Status Spool::open(const Options& opts, Recovery* rec) {
     std::lock_guard<std::mutex> lk(mu_);
     opts_ = opts;
+    read_fd_.reset(-1);
     buf_.clear();
     run_start_ = std::string::npos;
     broken_.clear();
@@ -66,6 +73,8 @@ Status Spool::open(const Options& opts, Recovery* rec) {
         Position p;
         if (std::sscanf(text->c_str(), "%" SCNu64 " %" SCNu64, &p.segment, &p.offset) == 2) acked_ = p;
     }
+    persisted_ack_ = acked_;
+    persisted_ns_ = monotonic_ns();
     // Segments wholly before the acknowledged one are leftovers of an interrupted ack().
     while (!segments_.empty() && segments_.front() < acked_.segment) {
         ::unlink(segment_path(segments_.front()).c_str());
@@ -150,6 +159,7 @@ void Spool::set_readable_end(const Position& p) {
 Status Spool::discard_after(const Position& p) {
     std::lock_guard<std::mutex> lk(mu_);
     if (p < acked_) return {};  // everything after an acknowledged point was sent already
+    read_fd_.reset(-1);
     while (segments_.size() > 1 && segments_.back() > p.segment) {
         ::unlink(segment_path(segments_.back()).c_str());
         segments_.pop_back();
@@ -195,6 +205,7 @@ bool Spool::start_segment(uint64_t id) {
         error_ = "cannot create " + path + ": " + errno_text(errno);
         return false;
     }
+    if (read_fd_segment_ == id) read_fd_.reset(-1);  // a file of that name made anew
     write_fd_ = std::move(fd);
     write_id_ = id;
     write_size_ = 0;
@@ -393,8 +404,8 @@ size_t Spool::read(ReadBatch& out, size_t max_records, size_t max_bytes, Positio
             }
             break;
         }
-        Fd fd(::open(segment_path(read_.segment).c_str(), O_RDONLY | O_CLOEXEC));
-        if (!fd.valid()) {
+        const int fd = reader_fd(read_.segment);
+        if (fd < 0) {
             error_ = "cannot read " + segment_path(read_.segment) + ": " + errno_text(errno);
             break;
         }
@@ -402,7 +413,7 @@ size_t Spool::read(ReadBatch& out, size_t max_records, size_t max_bytes, Positio
         // What the byte budget can still take, and a little more for the frame that crosses it:
         // a full chunk past the budget was read only to be read again next time.
         const size_t want = static_cast<size_t>(std::min<uint64_t>({left, kChunk, max_bytes - bytes + (16 << 10)}));
-        std::string_view data = out.read_block(fd.get(), read_.offset, want);
+        std::string_view data = out.read_block(fd, read_.offset, want);
         size_t pos = 0;
         bool skip_segment = false;
         while (n < max_records && bytes < max_bytes) {
@@ -423,7 +434,7 @@ size_t Spool::read(ReadBatch& out, size_t max_records, size_t max_bytes, Positio
                                      static_cast<uint32_t>(static_cast<unsigned char>(data[7])) << 24;
                 if (len <= kMaxPayload && kFrameHeader + len <= left && kFrameHeader + len > data.size()) {
                     out.drop_last_block();
-                    data = out.read_block(fd.get(), read_.offset, kFrameHeader + len);
+                    data = out.read_block(fd, read_.offset, kFrameHeader + len);
                     continue;
                 }
             }
@@ -444,21 +455,45 @@ size_t Spool::read(ReadBatch& out, size_t max_records, size_t max_bytes, Positio
     return n;
 }
 
+int Spool::reader_fd(uint64_t segment) {
+    if (!read_fd_.valid() || read_fd_segment_ != segment) {
+        read_fd_.reset(::open(segment_path(segment).c_str(), O_RDONLY | O_CLOEXEC));
+        read_fd_segment_ = segment;
+    }
+    return read_fd_.get();
+}
+
 Status Spool::ack(const Position& pos) {
     std::lock_guard<std::mutex> lk(mu_);
-    const std::string body = std::to_string(pos.segment) + " " + std::to_string(pos.offset) + "\n";
+    acked_ = pos;
+    pending_ = durable_after_ack();
+    const bool frees = segments_.size() > 1 && segments_.front() < pos.segment;
+    if (frees || opts_.ack_persist_ms <= 0 || monotonic_ns() - persisted_ns_ >= opts_.ack_persist_ms * 1'000'000)
+        return persist_ack();
+    return Status::success();
+}
+
+Status Spool::flush_ack() {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (opts_.dir.empty() || acked_ == persisted_ack_) return Status::success();
+    return persist_ack();
+}
+
+Status Spool::persist_ack() {
+    const std::string body = std::to_string(acked_.segment) + " " + std::to_string(acked_.offset) + "\n";
     if (auto st = write_file_atomic(opts_.dir + "/acked", body, 0600); !st.ok) {
         error_ = st.error;
         return st;
     }
-    acked_ = pos;
-    // Segments wholly acknowledged (and not the one being written) go.
-    while (segments_.size() > 1 && segments_.front() < pos.segment) {
+    persisted_ack_ = acked_;
+    persisted_ns_ = monotonic_ns();
+    // Segments wholly acknowledged on disk (and not the one being written) go.
+    while (segments_.size() > 1 && segments_.front() < persisted_ack_.segment) {
+        if (read_fd_segment_ == segments_.front()) read_fd_.reset(-1);
         ::unlink(segment_path(segments_.front()).c_str());
         segments_.erase(segments_.begin());
         durable_size_.erase(durable_size_.begin());
     }
-    pending_ = durable_after_ack();
     return Status::success();
 }
 

@@ -32,6 +32,10 @@ struct Options {
     // Off: no fdatasync; a crash can lose what was read but not yet sent. For measuring what
     // durability costs, and for nodes that accept that loss.
     bool fsync = true;
+    // The acknowledged position goes to disk at most this often (0: at every ack), and always
+    // before a segment is deleted and at close. A crash re-sends at most this long's acknowledged
+    // records, byte-identical, which Loki keeps once; each write is a file, an fsync and a rename.
+    int64_t ack_persist_ms = 0;
 };
 
 // What one Spool::read() hands out without copying: the records decoded in place, viewing the
@@ -80,6 +84,13 @@ public:
         std::string note;
     };
 
+    Spool() = default;
+    Spool(const Spool&) = delete;
+    Spool& operator=(const Spool&) = delete;
+    Spool(Spool&&) = delete;
+    Spool& operator=(Spool&&) = delete;
+    ~Spool();  // persists the last acknowledged position (flush_ack)
+
     Status open(const Options& opts, Recovery* rec = nullptr);
 
     enum class Append { kOk, kFull };
@@ -103,8 +114,11 @@ public:
     // Waits up to timeout_ms (less if stop is set meanwhile) until read() has something; true if so.
     // Woken at once when the readable end moves (sync() or set_readable_end()).
     bool wait_readable(int64_t timeout_ms, const std::atomic<bool>& stop);
-    // Everything before `pos` is acknowledged: persisted, and segments wholly before it deleted.
+    // Everything before `pos` is acknowledged: no longer pending at once; persisted (and segments
+    // wholly before it deleted) when a segment can go or ack_persist_ms has passed.
     Status ack(const Position& pos);
+    // Persists the acknowledged position now if it moved since it was last persisted.
+    Status flush_ack();
     // Read again from the acknowledged position (after a failed send).
     void rewind();
 
@@ -136,7 +150,9 @@ private:
     Append append_locked(const RecordRef& r, bool past_cap);  // callers hold mu_
     uint64_t durable_after_ack() const;                       // callers hold mu_
     bool readable() const;                                    // callers hold mu_
-    uint64_t used_bytes() const;  // durable after ack + written or buffered since the last sync
+    uint64_t used_bytes() const;      // durable after ack + written or buffered since the last sync
+    Status persist_ack();             // callers hold mu_
+    int reader_fd(uint64_t segment);  // the read cursor's segment, opened once; callers hold mu_
 
     mutable std::mutex mu_;
     std::condition_variable readable_cv_;
@@ -157,6 +173,12 @@ private:
     size_t run_stream_at_ = 0, run_stream_len_ = 0;
     void end_open_run();
     Position acked_;
+    Position persisted_ack_;  // what the acked file says
+    int64_t persisted_ns_ = 0;
+    // The segment read() reads, kept open across reads; let go before any file of that name is
+    // removed, cut back or made anew.
+    Fd read_fd_;
+    uint64_t read_fd_segment_ = 0;
     Position read_;
     Position readable_end_;
     uint64_t pending_ = 0;  // durable bytes after acked_

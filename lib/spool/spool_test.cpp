@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "common/crc32.hpp"
+#include "common/fs.hpp"
 #include "kmsgfs_mount.hpp"
 
 using namespace jobtrail::spool;
@@ -308,6 +309,95 @@ TEST_CASE("segments roll over and acknowledged ones are deleted", "[spool]") {
     CHECK(got[199] == rec(199, 100));
     REQUIRE(s.ack(end));
     CHECK(count_segments(dir.path()) == 1);
+}
+
+namespace {
+
+std::string acked_file(const std::string& dir) {
+    return jobtrail::read_small_file(dir + "/acked", 256).value_or("");
+}
+
+std::string pos_text(const Position& p) {
+    return std::to_string(p.segment) + " " + std::to_string(p.offset) + "\n";
+}
+
+}  // namespace
+
+TEST_CASE("the acknowledged position is written when due, before a segment goes, and at close", "[spool]") {
+    jobtrail::test::TempDir dir;
+    Position first, second, last;
+    {
+        Spool s;
+        Options o{dir.path(), 4096};
+        o.ack_persist_ms = 3'600'000;  // never due within the test
+        REQUIRE(s.open(o));
+        for (int i = 0; i < 6; ++i) s.append(alt(i, 10));
+        REQUIRE(s.sync());
+        std::vector<Record> got;
+        s.read(got, 2, 1 << 20, first);
+        REQUIRE(s.ack(first));
+        s.read(got, 2, 1 << 20, second);
+        REQUIRE(s.ack(second));
+        // Not pending any more, but not written yet: a crash now sends those four again.
+        CHECK(s.acked() == second);
+        CHECK(acked_file(dir.path()) != pos_text(second));
+        REQUIRE(s.flush_ack());
+        CHECK(acked_file(dir.path()) == pos_text(second));
+
+        // Acknowledging past a segment writes at once: the segment is deleted only after.
+        for (int i = 6; i < 200; ++i) s.append(alt(i, 100));
+        REQUIRE(s.sync());
+        REQUIRE(count_segments(dir.path()) > 3);
+        const auto rest = read_all(s, last);
+        REQUIRE(rest.size() == 196);
+        REQUIRE(s.ack(last));
+        CHECK(acked_file(dir.path()) == pos_text(last));
+        CHECK(count_segments(dir.path()) == 1);
+        for (int i = 200; i < 204; ++i) s.append(alt(i));
+        REQUIRE(s.sync());
+        s.read(got, 2, 1 << 20, last);
+        REQUIRE(s.ack(last));
+        CHECK(acked_file(dir.path()) != pos_text(last));
+    }  // closed: the last position is written
+    CHECK(acked_file(dir.path()) == pos_text(last));
+    Spool again;
+    REQUIRE(again.open({dir.path(), 4096}));
+    Position end;
+    const auto got = read_all(again, end);
+    REQUIRE(got.size() == 2);
+    CHECK(got.front() == alt(202));
+}
+
+TEST_CASE("a segment cut back and written anew is read anew, not through the file read before", "[spool]") {
+    // At start the spool is cut back to the checkpoint: later segments go, and appending makes
+    // files of the same names again.
+    jobtrail::test::TempDir dir;
+    Spool s;
+    REQUIRE(s.open({dir.path(), 4096}));
+    for (int i = 0; i < 60; ++i) s.append(rec(i, 100));
+    REQUIRE(s.sync());
+    REQUIRE(count_segments(dir.path()) >= 2);
+    const Position first_end{s.acked().segment, 0};
+    Position end;
+    std::vector<Record> got = read_all(s, end);
+    REQUIRE(got.size() == 60);
+    REQUIRE(end.segment > first_end.segment);
+    // Keep exactly what the first segment holds.
+    s.rewind();
+    Position cut;
+    size_t in_first = 0;
+    std::vector<Record> chunk;
+    while (s.read(chunk, 1, 1 << 20, cut) > 0 && cut.segment == first_end.segment) in_first += chunk.size();
+    REQUIRE(in_first > 0);
+    REQUIRE(s.discard_after({first_end.segment, cut.segment == first_end.segment ? cut.offset : UINT64_MAX}));
+    for (int i = 1000; i < 1060; ++i) s.append(rec(i, 100));
+    REQUIRE(s.sync());
+    s.rewind();
+    got = read_all(s, end);
+    REQUIRE(got.size() >= in_first + 60);
+    CHECK(got[in_first - 1] == rec(static_cast<int>(in_first) - 1, 100));
+    CHECK(got[got.size() - 60] == rec(1000, 100));
+    CHECK(got.back() == rec(1059, 100));
 }
 
 namespace {
