@@ -365,6 +365,10 @@ void Sender::run(const std::atomic<bool>& stop) {
         ack_done();  // batches that were all too old
         busy_ = !window_.empty();
         if (window_.empty() && !read) {
+            // Drained: what Loki acknowledged goes to disk now, not at the next ack (which on a
+            // quiet node may come hours later, when Loki no longer drops a re-sent line).
+            if (auto st = spool_.flush_ack(); !st.ok)
+                events_.emit(Severity::kWarning, "sender", "ack_failed", "spool: " + st.error);
             if (spool_.wait_readable(0, stop)) {
                 // Readable, yet nothing was read (a segment it cannot open): retry after
                 // max_wait, not in a spin.

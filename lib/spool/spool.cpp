@@ -49,6 +49,7 @@ Spool::~Spool() {
 
 Status Spool::open(const Options& opts, Recovery* rec) {
     std::lock_guard<std::mutex> lk(mu_);
+    if (!opts_.dir.empty() && acked_ != persisted_ack_) persist_ack();  // opened again: keep what was answered
     opts_ = opts;
     read_fd_.reset(-1);
     buf_.clear();
@@ -465,11 +466,17 @@ int Spool::reader_fd(uint64_t segment) {
 
 Status Spool::ack(const Position& pos) {
     std::lock_guard<std::mutex> lk(mu_);
+    const Position before = acked_;
     acked_ = pos;
-    pending_ = durable_after_ack();
     const bool frees = segments_.size() > 1 && segments_.front() < pos.segment;
-    if (frees || opts_.ack_persist_ms <= 0 || monotonic_ns() - persisted_ns_ >= opts_.ack_persist_ms * 1'000'000)
-        return persist_ack();
+    if (frees || opts_.ack_persist_ms <= 0 || monotonic_ns() - persisted_ns_ >= opts_.ack_persist_ms * 1'000'000) {
+        if (auto st = persist_ack(); !st.ok) {
+            // Not moved, as if not answered: its segments stay and still count against max_bytes.
+            acked_ = before;
+            return st;
+        }
+    }
+    pending_ = durable_after_ack();
     return Status::success();
 }
 

@@ -2,11 +2,14 @@
 
 #include <dirent.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <fstream>
 #include <thread>
 
@@ -338,9 +341,20 @@ TEST_CASE("the acknowledged position is written when due, before a segment goes,
         REQUIRE(s.ack(first));
         s.read(got, 2, 1 << 20, second);
         REQUIRE(s.ack(second));
-        // Not pending any more, but not written yet: a crash now sends those four again.
+        // Not pending any more, but not written yet: a crash now sends those four again, and
+        // every segment they are in is still there.
         CHECK(s.acked() == second);
         CHECK(acked_file(dir.path()) != pos_text(second));
+        {
+            jobtrail::test::TempDir crashed;
+            REQUIRE(std::system(("cp -a " + dir.path() + "/. " + crashed.path()).c_str()) == 0);
+            Spool after;
+            REQUIRE(after.open({crashed.path(), 4096}));
+            Position e;
+            const auto all = read_all(after, e);
+            REQUIRE(all.size() == 6);
+            CHECK(all.front() == alt(0, 10));
+        }
         REQUIRE(s.flush_ack());
         CHECK(acked_file(dir.path()) == pos_text(second));
 
@@ -358,17 +372,42 @@ TEST_CASE("the acknowledged position is written when due, before a segment goes,
         s.read(got, 2, 1 << 20, last);
         REQUIRE(s.ack(last));
         CHECK(acked_file(dir.path()) != pos_text(last));
+        // A position that cannot be written (here: a directory in the file's place) is not
+        // taken: the segments it would free stay, and count against max_bytes.
+        for (int i = 204; i < 400; ++i) s.append(alt(i, 100));
+        REQUIRE(s.sync());
+        const int segs = count_segments(dir.path());
+        REQUIRE(segs > 3);
+        const uint64_t pending = s.pending_bytes();
+        Position far;
+        s.read(got, 100, 1 << 20, far);
+        while (far.segment <= last.segment + 1) REQUIRE(s.read(got, 100, 1 << 20, far) > 0);
+        const std::string keep = dir.path() + "/acked.kept";
+        REQUIRE(::rename((dir.path() + "/acked").c_str(), keep.c_str()) == 0);
+        REQUIRE(::mkdir((dir.path() + "/acked").c_str(), 0700) == 0);
+        REQUIRE(::mkdir((dir.path() + "/acked/x").c_str(), 0700) == 0);
+        CHECK_FALSE(s.ack(far).ok);
+        CHECK(count_segments(dir.path()) == segs);
+        CHECK(s.pending_bytes() == pending);
+        CHECK(s.acked() == last);
+        REQUIRE(::rmdir((dir.path() + "/acked/x").c_str()) == 0);
+        REQUIRE(::rmdir((dir.path() + "/acked").c_str()) == 0);
+        REQUIRE(::rename(keep.c_str(), (dir.path() + "/acked").c_str()) == 0);
+        s.rewind();
+        s.read(got, 2, 1 << 20, last);
+        REQUIRE(s.ack(last));
+        CHECK(acked_file(dir.path()) != pos_text(last));
     }  // closed: the last position is written
     CHECK(acked_file(dir.path()) == pos_text(last));
     Spool again;
     REQUIRE(again.open({dir.path(), 4096}));
     Position end;
     const auto got = read_all(again, end);
-    REQUIRE(got.size() == 2);
-    CHECK(got.front() == alt(202));
+    REQUIRE(got.size() == 196);
+    CHECK(got.front() == alt(204, 100));
 }
 
-TEST_CASE("a segment cut back and written anew is read anew, not through the file read before", "[spool]") {
+TEST_CASE("after the spool is cut back at start, what was kept is read, then what was appended since", "[spool]") {
     // At start the spool is cut back to the checkpoint: later segments go, and appending makes
     // files of the same names again.
     jobtrail::test::TempDir dir;
