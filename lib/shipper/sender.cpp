@@ -330,7 +330,7 @@ void Sender::ack_done() {
         window_bytes_ -= window_.front().records.bytes();
         any = true;
         // Kept for the next read, within the window's bound.
-        if (spare_.size() < 1)
+        if (spare_.empty())
             spare_.splice(spare_.end(), window_, window_.begin());
         else
             window_.pop_front();
