@@ -7,20 +7,13 @@
 #include <cstring>
 
 #include "common/text.hpp"
+#include "common/varint.hpp"
 
 namespace jobtrail::loki {
 namespace {
 
 // Protobuf wire format: varints, and length-delimited fields (wire type 2) for strings and
 // embedded messages. Proto3 leaves out empty strings and zero numbers.
-size_t varint_size(uint64_t v) {
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        ++n;
-    }
-    return n;
-}
 size_t field_size(size_t payload) {
     return 1 + varint_size(payload) + payload;
 }  // one-byte tag

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/crc32.hpp"
+#include "common/varint.hpp"
 
 namespace jobtrail::spool {
 namespace {
@@ -15,12 +16,6 @@ uint32_t get_u32(std::string_view in, size_t at) {
     uint32_t v = 0;
     for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<unsigned char>(in[at + i])) << (8 * i);
     return v;
-}
-
-size_t varint_size(uint64_t v) {
-    size_t n = 1;
-    for (; v >= 0x80; v >>= 7) ++n;
-    return n;
 }
 
 char* put_varint(char* p, uint64_t v) {
