@@ -235,6 +235,35 @@ void encode_push(const std::vector<StreamRef>& streams, bool with_metadata, Push
     body.finish();
 }
 
+void encode_push_runs(std::string_view labels, std::span<const std::string_view> elements, uint64_t raw_entries,
+                      Buffer& out, size_t* size) {
+    const size_t stream_size = string_field_size(labels.size()) + raw_entries;
+    const size_t header = 1 + varint_size(stream_size) + string_field_size(labels.size());
+    const size_t total = header + raw_entries;
+    size_t n = varint_size(total) + 5 + header;  // preamble, the literal's tag (at most 5 bytes)
+    for (const auto e : elements) n += e.size();
+    Writer w{out.reserve(n)};
+    const char* start = w.p;
+    w.varint(total);  // snappy's preamble: the uncompressed length
+    // A literal element: tag 00, its length less one in the tag's six bits below 60, or in the
+    // 1 to 4 bytes after a tag of 60 to 63.
+    const size_t lit = header - 1;
+    if (lit < 60) {
+        *w.p++ = static_cast<char>(lit << 2);
+    } else {
+        const int bytes = lit < (1u << 8) ? 1 : lit < (1u << 16) ? 2 : lit < (1u << 24) ? 3 : 4;
+        *w.p++ = static_cast<char>((59 + bytes) << 2);
+        for (int i = 0; i < bytes; ++i) *w.p++ = static_cast<char>((lit >> (8 * i)) & 0xff);
+    }
+    w.tag_len(1, stream_size);  // PushRequest.streams
+    w.string(1, labels);        // StreamAdapter.labels
+    for (const auto e : elements) {
+        std::memcpy(w.p, e.data(), e.size());
+        w.p += e.size();
+    }
+    *size = static_cast<size_t>(w.p - start);
+}
+
 std::string encode_push(const std::vector<StreamRef>& streams, bool with_metadata) {
     PushScratch scratch;
     Buffer out;

@@ -11,6 +11,7 @@
 #include "loki/response.hpp"
 #include "loki_double.hpp"
 #include "push.pb.h"
+#include "spool/record.hpp"
 
 using namespace jobtrail::loki;
 
@@ -185,5 +186,66 @@ TEST_CASE("bodies of many blocks, entries larger than a block, one scratch reuse
         REQUIRE(raw == oracle);
         // What was kept for the next push is a few blocks, not the body.
         CHECK(scratch.raw.capacity() <= 4 * (64 << 10));
+    }
+}
+
+TEST_CASE("a push made of the spool's compressed runs as they are is libprotobuf's bytes", "[loki]") {
+    // The sender puts runs' snappy elements one after another behind a literal of its own: what
+    // Loki decompresses must be exactly the request libprotobuf writes for those entries. Labels
+    // of every literal-length class, runs of one entry and of many, an entry over snappy's block.
+    std::mt19937 rng(13);
+    for (const size_t label_len : {5, 59, 60, 200, 300, 70'000}) {
+        const std::string labels = "{job=\"" + std::string(label_len, 'j') + "\"}";
+        std::vector<jobtrail::spool::Record> all;
+        std::vector<std::string> frames;
+        for (int run = 0; run < 1 + static_cast<int>(rng() % 5); ++run) {
+            std::vector<jobtrail::spool::Record> recs(1 + rng() % 300);
+            for (auto& r : recs) {
+                r.stream = labels;
+                const int64_t choices[] = {0, 999'999'999, 1'000'000'000, 1795989142146801327};
+                r.ts_ns = choices[rng() % 4];
+                const size_t len = rng() % 50 == 0 ? 100'000 : rng() % 3 == 0 ? 0 : rng() % 300;
+                r.line = std::string(len, static_cast<char>('a' + rng() % 26)) + std::to_string(rng());
+                if (rng() % 3 == 0) r.metadata.emplace_back("step", rng() % 2 ? "" : std::to_string(rng() % 4));
+            }
+            all.insert(all.end(), recs.begin(), recs.end());
+            frames.emplace_back();
+            jobtrail::spool::append_compressed_run(frames.back(), recs);
+        }
+        std::vector<jobtrail::spool::RecordView> views;
+        std::vector<jobtrail::spool::MetadataView> md;
+        std::vector<jobtrail::spool::RunView> runs;
+        std::vector<std::string_view> elements;
+        uint64_t raw_entries = 0;
+        for (const auto& f : frames) {
+            size_t used = 0;
+            REQUIRE(jobtrail::spool::decode_frame(f, views, md, runs, &used) == jobtrail::spool::DecodeStatus::kOk);
+            elements.push_back(runs.back().elements());
+            raw_entries += runs.back().raw_size;
+        }
+        Buffer out;
+        size_t size = 0;
+        encode_push_runs(labels, elements, raw_entries, out, &size);
+        logproto::PushRequest want;
+        auto* ps = want.add_streams();
+        ps->set_labels(labels);
+        for (const auto& e : all) {
+            auto* pe = ps->add_entries();
+            pe->mutable_timestamp()->set_seconds(e.ts_ns / 1'000'000'000);
+            pe->mutable_timestamp()->set_nanos(static_cast<int32_t>(e.ts_ns % 1'000'000'000));
+            pe->set_line(e.line);
+            for (const auto& [k, v] : e.metadata) {
+                auto* kv = pe->add_structuredmetadata();
+                kv->set_name(k);
+                kv->set_value(v);
+            }
+        }
+        INFO("labels " << labels.size() << " bytes, " << frames.size() << " runs, " << all.size() << " entries");
+        REQUIRE(snappy::IsValidCompressedBuffer(out.data(), size));
+        std::string raw;
+        REQUIRE(snappy::Uncompress(out.data(), size, &raw));
+        std::string oracle;
+        REQUIRE(want.SerializeToString(&oracle));
+        REQUIRE(raw == oracle);
     }
 }

@@ -22,7 +22,6 @@ struct Origin {
     loki::LabelSet labels;
     std::string stream;  // {cluster="c1", job="nccl", ...}
     Metadata metadata;
-    std::string metadata_wire;                 // `metadata` framed for the spool once, not per line
     node::Stream kind = node::Stream::kOther;  // what stages key on, whatever `job` is called
     std::string job_id, step;                  // the Slurm job (and step) the lines belong to, if one
     // Said on the first of its lines that reaches the spool, and again once ten minutes of its
@@ -45,7 +44,6 @@ inline std::shared_ptr<const Origin> make_origin(loki::LabelSet labels, Metadata
     o->stream = loki::format_labels(labels);
     o->labels = std::move(labels);
     o->metadata = std::move(metadata);
-    o->metadata_wire = spool::encode_metadata(o->metadata);
     o->kind = kind;
     o->job_id = std::move(job_id);
     o->step = std::move(step);

@@ -135,8 +135,7 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush, bool closing) 
         for (auto& e : events) {
             if (e.dropped) continue;
             add_first_line_metadata(e);
-            refs_.push_back(
-                {e.ts_ns, e.origin->stream, e.line, &e.origin->metadata, &e.metadata, e.origin->metadata_wire});
+            refs_.push_back({e.ts_ns, e.origin->stream, e.line, &e.origin->metadata, &e.metadata});
         }
         // The room check above leaves space for a whole pass; should a pass still not fit, the
         // lane takes it over its cap (by at most this pass): the sources' positions are already
@@ -150,8 +149,7 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush, bool closing) 
     stages_->flush(events, final_flush || closing);
     for (auto& e : events) {
         lanes_[lane_index(lane_of(e.origin->kind))].spool.append(
-            spool::RecordRef{e.ts_ns, e.origin->stream, e.line, &e.origin->metadata, &e.metadata,
-                             e.origin->metadata_wire},
+            spool::RecordRef{e.ts_ns, e.origin->stream, e.line, &e.origin->metadata, &e.metadata},
             /*past_cap=*/true);
         ++appended;
     }

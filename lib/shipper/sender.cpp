@@ -12,6 +12,7 @@ namespace {
 
 uint64_t record_bytes(const spool::ReadBatch& b, const spool::RecordView& r) {
     // What Loki's rate limits count: the line and its structured metadata.
+    if (r.run != spool::kNoRun) return b.run(r).line_bytes + b.run(r).metadata_bytes;
     uint64_t n = r.line.size();
     for (const auto& [k, v] : b.metadata(r)) n += k.size() + v.size();
     return n;
@@ -102,12 +103,13 @@ bool Sender::fill_window() {
         window_.splice(window_.end(), spare_, spare_.begin());
         // Entries Loki would reject as too old forever are dropped, counted, instead of retried.
         const int64_t oldest = realtime_ns() - cfg_.max_age_ms * 1'000'000;
-        // Group by stream in the spool's order; lines of one stream mostly come in runs.
+        // Group by stream in the spool's order; lines of one stream mostly come in runs. A
+        // compressed run's too-old entries are dropped when it is sent.
         std::vector<std::pair<std::string_view, Piece>> order;
         std::string_view last_stream;
         size_t last = 0;
         for (const auto& r : batch.records.records()) {
-            if (r.ts_ns < oldest) {
+            if (r.run == spool::kNoRun && r.ts_ns < oldest) {
                 m_.drop("too_old");
                 continue;
             }
@@ -139,36 +141,23 @@ void Sender::dispatch(int64_t now) {
     for (auto& [name, s] : streams_) {
         if (in_flight_ >= max_in_flight_) return;
         if (s.in_flight || s.queue.empty() || s.next_try_ns > now) continue;
-        Piece& p = s.queue.front();
         uint64_t cap = cfg_.batch_max_bytes;
         // Pushes of a quarter of the stream's pace: Loki's rate store sees it steady, never a
         // burst above its shard threshold.
         if (cfg_.max_stream_rate) cap = std::min(cap, std::max<uint64_t>(1, cfg_.max_stream_rate / 4));
         if (s.cap_bytes) cap = std::min(cap, s.cap_bytes);
         if (tenant_cap_) cap = std::min(cap, tenant_cap_);
-        push_streams_.resize(1);
-        loki::StreamRef& ref = push_streams_[0];
-        ref.labels = name;
-        ref.entries.clear();
-        const spool::ReadBatch& rb = p.batch->records;
-        uint64_t bytes = 0;
-        for (size_t i = p.next; i < p.recs.size(); ++i) {
-            const spool::RecordView& r = *p.recs[i];
-            const uint64_t b = record_bytes(rb, r);
-            if (!ref.entries.empty() && bytes + b > cap) break;  // at least one entry per request
-            bytes += b;
-            ref.entries.push_back({r.ts_ns, r.line, nullptr, rb.metadata(r)});
-        }
-        s.sent_n = ref.entries.size();
-        s.sent_bytes = bytes;
-        s.in_flight = true;
-        ++in_flight_;
         Job job{name, {}, 0, {}};
         if (!spare_bodies_.empty()) {
             job.body = std::move(spare_bodies_.back());
             spare_bodies_.pop_back();
         }
-        loki::encode_push(push_streams_, cfg_.structured_metadata, push_scratch_, job.body, &job.body_size);
+        if (!build(name, s, cap, job)) {
+            spare_bodies_.push_back(std::move(job.body));
+            continue;
+        }
+        s.in_flight = true;
+        ++in_flight_;
         {
             std::lock_guard<std::mutex> lk(mu_);
             todo_.push_back(std::move(job));
@@ -177,15 +166,128 @@ void Sender::dispatch(int64_t now) {
     }
 }
 
-// The first n records of the stream's front piece are answered for.
-void Sender::settle(StreamState& s, size_t n) {
+bool Sender::build(const std::string& name, StreamState& s, uint64_t cap, Job& job) {
+    const int64_t oldest = realtime_ns() - cfg_.max_age_ms * 1'000'000;
+    // Sent as spooled: within the cap, nothing too old, and metadata only to a Loki that takes it.
+    const auto as_is = [&](const spool::RunView& run) {
+        return run.line_bytes + run.metadata_bytes <= cap && run.oldest_ts_ns >= oldest &&
+               (!run.has_metadata || cfg_.structured_metadata);
+    };
+    while (!s.queue.empty()) {
+        Piece& p = s.queue.front();
+        const spool::ReadBatch& rb = p.batch->records;
+        s.sent_n = s.sent_bytes = s.sent_line_bytes = 0;
+        s.sent_items = 0;
+        s.partial = false;
+        const bool runs = p.recs[p.next]->run != spool::kNoRun;
+        if (runs && (s.run_done > 0 || !as_is(rb.run(*p.recs[p.next])))) {
+            if (build_partial(name, s, cap, oldest, job)) return true;
+            continue;  // all of that run was dropped
+        }
+        size_t i = p.next;
+        if (runs) {
+            // Whole runs, their compressed bytes as they are.
+            push_runs_.clear();
+            uint64_t raw = 0;
+            for (; i < p.recs.size() && p.recs[i]->run != spool::kNoRun; ++i) {
+                const spool::RunView& run = rb.run(*p.recs[i]);
+                const uint64_t b = run.line_bytes + run.metadata_bytes;
+                if (i > p.next && (s.sent_bytes + b > cap || !as_is(run))) break;
+                s.sent_bytes += b;
+                s.sent_line_bytes += run.line_bytes;
+                s.sent_n += run.count;
+                raw += run.raw_size;
+                push_runs_.push_back(run.elements());
+            }
+            loki::encode_push_runs(name, push_runs_, raw, job.body, &job.body_size);
+        } else {
+            push_streams_.resize(1);
+            loki::StreamRef& ref = push_streams_[0];
+            ref.labels = name;
+            ref.entries.clear();
+            for (; i < p.recs.size() && p.recs[i]->run == spool::kNoRun; ++i) {
+                const spool::RecordView& r = *p.recs[i];
+                const uint64_t b = record_bytes(rb, r);
+                if (i > p.next && s.sent_bytes + b > cap) break;  // at least one entry per request
+                s.sent_bytes += b;
+                s.sent_line_bytes += r.line.size();
+                ref.entries.push_back({r.ts_ns, r.line, nullptr, rb.metadata(r)});
+            }
+            s.sent_n = ref.entries.size();
+            loki::encode_push(push_streams_, cfg_.structured_metadata, push_scratch_, job.body, &job.body_size);
+        }
+        s.sent_items = i - p.next;
+        return true;
+    }
+    return false;
+}
+
+bool Sender::build_partial(const std::string& name, StreamState& s, uint64_t cap, int64_t oldest, Job& job) {
     Piece& p = s.queue.front();
-    p.next += n;
-    s.attempt = 0;
+    const spool::RunView& run = p.batch->records.run(*p.recs[p.next]);
+    run_records_.clear();
+    run_metadata_.clear();
+    if (std::string why; !spool::expand_run(run, run_raw_, run_records_, run_metadata_, &why)) {
+        m_.drop("spool_corrupt", run.count - s.run_done);
+        events_.emit(Severity::kError, "sender", "spool_corrupt",
+                     "a spooled run of " + std::to_string(run.count) + " records of " + name + " does not decode (" +
+                         why + "); dropped");
+        s.run_done = 0;
+        advance(s, 1);
+        return false;
+    }
+    if (run_raw_.capacity() > 1 << 20) run_raw_.shrink_to_fit();  // after use: a huge record's is not kept
+    while (s.run_done < run.count && run_records_[s.run_done].ts_ns < oldest) {
+        m_.drop("too_old");
+        ++s.run_done;
+    }
+    if (s.run_done == run.count) {
+        s.run_done = 0;
+        advance(s, 1);
+        return false;
+    }
+    push_streams_.resize(1);
+    loki::StreamRef& ref = push_streams_[0];
+    ref.labels = name;
+    ref.entries.clear();
+    for (size_t i = s.run_done; i < run.count; ++i) {
+        const spool::RecordView& r = run_records_[i];
+        if (r.ts_ns < oldest) break;  // dropped when it comes first
+        const auto md = std::span<const spool::MetadataView>(run_metadata_).subspan(r.metadata_begin, r.metadata_count);
+        uint64_t b = r.line.size();
+        for (const auto& [k, v] : md) b += k.size() + v.size();
+        if (i > s.run_done && s.sent_bytes + b > cap) break;
+        s.sent_bytes += b;
+        s.sent_line_bytes += r.line.size();
+        ref.entries.push_back({r.ts_ns, r.line, nullptr, md});
+    }
+    s.sent_n = ref.entries.size();
+    s.partial = true;
+    loki::encode_push(push_streams_, cfg_.structured_metadata, push_scratch_, job.body, &job.body_size);
+    return true;
+}
+
+void Sender::advance(StreamState& s, size_t items) {
+    Piece& p = s.queue.front();
+    p.next += items;
     if (p.next >= p.recs.size()) {
         --p.batch->open_pieces;
         s.queue.pop_front();
     }
+}
+
+// What is in flight for the stream is answered for.
+void Sender::settle(StreamState& s) {
+    s.attempt = 0;
+    if (s.partial) {
+        const Piece& p = s.queue.front();
+        s.run_done += static_cast<uint32_t>(s.sent_n);
+        if (s.run_done < p.batch->records.run(*p.recs[p.next]).count) return;
+        s.run_done = 0;
+        advance(s, 1);
+        return;
+    }
+    advance(s, s.sent_items);
 }
 
 void Sender::backoff(StreamState& s, int64_t now) {
@@ -206,9 +308,7 @@ void Sender::handle(const Job& job) {
     const auto& res = job.result;
     const int64_t now = monotonic_ns();
     const auto v = loki::classify_push_response(res.status, res.body);
-    const Piece& p = s.queue.front();
-    uint64_t line_bytes = 0;
-    for (size_t i = p.next; i < p.next + s.sent_n; ++i) line_bytes += p.recs[i]->line.size();
+    const uint64_t line_bytes = s.sent_line_bytes;
     const auto paced = [&] {
         // The stream's bucket refills at the named rate (or our own pace, below Loki's shard
         // threshold): the next request waits for what this took.
@@ -223,7 +323,7 @@ void Sender::handle(const Job& job) {
             m_.last_success_ns = m_.lane_last_success_ns[lane_index(lane_)] = realtime_ns();
             s.single_refusals = 0;
             paced();
-            settle(s, s.sent_n);
+            settle(s);
             return;
         case loki::Verdict::kRejected: {
             // One stream per request: everything the body names is of these entries. Entries
@@ -251,7 +351,7 @@ void Sender::handle(const Job& job) {
                          "Loki rejected " + std::to_string(n) + " of " + std::to_string(s.sent_n) + " entries (HTTP " +
                              std::to_string(res.status) + "), not retried: " + v.first_message);
             paced();
-            settle(s, s.sent_n);
+            settle(s);
             return;
         }
         case loki::Verdict::kSplit:
@@ -262,7 +362,7 @@ void Sender::handle(const Job& job) {
                 }
                 events_.emit(Severity::kWarning, "sender", "entry_too_large",
                              "Loki refused a single entry as too large (HTTP 413); dropped");
-                settle(s, 1);
+                settle(s);
                 return;
             }
             s.cap_bytes = std::max<uint64_t>(1, s.sent_bytes / 2);
@@ -291,7 +391,7 @@ void Sender::handle(const Job& job) {
                          "Loki's per-stream rate limit refused one entry of " + std::to_string(s.sent_bytes) +
                              " bytes three times; dropped: " + v.first_message);
             s.single_refusals = 0;
-            settle(s, 1);
+            settle(s);
             return;
         }
         s.next_try_ns = now + std::max<int64_t>(cfg_.min_backoff_ms * 1'000'000,

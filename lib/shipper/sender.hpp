@@ -80,10 +80,12 @@ private:
         spool::Position end;
         size_t open_pieces = 0;  // pieces not yet answered for
     };
+    // A stream's records of one batch, in the spool's order: single records and compressed runs
+    // (a run's RecordView stands for all of it).
     struct Piece {
         Batch* batch;
         std::vector<const spool::RecordView*> recs;
-        size_t next = 0;  // records before it are answered for
+        size_t next = 0;  // records (runs) before it are answered for
     };
     struct StreamState {
         std::deque<Piece> queue;
@@ -92,8 +94,15 @@ private:
         int attempt = 0;
         uint64_t cap_bytes = 0;  // largest request this stream may send (0: batch_max_bytes)
         uint64_t rate_bps = 0;   // per-stream rate Loki named; pushes paced at it
-        uint64_t sent_n = 0;     // the request in flight: records and bytes
+        // The request in flight: entries, what rate limits count of them, their lines' bytes, and
+        // how many of the piece's recs it holds; or (partial) entries of the run at the piece's
+        // `next` from run_done on.
+        uint64_t sent_n = 0;
         uint64_t sent_bytes = 0;
+        uint64_t sent_line_bytes = 0;
+        size_t sent_items = 0;
+        bool partial = false;
+        uint32_t run_done = 0;    // entries of the run at the front piece's `next` answered for
         int single_refusals = 0;  // a lone entry refused by the per-stream rate limit, in a row
         int64_t last_active_ns = 0;
     };
@@ -110,7 +119,14 @@ private:
     bool fill_window();
     void dispatch(int64_t now);
     void handle(const Job& job);
-    void settle(StreamState& s, size_t n);
+    // The stream's next request into job.body, at most cap bytes (one entry at least); false if
+    // nothing is left to send (what was skipped is counted).
+    bool build(const std::string& name, StreamState& s, uint64_t cap, Job& job);
+    // The front run's entries from run_done on, decompressed: for a run that cannot go as it is
+    // (over cap, too old in part, metadata Loki is not sent).
+    bool build_partial(const std::string& name, StreamState& s, uint64_t cap, int64_t oldest, Job& job);
+    void advance(StreamState& s, size_t items);
+    void settle(StreamState& s);
     void backoff(StreamState& s, int64_t now);
     void ack_done();
     void forget_idle(int64_t now);
@@ -131,6 +147,11 @@ private:
     std::vector<loki::Buffer> spare_bodies_;  // request buffers of answered pushes
     loki::PushScratch push_scratch_;
     std::vector<loki::StreamRef> push_streams_;
+    std::vector<std::string_view> push_runs_;
+    // One run decompressed for build_partial (reused; a huge one's is let go).
+    std::string run_raw_;
+    std::vector<spool::RecordView> run_records_;
+    std::vector<spool::MetadataView> run_metadata_;
     std::map<std::string, StreamState, std::less<>> streams_;
     size_t in_flight_ = 0;
 

@@ -21,7 +21,8 @@ namespace {
 struct Request {
     std::vector<std::string> streams;
     std::vector<std::string> lines;
-    uint64_t bytes = 0;  // line bytes
+    uint64_t bytes = 0;   // line bytes
+    size_t metadata = 0;  // structured metadata pairs
 };
 
 Request decode(std::string_view body) {
@@ -35,6 +36,7 @@ Request decode(std::string_view body) {
         for (const auto& e : s.entries()) {
             r.lines.push_back(e.line());
             r.bytes += e.line().size();
+            r.metadata += static_cast<size_t>(e.structuredmetadata_size());
         }
     }
     return r;
@@ -311,4 +313,45 @@ TEST_CASE("sender: megabytes of a stream Loki holds back do not hold another str
     REQUIRE(rig.wait_for([&] { return rig.stored_with_locked("b ") == 5; }));
     CHECK(rig.stored_with("a ") == 0);
     CHECK(rig.spool.pending_bytes() > 0);  // A's lines stay in the spool until Loki takes them
+}
+
+TEST_CASE("sender: a spooled run that cannot go as it is goes entry by entry: too old in part, over the cap, metadata",
+          "[loki][sender]") {
+    for (const char* what : {"too old", "413", "metadata"}) {
+        INFO(what);
+        Rig rig;
+        const int64_t t = realtime_ns();
+        const std::string w = what;
+        // One stream, one spool run: 300 lines of ~210 bytes, each with structured metadata; in the
+        // first case its first 100 are older than Loki takes.
+        for (int i = 0; i < 300; ++i) {
+            const int64_t ts = w == "too old" && i < 100 ? t - rig.cfg.max_age_ms * 1'000'000 - 1'000'000'000 : t + i;
+            const std::string line =
+                "line " + std::to_string(i) + " " + std::string(200, static_cast<char>('a' + i % 26));
+            REQUIRE(rig.spool.append(spool::Record{ts, kA, line, {{"step", "0"}}}) == spool::Spool::Append::kOk);
+        }
+        if (w == "metadata") rig.cfg.structured_metadata = false;
+        rig.script.answer = [&](const Request& r) -> HttpResult {
+            if (w == "413" && r.bytes > 20'000) return {413, "request body too large\n", "", false};
+            return ok();
+        };
+        rig.start();
+        const size_t want = w == "too old" ? 200 : 300;
+        REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == want; }));
+        REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+        std::lock_guard<std::mutex> lk(rig.script.mu);
+        // Each line once, in order.
+        for (size_t i = 0; i < want; ++i)
+            CHECK(rig.script.stored[i].rfind("line " + std::to_string(i + 300 - want) + " ", 0) == 0);
+        CHECK(rig.m.sent == want);
+        size_t md = 0;
+        for (const auto& r : rig.script.seen) md += r.metadata;
+        if (w == "metadata") CHECK(md == 0);
+        if (w == "413") {
+            CHECK(rig.script.seen.size() > 4);  // the run, halved until it fit
+            for (const auto& r : rig.script.seen) CHECK((r.bytes <= 20'000 || r.lines.size() > 1));
+        }
+        std::lock_guard<std::mutex> lk2(rig.m.mu);
+        CHECK(rig.m.dropped["too_old"] == (w == "too old" ? 100u : 0u));
+    }
 }

@@ -1,5 +1,7 @@
 #include "spool/record.hpp"
 
+#include <snappy.h>
+
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -108,21 +110,14 @@ char* put_pairs(char* p, const RecordRef::Metadata& md) {
 size_t metadata_size(const RecordRef& r, size_t* count) {
     *count = (r.shared ? r.shared->size() : 0) + (r.own ? r.own->size() : 0);
     size_t len = varint_size(*count);
-    if (r.shared) len += r.shared_wire.empty() ? pairs_size(*r.shared) : r.shared_wire.size();
+    if (r.shared) len += pairs_size(*r.shared);
     if (r.own) len += pairs_size(*r.own);
     return len;
 }
 
 char* put_metadata(char* p, const RecordRef& r, size_t count) {
     p = put_varint(p, count);
-    if (r.shared) {
-        if (r.shared_wire.empty()) {
-            p = put_pairs(p, *r.shared);
-        } else {
-            std::memcpy(p, r.shared_wire.data(), r.shared_wire.size());
-            p += r.shared_wire.size();
-        }
-    }
+    if (r.shared) p = put_pairs(p, *r.shared);
     if (r.own) p = put_pairs(p, *r.own);
     return p;
 }
@@ -159,13 +154,197 @@ bool get_ts(std::string_view payload, size_t& pos, RecordView& out) {
     return true;
 }
 
+// Protobuf's wire format for the entries of a compressed run: what lib/loki/push.cpp writes for
+// an EntryAdapter, byte for byte (lib/spool/record_test checks the two agree).
+size_t field_size(size_t payload) {
+    return 1 + varint_size(payload) + payload;
+}
+size_t string_field_size(size_t len) {
+    return len ? field_size(len) : 0;
+}
+uint64_t ts_seconds(int64_t ts) {
+    return static_cast<uint64_t>(ts / 1'000'000'000);
+}
+uint64_t ts_nanos(int64_t ts) {
+    return static_cast<uint64_t>(ts % 1'000'000'000);
+}
+size_t ts_message_size(int64_t ts) {
+    const uint64_t sec = ts_seconds(ts), nanos = ts_nanos(ts);
+    return (sec ? 1 + varint_size(sec) : 0) + (nanos ? 1 + varint_size(nanos) : 0);
+}
+size_t pair_message_size(std::string_view k, std::string_view v) {
+    return string_field_size(k.size()) + string_field_size(v.size());
+}
+template <typename F>
+void for_pairs(const RecordRef& r, F&& f) {
+    if (r.shared)
+        for (const auto& [k, v] : *r.shared) f(std::string_view(k), std::string_view(v));
+    if (r.own)
+        for (const auto& [k, v] : *r.own) f(std::string_view(k), std::string_view(v));
+}
+size_t entry_message_size(const RecordRef& r) {
+    size_t n = field_size(ts_message_size(r.ts_ns)) + string_field_size(r.line.size());
+    for_pairs(r, [&](std::string_view k, std::string_view v) { n += field_size(pair_message_size(k, v)); });
+    return n;
+}
+char* put_tag_len(char* p, int field, size_t len) {
+    *p++ = static_cast<char>((field << 3) | 2);
+    return put_varint(p, len);
+}
+char* put_string_field(char* p, int field, std::string_view s) {
+    if (s.empty()) return p;
+    p = put_tag_len(p, field, s.size());
+    std::memcpy(p, s.data(), s.size());
+    return p + s.size();
+}
+
+// Reads field `field` (length-delimited) at pos if it is there; false only if malformed.
+bool get_field(std::string_view in, size_t& pos, int field, std::string_view& out, bool& present) {
+    present = pos < in.size() && static_cast<unsigned char>(in[pos]) == ((field << 3) | 2);
+    if (!present) return true;
+    ++pos;
+    return get_bytes(in, pos, out);
+}
+
+// One EntryAdapter, in exactly the form RunBuilder writes (anything else is not ours: corrupt).
+bool get_entry(std::string_view e, RecordView& out, std::vector<MetadataView>& metadata, uint64_t& md_bytes) {
+    size_t pos = 0;
+    std::string_view ts, line;
+    bool present = false;
+    if (!get_field(e, pos, 1, ts, present) || !present) return false;
+    uint64_t sec = 0, nanos = 0;
+    size_t tp = 0;
+    if (tp < ts.size() && ts[tp] == '\x08') {
+        ++tp;
+        if (!get_varint(ts, tp, sec) || sec == 0) return false;
+    }
+    if (tp < ts.size() && ts[tp] == '\x10') {
+        ++tp;
+        if (!get_varint(ts, tp, nanos) || nanos == 0) return false;
+    }
+    if (tp != ts.size()) return false;
+    out.ts_ns = static_cast<int64_t>(sec * 1'000'000'000ULL + nanos);  // wraps as the split did
+    if (ts_seconds(out.ts_ns) != sec || ts_nanos(out.ts_ns) != nanos) return false;
+    if (!get_field(e, pos, 2, line, present) || (present && line.empty())) return false;
+    out.line = line;
+    out.metadata_begin = static_cast<uint32_t>(metadata.size());
+    out.metadata_count = 0;
+    while (pos < e.size()) {
+        std::string_view kv;
+        if (!get_field(e, pos, 3, kv, present) || !present) return false;
+        size_t kp = 0;
+        MetadataView m;
+        bool kpresent = false, vpresent = false;
+        if (!get_field(kv, kp, 1, m.first, kpresent) || (kpresent && m.first.empty())) return false;
+        if (!get_field(kv, kp, 2, m.second, vpresent) || (vpresent && m.second.empty())) return false;
+        if (kp != kv.size()) return false;
+        metadata.push_back(m);
+        ++out.metadata_count;
+        md_bytes += m.first.size() + m.second.size();
+    }
+    return true;
+}
+
+uint64_t zigzag(int64_t v) {
+    return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
+}
+int64_t unzigzag(uint64_t v) {
+    return static_cast<int64_t>((v >> 1) ^ (~(v & 1) + 1));
+}
+
 }  // namespace
 
-std::string encode_metadata(const RecordRef::Metadata& md) {
-    std::string out(pairs_size(md), '\0');
-    put_pairs(out.data(), md);
-    return out;
+std::string_view RunView::elements() const {
+    size_t pos = 0;
+    uint64_t n = 0;
+    get_varint(compressed, pos, n);
+    return compressed.substr(pos);
 }
+
+size_t RunBuilder::entry_size(const RecordRef& r) {
+    return field_size(entry_message_size(r));
+}
+
+void RunBuilder::begin(std::string_view stream) {
+    clear();
+    open_ = true;
+    stream_.assign(stream);
+}
+
+void RunBuilder::add(const RecordRef& r, size_t size) {
+    const size_t at = raw_.size();
+    // Grown geometrically by hand: resize() to the exact size each time would not be.
+    if (raw_.capacity() < at + size) raw_.reserve(std::max(2 * raw_.capacity(), at + size));
+    raw_.resize(at + size);
+    char* p = put_tag_len(raw_.data() + at, 2, entry_message_size(r));  // StreamAdapter.entries
+    p = put_tag_len(p, 1, ts_message_size(r.ts_ns));                    // EntryAdapter.timestamp
+    if (const uint64_t sec = ts_seconds(r.ts_ns)) {
+        *p++ = '\x08';
+        p = put_varint(p, sec);
+    }
+    if (const uint64_t nanos = ts_nanos(r.ts_ns)) {
+        *p++ = '\x10';
+        p = put_varint(p, nanos);
+    }
+    p = put_string_field(p, 2, r.line);  // EntryAdapter.line
+    bool any = false;
+    for_pairs(r, [&](std::string_view k, std::string_view v) {
+        p = put_tag_len(p, 3, pair_message_size(k, v));  // EntryAdapter.structuredMetadata
+        p = put_string_field(p, 1, k);
+        p = put_string_field(p, 2, v);
+        metadata_bytes_ += k.size() + v.size();
+        any = true;
+    });
+    if (p != raw_.data() + raw_.size()) std::abort();  // sized otherwise: a bug, not a record to keep
+    if (count_ == 0 || r.ts_ns < oldest_) oldest_ = r.ts_ns;
+    ++count_;
+    line_bytes_ += r.line.size();
+    has_metadata_ = has_metadata_ || any;
+}
+
+void RunBuilder::clear() {
+    open_ = false;
+    raw_.clear();
+    count_ = 0;
+    line_bytes_ = metadata_bytes_ = 0;
+    oldest_ = 0;
+    has_metadata_ = false;
+    // A run grown for one huge record is not kept.
+    if (raw_.capacity() > 1 << 20) raw_.shrink_to_fit();
+    if (compressed_cap_ > 2 << 20) {
+        compressed_.reset();
+        compressed_cap_ = 0;
+    }
+}
+
+void RunBuilder::finish(std::string& out) {
+    if (!open_) return;
+    const size_t bound = snappy::MaxCompressedLength(raw_.size());
+    if (compressed_cap_ < bound) {
+        compressed_.reset(new char[bound]);  // NOLINT(cppcoreguidelines-owning-memory): not zero-filled on purpose
+        compressed_cap_ = bound;
+    }
+    size_t clen = 0;
+    snappy::RawCompress(raw_.data(), raw_.size(), compressed_.get(), &clen);
+    const size_t len = 1 + varint_size(stream_.size()) + stream_.size() + varint_size(count_) +
+                       varint_size(line_bytes_) + varint_size(metadata_bytes_) + varint_size(zigzag(oldest_)) + 1 +
+                       varint_size(raw_.size()) + clen;
+    const size_t start = out.size();
+    out.resize(start + kFrameHeader + len);
+    char* p = out.data() + start + kFrameHeader;
+    *p++ = '\x03';  // payload version: a compressed run
+    p = put_bytes(p, stream_);
+    p = put_varint(p, count_);
+    p = put_varint(p, line_bytes_);
+    p = put_varint(p, metadata_bytes_);
+    p = put_varint(p, zigzag(oldest_));
+    *p++ = has_metadata_ ? '\x01' : '\x00';
+    p = put_varint(p, raw_.size());
+    std::memcpy(p, compressed_.get(), clen);
+    put_header(out.data() + start, len);
+    clear();
+}
+
 
 void append_frame(std::string& out, const RecordRef& r) {
     // Sized first, then written through a pointer: appending byte by byte (a capacity check per
@@ -229,12 +408,61 @@ void append_run(std::string& out, const std::vector<Record>& records) {
     end_run(out, start);
 }
 
-DecodeStatus decode_frame(std::string_view in, std::vector<RecordView>& out, std::vector<MetadataView>& metadata,
-                          size_t* consumed, std::string* why, int* version) {
+void append_compressed_run(std::string& out, const std::vector<Record>& records) {
+    RunBuilder b;
+    b.begin(records.front().stream);
+    for (const auto& r : records) {
+        const RecordRef ref{r.ts_ns, r.stream, r.line, &r.metadata, nullptr};
+        b.add(ref, RunBuilder::entry_size(ref));
+    }
+    b.finish(out);
+}
+
+bool expand_run(const RunView& run, std::string& storage, std::vector<RecordView>& out,
+                std::vector<MetadataView>& metadata, std::string* why) {
     const size_t out_start = out.size(), md_start = metadata.size();
+    auto fail = [&](const char* w) {
+        out.resize(out_start);
+        metadata.resize(md_start);
+        if (why) *why = w;
+        return false;
+    };
+    size_t raw = 0;
+    if (!snappy::GetUncompressedLength(run.compressed.data(), run.compressed.size(), &raw) || raw != run.raw_size ||
+        raw > kMaxRawRun)
+        return fail("compressed run of a wrong size");
+    storage.resize(raw);
+    if (!snappy::RawUncompress(run.compressed.data(), run.compressed.size(), storage.data()))
+        return fail("compressed run does not decompress");
+    const std::string_view in(storage);
+    size_t pos = 0;
+    uint64_t line_bytes = 0, md_bytes = 0;
+    int64_t oldest = 0;
+    while (pos < in.size()) {
+        std::string_view e;
+        bool present = false;
+        RecordView v;
+        v.stream = run.stream;
+        if (!get_field(in, pos, 2, e, present) || !present || !get_entry(e, v, metadata, md_bytes))
+            return fail("malformed entry in a compressed run");
+        if (out.size() == out_start || v.ts_ns < oldest) oldest = v.ts_ns;
+        line_bytes += v.line.size();
+        out.push_back(v);
+    }
+    const bool has_md = metadata.size() > md_start;
+    if (out.size() - out_start != run.count || line_bytes != run.line_bytes || md_bytes != run.metadata_bytes ||
+        oldest != run.oldest_ts_ns || has_md != run.has_metadata)
+        return fail("compressed run differs from its header");
+    return true;
+}
+
+DecodeStatus decode_frame(std::string_view in, std::vector<RecordView>& out, std::vector<MetadataView>& metadata,
+                          std::vector<RunView>& runs, size_t* consumed, std::string* why, int* version) {
+    const size_t out_start = out.size(), md_start = metadata.size(), runs_start = runs.size();
     auto corrupt = [&](const char* w) {
         out.resize(out_start);
         metadata.resize(md_start);
+        runs.resize(runs_start);
         if (why) *why = w;
         return DecodeStatus::kCorrupt;
     };
@@ -263,6 +491,32 @@ DecodeStatus decode_frame(std::string_view in, std::vector<RecordView>& out, std
                 return corrupt("malformed record in a run");
             out.push_back(v);
         }
+    } else if (payload[0] == '\x03') {
+        RunView run;
+        uint64_t count = 0, oldest = 0;
+        if (!get_bytes(payload, pos, run.stream) || !get_varint(payload, pos, count) ||
+            !get_varint(payload, pos, run.line_bytes) || !get_varint(payload, pos, run.metadata_bytes) ||
+            !get_varint(payload, pos, oldest) || pos >= payload.size())
+            return corrupt("malformed compressed run");
+        const auto flags = static_cast<unsigned char>(payload[pos++]);
+        if (!get_varint(payload, pos, run.raw_size) || flags > 1 || count == 0 || count > UINT32_MAX - 1 ||
+            run.raw_size > kMaxRawRun || run.raw_size < 2 * count)
+            return corrupt("malformed compressed run");
+        run.count = static_cast<uint32_t>(count);
+        run.oldest_ts_ns = unzigzag(oldest);
+        run.has_metadata = flags == 1;
+        run.compressed = payload.substr(pos);
+        size_t raw = 0;
+        if (!snappy::GetUncompressedLength(run.compressed.data(), run.compressed.size(), &raw) || raw != run.raw_size)
+            return corrupt("compressed run of a wrong size");
+        pos = payload.size();
+        RecordView v;
+        v.stream = run.stream;
+        v.ts_ns = run.oldest_ts_ns;
+        v.metadata_begin = static_cast<uint32_t>(metadata.size());
+        v.run = static_cast<uint32_t>(runs.size());
+        runs.push_back(run);
+        out.push_back(v);
     } else {
         return corrupt("unknown payload version");
     }
@@ -276,8 +530,14 @@ DecodeStatus decode_frame(std::string_view in, std::vector<Record>& out, size_t*
                           int* version) {
     std::vector<RecordView> v;
     std::vector<MetadataView> md;
-    const DecodeStatus st = decode_frame(in, v, md, consumed, why, version);
+    std::vector<RunView> runs;
+    std::string storage;
+    const DecodeStatus st = decode_frame(in, v, md, runs, consumed, why, version);
     if (st != DecodeStatus::kOk) return st;
+    if (!runs.empty()) {
+        v.clear();
+        if (!expand_run(runs.front(), storage, v, md, why)) return DecodeStatus::kCorrupt;
+    }
     out.resize(v.size());
     for (size_t i = 0; i < v.size(); ++i) {
         Record& r = out[i];

@@ -53,7 +53,7 @@ Status Spool::open(const Options& opts, Recovery* rec) {
     opts_ = opts;
     read_fd_.reset(-1);
     buf_.clear();
-    run_start_ = std::string::npos;
+    run_.clear();
     broken_.clear();
     roll_failed_ = false;
     Recovery local;
@@ -95,12 +95,14 @@ Status Spool::open(const Options& opts, Recovery* rec) {
         size_t pos = 0;
         std::vector<RecordView> views;
         std::vector<MetadataView> md;
+        std::vector<RunView> runs;
         for (;;) {
             size_t used = 0;
             views.clear();
             md.clear();
+            runs.clear();
             std::string why;
-            if (decode_frame(std::string_view(data).substr(pos), views, md, &used, &why) != DecodeStatus::kOk) {
+            if (decode_frame(std::string_view(data).substr(pos), views, md, runs, &used, &why) != DecodeStatus::kOk) {
                 // Whole and summed right, but of a format this build does not know: written by a
                 // newer shipper. Not a torn tail to cut: those records were never sent.
                 if (why == "unknown payload version")
@@ -178,7 +180,7 @@ Status Spool::discard_after(const Position& p) {
     }
     write_size_ = durable_size_.back();
     buf_.clear();
-    run_start_ = std::string::npos;
+    run_.clear();
     pending_ = durable_after_ack();
     readable_end_ = {segments_.back(), durable_size_.back()};
     return {};
@@ -195,7 +197,7 @@ uint64_t Spool::durable_after_ack() const {
 }
 
 uint64_t Spool::used_bytes() const {
-    return durable_after_ack() + (write_size_ - durable_size_.back());
+    return durable_after_ack() + (write_size_ - durable_size_.back()) + run_.raw_size();
 }
 
 bool Spool::start_segment(uint64_t id) {
@@ -235,14 +237,15 @@ void Spool::append_all(std::span<const RecordRef> records) {
 }
 
 Spool::Append Spool::append_locked(const RecordRef& r, bool past_cap) {
-    const size_t rec = run_record_size(r);
-    const bool joins = run_start_ != std::string::npos && run_stream_len_ == r.stream.size() &&
-                       buf_.size() - run_start_ - kFrameHeader + rec <= kMaxRun &&
-                       std::memcmp(buf_.data() + run_stream_at_, r.stream.data(), run_stream_len_) == 0;
+    const size_t rec = RunBuilder::entry_size(r);
+    const bool joins = run_.open() && run_.stream() == r.stream && run_.raw_size() + rec <= kMaxRun;
+    // Sizes before compression: what the open run adds is known only when it is closed, so
+    // the cap and the segment's size count it uncompressed meanwhile (at most kMaxRun over).
     uint64_t len = joins ? rec : run_header_size(r.stream) + rec;
     // Past the segment's size it goes to the next one, in a run of its own: counted as such.
     // After a failed roll, not again before the next sync().
-    const bool roll = !roll_failed_ && write_size_ > 0 && write_size_ + len > opts_.segment_bytes;
+    const uint64_t open = write_size_ + run_.raw_size();
+    const bool roll = !roll_failed_ && open > 0 && open + len > opts_.segment_bytes;
     if (roll) len = run_header_size(r.stream) + rec;
     if (!past_cap && used_bytes() + len > opts_.max_bytes) return Append::kFull;
     if (roll) {
@@ -261,21 +264,18 @@ Spool::Append Spool::append_locked(const RecordRef& r, bool past_cap) {
     }
     if (!joins || roll) {
         end_open_run();
-        run_start_ = begin_run(buf_, r.stream);
-        run_stream_len_ = r.stream.size();
-        run_stream_at_ = buf_.size() - run_stream_len_;
+        run_.begin(r.stream);
     }
-    append_to_run(buf_, r, rec);
-    write_size_ += len;
+    run_.add(r, rec);
     // Hand buffers to the kernel early (no fsync): memory stays small between syncs.
     if (buf_.size() >= kFlushBytes && !flush_buffer()) return Append::kOk;
     return Append::kOk;
 }
 
 void Spool::end_open_run() {
-    if (run_start_ == std::string::npos) return;
-    end_run(buf_, run_start_);
-    run_start_ = std::string::npos;
+    const size_t before = buf_.size();
+    run_.finish(buf_);
+    write_size_ += buf_.size() - before;
 }
 
 bool Spool::flush_buffer() {
@@ -325,7 +325,22 @@ void ReadBatch::clear() {
     used_ = 0;
     records_.clear();
     metadata_.clear();
+    runs_.clear();
+    expanded_bytes_.clear();
+    expanded_.clear();
+    entries_ = 0;
     bytes_ = 0;
+}
+
+bool ReadBatch::expand(const RecordView& r, std::vector<const RecordView*>& out, std::string* why) {
+    expand_scratch_.clear();
+    expanded_bytes_.emplace_back();
+    if (!expand_run(runs_[r.run], expanded_bytes_.back(), expand_scratch_, metadata_, why)) {
+        expanded_bytes_.pop_back();
+        return false;
+    }
+    for (const auto& v : expand_scratch_) out.push_back(&expanded_.emplace_back(v));
+    return true;
 }
 
 std::string_view ReadBatch::read_block(int fd, uint64_t off, size_t n) {
@@ -367,9 +382,19 @@ bool Spool::wait_readable(int64_t timeout_ms, const std::atomic<bool>& stop) {
 size_t Spool::read(std::vector<Record>& out, size_t max_records, size_t max_bytes, Position& end) {
     ReadBatch batch;
     const size_t n = read(batch, max_records, max_bytes, end);
-    out.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-        const RecordView& v = batch.records()[i];
+    std::vector<const RecordView*> views;
+    for (const auto& v : batch.records()) {
+        if (v.run == kNoRun) {
+            views.push_back(&v);
+        } else if (std::string why; !batch.expand(v, views, &why)) {
+            std::lock_guard<std::mutex> lk(mu_);
+            ++corrupt_skipped_;
+            error_ = "a compressed run of " + std::string(v.stream) + ": " + why + "; skipped";
+        }
+    }
+    out.resize(views.size());
+    for (size_t i = 0; i < views.size(); ++i) {
+        const RecordView& v = *views[i];
         Record& r = out[i];
         r.ts_ns = v.ts_ns;
         r.stream.assign(v.stream);
@@ -381,7 +406,7 @@ size_t Spool::read(std::vector<Record>& out, size_t max_records, size_t max_byte
             r.metadata[k].second.assign(md[k].second);
         }
     }
-    return n;
+    return n == 0 ? 0 : views.size();
 }
 
 size_t Spool::read(ReadBatch& out, size_t max_records, size_t max_bytes, Position& end) {
@@ -419,12 +444,13 @@ size_t Spool::read(ReadBatch& out, size_t max_records, size_t max_bytes, Positio
         bool skip_segment = false;
         while (n < max_records && bytes < max_bytes) {
             size_t used = 0;
-            const size_t had = out.records_.size();
-            const auto st = decode_frame(data.substr(pos), out.records_, out.metadata_, &used);
+            const size_t had = out.records_.size(), had_runs = out.runs_.size();
+            const auto st = decode_frame(data.substr(pos), out.records_, out.metadata_, out.runs_, &used);
             if (st == DecodeStatus::kOk) {
                 pos += used;
                 bytes += used;
-                n += out.records_.size() - had;  // a run's records come whole: at most kMaxRun over
+                // A run's records come whole: at most kMaxRun over.
+                n += out.runs_.size() > had_runs ? out.runs_.back().count : out.records_.size() - had;
                 continue;
             }
             if (st == DecodeStatus::kNeedMore && pos == 0 && data.size() < left && data.size() >= kFrameHeader) {
@@ -453,6 +479,7 @@ size_t Spool::read(ReadBatch& out, size_t max_records, size_t max_bytes, Positio
     }
     end = read_;
     out.bytes_ = bytes;
+    out.entries_ = n;
     return n;
 }
 

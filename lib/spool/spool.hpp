@@ -3,6 +3,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -44,7 +45,14 @@ struct Options {
 // neither allocates nor zero-fills.
 class ReadBatch {
 public:
+    // In the spool's order; a compressed run is one of them (r.run != kNoRun), its records whole
+    // in run(r), or as records through expand().
     const std::vector<RecordView>& records() const { return records_; }
+    const RunView& run(const RecordView& r) const { return runs_[r.run]; }
+    // A compressed run's records, decompressed into this batch (they live as long as it does),
+    // their addresses appended to out. False (and why) if the run is damaged.
+    bool expand(const RecordView& r, std::vector<const RecordView*>& out, std::string* why = nullptr);
+    size_t entries() const { return entries_; }  // records, a run's counted each
     std::span<const MetadataView> metadata(const RecordView& r) const {
         return std::span<const MetadataView>(metadata_).subspan(r.metadata_begin, r.metadata_count);
     }
@@ -67,6 +75,12 @@ private:
     size_t used_ = 0;
     std::vector<RecordView> records_;
     std::vector<MetadataView> metadata_;
+    std::vector<RunView> runs_;
+    // Runs expanded: deques, so what was handed out stays where it is.
+    std::deque<std::string> expanded_bytes_;
+    std::deque<RecordView> expanded_;
+    std::vector<RecordView> expand_scratch_;
+    size_t entries_ = 0;
     uint64_t bytes_ = 0;
 };
 
@@ -150,7 +164,7 @@ private:
     Append append_locked(const RecordRef& r, bool past_cap);  // callers hold mu_
     uint64_t durable_after_ack() const;                       // callers hold mu_
     bool readable() const;                                    // callers hold mu_
-    uint64_t used_bytes() const;      // durable after ack + written or buffered since the last sync
+    uint64_t used_bytes() const;      // durable after ack + written, buffered or in the open run since the last sync
     Status persist_ack();             // callers hold mu_
     int reader_fd(uint64_t segment);  // the read cursor's segment, opened once; callers hold mu_
 
@@ -163,14 +177,14 @@ private:
     uint64_t write_id_ = 0;
     uint64_t write_size_ = 0;  // including buffered bytes
     std::string buf_;
-    // The run frame being built at the end of buf_ (npos: none): consecutive records of one
-    // stream share a frame, closed when the stream changes, at kMaxRun, and before buf_ is written.
+    // The run being built: consecutive records of one stream share a compressed frame, closed
+    // (compressed into buf_) when the stream changes, at kMaxRun, and before buf_ is written.
+    // 64 KiB: snappy's block, so a run compresses as well as the whole request would.
     static constexpr size_t kMaxRun = 64 << 10;
+    RunBuilder run_;
     // buf_ goes to the kernel past this (no fsync): a bigger buffer saved no measurable syscall
     // time and was a megabyte more of the shipper's memory.
     static constexpr size_t kFlushBytes = 256 << 10;
-    size_t run_start_ = std::string::npos;
-    size_t run_stream_at_ = 0, run_stream_len_ = 0;
     void end_open_run();
     Position acked_;
     Position persisted_ack_;  // what the acked file says
