@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <fstream>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -354,4 +355,36 @@ TEST_CASE("sender: a spooled run that cannot go as it is goes entry by entry: to
         std::lock_guard<std::mutex> lk2(rig.m.mu);
         CHECK(rig.m.dropped["too_old"] == (w == "too old" ? 100u : 0u));
     }
+}
+
+TEST_CASE(
+    "sender: a spool an older shipper wrote (single records, runs) then compressed runs: each line once, in order",
+    "[loki][sender]") {
+    Rig rig;
+    const int64_t t = realtime_ns();
+    {
+        // What the older shipper left: a record of A, a run of A, a record of B.
+        std::string old;
+        spool::append_frame(old, spool::Record{t, kA, "a 0", {}});
+        std::vector<spool::Record> run;
+        for (int i = 1; i < 50; ++i) run.push_back({t + i, kA, "a " + std::to_string(i), {{"step", "0"}}});
+        spool::append_run(old, run);
+        spool::append_frame(old, spool::Record{t + 50, kB, "b 0", {}});
+        std::ofstream(rig.dir.path() + "/spool/seg-0000000000000001", std::ios::binary | std::ios::app) << old;
+    }
+    REQUIRE(rig.spool.open({rig.dir.path() + "/spool"}));
+    for (int i = 50; i < 300; ++i) rig.add(i % 5 ? kA : kB, (i % 5 ? "a " : "b ") + std::to_string(i), t + i);
+    rig.script.answer = [](const Request&) { return ok(); };
+    rig.start();
+    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 301; }));
+    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+    std::lock_guard<std::mutex> lk(rig.script.mu);
+    std::vector<int> a, b;
+    for (const auto& l : rig.script.stored) (l[0] == 'a' ? a : b).push_back(std::stoi(l.substr(2)));
+    CHECK(std::is_sorted(a.begin(), a.end()));
+    CHECK(std::is_sorted(b.begin(), b.end()));
+    CHECK(std::adjacent_find(a.begin(), a.end()) == a.end());
+    CHECK(a.size() + b.size() == 301);
+    CHECK(a.front() == 0);
+    CHECK(rig.m.sent == 301);
 }

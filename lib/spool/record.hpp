@@ -96,7 +96,7 @@ private:
 // Payload 1, one record: 0x01 | ts | stream | line | n | n x (key | value).
 // Payload 2, a run of one stream's records: 0x02 | stream | (ts | line | n | n x (key | value))+
 // to the payload's end: one checksum and one copy of the stream per run, not per line.
-// Payload 3, a compressed run (RunView; what the spool writes since 0.10; all three are read):
+// Payload 3, a compressed run (RunView; what the spool writes now; all three are read):
 // 0x03 | stream | count | line bytes | metadata bytes | oldest ts (zigzag) | flags (1: metadata) |
 // raw size | snappy block.
 inline constexpr size_t kFrameHeader = 12;
