@@ -38,7 +38,10 @@ std::string hostname() {
 }  // namespace
 
 Pipeline::Pipeline(const config::Config& cfg, SourceFactory sources)
-    : cfg_(cfg), make_sources_(std::move(sources)), events_([this](const InternalEvent& e) { on_event(e); }) {
+    : cfg_(cfg),
+      metadata_(cfg.shipper.structured_metadata),
+      make_sources_(std::move(sources)),
+      events_([this](const InternalEvent& e) { on_event(e); }) {
     node_.cluster = cfg.cluster.empty() ? "default" : cfg.cluster;
     node_.node = cfg.node.empty() ? hostname() : cfg.node;
 }
@@ -135,7 +138,9 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush, bool closing) 
         for (auto& e : events) {
             if (e.dropped) continue;
             add_first_line_metadata(e);
-            refs_.push_back({e.ts_ns, e.origin->stream, e.line, &e.origin->metadata, &e.metadata});
+            refs_.push_back(metadata_
+                                ? spool::RecordRef{e.ts_ns, e.origin->stream, e.line, &e.origin->metadata, &e.metadata}
+                                : spool::RecordRef{e.ts_ns, e.origin->stream, e.line});
         }
         // The room check above leaves space for a whole pass; should a pass still not fit, the
         // lane takes it over its cap (by at most this pass): the sources' positions are already
@@ -149,7 +154,8 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush, bool closing) 
     stages_->flush(events, final_flush || closing);
     for (auto& e : events) {
         lanes_[lane_index(lane_of(e.origin->kind))].spool.append(
-            spool::RecordRef{e.ts_ns, e.origin->stream, e.line, &e.origin->metadata, &e.metadata},
+            metadata_ ? spool::RecordRef{e.ts_ns, e.origin->stream, e.line, &e.origin->metadata, &e.metadata}
+                      : spool::RecordRef{e.ts_ns, e.origin->stream, e.line},
             /*past_cap=*/true);
         ++appended;
     }

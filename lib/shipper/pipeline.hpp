@@ -68,6 +68,9 @@ private:
     int64_t commit_due_ns_ = 0;  // a commit put off for this long (0: none)
 
     const config::Config& cfg_;
+    // Structured metadata is spooled only for a Loki that takes it: the spool's runs go out as
+    // they are, and one holding metadata would be decompressed to leave it out.
+    const bool metadata_;
     SourceFactory make_sources_;
     NodeInfo node_;
     mutable Metrics metrics_;

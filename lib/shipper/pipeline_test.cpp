@@ -305,6 +305,31 @@ TEST_CASE("pipeline: an origin's first-line metadata goes on its first line the 
     CHECK(by_line["b 1"].metadata == step1);
 }
 
+TEST_CASE("pipeline: for a Loki not sent structured metadata, none is spooled", "[shipper]") {
+    // The spool's runs go out as they are: one holding metadata would have to be decompressed
+    // and sent entry by entry to leave it out.
+    jobtrail::test::TempDir d;
+    auto c = config(d.path());
+    c.shipper.structured_metadata = false;
+    Pipeline p(c, [](const SourceContext&) {
+        std::vector<std::unique_ptr<Source>> v;
+        v.push_back(std::make_unique<TwoFilesSource>());
+        return v;
+    });
+    REQUIRE(run_once(p) == 0);
+    jobtrail::spool::Spool s;
+    REQUIRE(s.open({d.path() + "/spool"}));
+    std::vector<jobtrail::spool::Record> recs;
+    jobtrail::spool::Position end;
+    size_t n = 0;
+    while (s.read(recs, 1000, 1 << 20, end) > 0)
+        for (const auto& r : recs) {
+            CHECK(r.metadata.empty());
+            ++n;
+        }
+    CHECK(n >= 5);
+}
+
 namespace {
 
 // Padding that does not compress (the spool compresses runs): the disk fills where the test says.

@@ -236,7 +236,6 @@ bool Sender::build_partial(const std::string& name, StreamState& s, uint64_t cap
         advance(s, 1);
         return false;
     }
-    if (run_raw_.capacity() > 1 << 20) run_raw_.shrink_to_fit();  // after use: a huge record's is not kept
     while (s.run_done < run.count && run_records_[s.run_done].ts_ns < oldest) {
         m_.drop("too_old");
         ++s.run_done;
@@ -244,6 +243,7 @@ bool Sender::build_partial(const std::string& name, StreamState& s, uint64_t cap
     if (s.run_done == run.count) {
         s.run_done = 0;
         advance(s, 1);
+        if (run_raw_.capacity() > 1 << 20) std::string().swap(run_raw_);
         return false;
     }
     push_streams_.resize(1);
@@ -264,6 +264,8 @@ bool Sender::build_partial(const std::string& name, StreamState& s, uint64_t cap
     s.sent_n = ref.entries.size();
     s.partial = true;
     loki::encode_push(push_streams_, cfg_.structured_metadata, push_scratch_, job.body, &job.body_size);
+    // The views into it are done with: a huge record's buffer is not kept.
+    if (run_raw_.capacity() > 1 << 20) std::string().swap(run_raw_);
     return true;
 }
 

@@ -388,3 +388,21 @@ TEST_CASE(
     CHECK(a.front() == 0);
     CHECK(rig.m.sent == 301);
 }
+
+TEST_CASE("sender: a huge line's run, then a run that goes entry by entry: each sent as written", "[loki][sender]") {
+    // The first is over the cap (decompressed, a buffer of megabytes), the second partly too old
+    // (decompressed again into the same buffer, which must not be let go under its views).
+    Rig rig;
+    const int64_t t = realtime_ns();
+    const std::string huge = "huge " + std::string(1'500'000, 'h');
+    rig.add(kA, huge, t);
+    for (int i = 0; i < 20; ++i)
+        rig.add(kA, "small " + std::to_string(i), i < 5 ? t - rig.cfg.max_age_ms * 1'000'000 - 1'000'000'000 : t + i);
+    rig.script.answer = [](const Request&) { return ok(); };
+    rig.start();
+    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 16; }));
+    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+    std::lock_guard<std::mutex> lk(rig.script.mu);
+    CHECK(rig.script.stored[0] == huge);
+    for (int i = 5; i < 20; ++i) CHECK(rig.script.stored[static_cast<size_t>(i - 4)] == "small " + std::to_string(i));
+}

@@ -155,7 +155,7 @@ bool get_ts(std::string_view payload, size_t& pos, RecordView& out) {
 }
 
 // Protobuf's wire format for the entries of a compressed run: what lib/loki/push.cpp writes for
-// an EntryAdapter, byte for byte (lib/spool/record_test checks the two agree).
+// an EntryAdapter, byte for byte (lib/loki/push_test.cpp checks a push of runs against libprotobuf).
 size_t field_size(size_t payload) {
     return 1 + varint_size(payload) + payload;
 }
@@ -261,6 +261,12 @@ std::string_view RunView::elements() const {
     return compressed.substr(pos);
 }
 
+size_t RunBuilder::header_bound(std::string_view stream) {
+    // Frame header, version, stream; count, line and metadata bytes, oldest ts, flags, raw size
+    // at their longest; snappy's preamble and literal tags (3 bytes per 64 KiB of what does not compress).
+    return run_header_size(stream) + 5 + 10 + 10 + 10 + 1 + 10 + 5 + 16;
+}
+
 size_t RunBuilder::entry_size(const RecordRef& r) {
     return field_size(entry_message_size(r));
 }
@@ -310,27 +316,18 @@ void RunBuilder::clear() {
     oldest_ = 0;
     has_metadata_ = false;
     // A run grown for one huge record is not kept.
-    if (raw_.capacity() > 1 << 20) raw_.shrink_to_fit();
-    if (compressed_cap_ > 2 << 20) {
-        compressed_.reset();
-        compressed_cap_ = 0;
-    }
+    if (raw_.capacity() > 1 << 20) std::string().swap(raw_);
 }
 
 void RunBuilder::finish(std::string& out) {
     if (!open_) return;
-    const size_t bound = snappy::MaxCompressedLength(raw_.size());
-    if (compressed_cap_ < bound) {
-        compressed_.reset(new char[bound]);  // NOLINT(cppcoreguidelines-owning-memory): not zero-filled on purpose
-        compressed_cap_ = bound;
-    }
-    size_t clen = 0;
-    snappy::RawCompress(raw_.data(), raw_.size(), compressed_.get(), &clen);
-    const size_t len = 1 + varint_size(stream_.size()) + stream_.size() + varint_size(count_) +
-                       varint_size(line_bytes_) + varint_size(metadata_bytes_) + varint_size(zigzag(oldest_)) + 1 +
-                       varint_size(raw_.size()) + clen;
+    const size_t head = 1 + varint_size(stream_.size()) + stream_.size() + varint_size(count_) +
+                        varint_size(line_bytes_) + varint_size(metadata_bytes_) + varint_size(zigzag(oldest_)) + 1 +
+                        varint_size(raw_.size());
     const size_t start = out.size();
-    out.resize(start + kFrameHeader + len);
+    // Compressed in place, at its bound, then cut to what snappy wrote: no second copy of a huge
+    // record's run.
+    out.resize(start + kFrameHeader + head + snappy::MaxCompressedLength(raw_.size()));
     char* p = out.data() + start + kFrameHeader;
     *p++ = '\x03';  // payload version: a compressed run
     p = put_bytes(p, stream_);
@@ -340,11 +337,12 @@ void RunBuilder::finish(std::string& out) {
     p = put_varint(p, zigzag(oldest_));
     *p++ = has_metadata_ ? '\x01' : '\x00';
     p = put_varint(p, raw_.size());
-    std::memcpy(p, compressed_.get(), clen);
-    put_header(out.data() + start, len);
+    size_t clen = 0;
+    snappy::RawCompress(raw_.data(), raw_.size(), p, &clen);
+    out.resize(start + kFrameHeader + head + clen);
+    put_header(out.data() + start, head + clen);
     clear();
 }
-
 
 void append_frame(std::string& out, const RecordRef& r) {
     // Sized first, then written through a pointer: appending byte by byte (a capacity check per
@@ -499,8 +497,9 @@ DecodeStatus decode_frame(std::string_view in, std::vector<RecordView>& out, std
             !get_varint(payload, pos, oldest) || pos >= payload.size())
             return corrupt("malformed compressed run");
         const auto flags = static_cast<unsigned char>(payload[pos++]);
+        // Snappy expands at most 64 bytes out of a 3-byte copy: a larger size is not a run we wrote.
         if (!get_varint(payload, pos, run.raw_size) || flags > 1 || count == 0 || count > UINT32_MAX - 1 ||
-            run.raw_size > kMaxRawRun || run.raw_size < 2 * count)
+            run.raw_size > kMaxRawRun || run.raw_size < 2 * count || run.raw_size > 22 * (payload.size() - pos) + 64)
             return corrupt("malformed compressed run");
         run.count = static_cast<uint32_t>(count);
         run.oldest_ts_ns = unzigzag(oldest);

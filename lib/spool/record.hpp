@@ -1,7 +1,6 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -71,12 +70,14 @@ class RunBuilder {
 public:
     // What add() puts into the run for r (its entry, uncompressed).
     static size_t entry_size(const RecordRef& r);
+    static size_t header_bound(std::string_view stream);
     void begin(std::string_view stream);
     void add(const RecordRef& r, size_t size);  // size: entry_size(r)
     bool open() const { return open_; }
     std::string_view stream() const { return stream_; }
     size_t raw_size() const { return raw_.size(); }
     // Appends the run's frame (payload 3) to out and empties the builder; nothing if not open.
+    // What the frame takes beyond its entries compressed is at most header_bound(stream).
     void finish(std::string& out);
     void clear();
 
@@ -88,8 +89,6 @@ private:
     uint64_t line_bytes_ = 0, metadata_bytes_ = 0;
     int64_t oldest_ = 0;
     bool has_metadata_ = false;
-    std::unique_ptr<char[]> compressed_;  // reused; not zero-filled
-    size_t compressed_cap_ = 0;
 };
 
 // On disk: "JTR1" | u32 payload length | u32 CRC-32 of the payload | payload, little-endian.

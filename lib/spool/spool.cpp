@@ -197,7 +197,8 @@ uint64_t Spool::durable_after_ack() const {
 }
 
 uint64_t Spool::used_bytes() const {
-    return durable_after_ack() + (write_size_ - durable_size_.back()) + run_.raw_size();
+    return durable_after_ack() + (write_size_ - durable_size_.back()) +
+           (run_.open() ? RunBuilder::header_bound(run_.stream()) + run_.raw_size() : 0);
 }
 
 bool Spool::start_segment(uint64_t id) {
@@ -241,12 +242,12 @@ Spool::Append Spool::append_locked(const RecordRef& r, bool past_cap) {
     const bool joins = run_.open() && run_.stream() == r.stream && run_.raw_size() + rec <= kMaxRun;
     // Sizes before compression: what the open run adds is known only when it is closed, so
     // the cap and the segment's size count it uncompressed meanwhile (at most kMaxRun over).
-    uint64_t len = joins ? rec : run_header_size(r.stream) + rec;
+    uint64_t len = joins ? rec : RunBuilder::header_bound(r.stream) + rec;
     // Past the segment's size it goes to the next one, in a run of its own: counted as such.
     // After a failed roll, not again before the next sync().
     const uint64_t open = write_size_ + run_.raw_size();
     const bool roll = !roll_failed_ && open > 0 && open + len > opts_.segment_bytes;
-    if (roll) len = run_header_size(r.stream) + rec;
+    if (roll) len = RunBuilder::header_bound(r.stream) + rec;
     if (!past_cap && used_bytes() + len > opts_.max_bytes) return Append::kFull;
     if (roll) {
         // Finish this segment (what is buffered belongs to it), then roll over. Should that
@@ -264,11 +265,12 @@ Spool::Append Spool::append_locked(const RecordRef& r, bool past_cap) {
     }
     if (!joins || roll) {
         end_open_run();
+        // Closed runs go to the kernel early (no fsync): memory stays small between syncs. A
+        // failure is tried again by the next sync().
+        if (buf_.size() >= kFlushBytes) write_buffer();
         run_.begin(r.stream);
     }
     run_.add(r, rec);
-    // Hand buffers to the kernel early (no fsync): memory stays small between syncs.
-    if (buf_.size() >= kFlushBytes && !flush_buffer()) return Append::kOk;
     return Append::kOk;
 }
 
@@ -280,6 +282,10 @@ void Spool::end_open_run() {
 
 bool Spool::flush_buffer() {
     end_open_run();
+    return write_buffer();
+}
+
+bool Spool::write_buffer() {
     size_t done = 0;
     while (done < buf_.size()) {
         const ssize_t n = ::write(write_fd_.get(), buf_.data() + done, buf_.size() - done);

@@ -160,7 +160,8 @@ public:
 private:
     std::string segment_path(uint64_t id) const;
     bool start_segment(uint64_t id);
-    bool flush_buffer();
+    bool flush_buffer();                                      // closes the open run, then write_buffer()
+    bool write_buffer();                                      // what buf_ holds to the file (no fsync)
     Append append_locked(const RecordRef& r, bool past_cap);  // callers hold mu_
     uint64_t durable_after_ack() const;                       // callers hold mu_
     bool readable() const;                                    // callers hold mu_

@@ -61,8 +61,9 @@ std::vector<const RecordView*> views_of(ReadBatch& b) {
             out.push_back(&v);
         } else {
             std::string why;
+            const bool ok = b.expand(v, out, &why);
             INFO(why);
-            REQUIRE(b.expand(v, out, &why));
+            REQUIRE(ok);
         }
     }
     return out;
@@ -651,6 +652,7 @@ TEST_CASE("an ack in the middle of a segment keeps that segment's rest and every
     jobtrail::test::TempDir dir;
     uint64_t rest_bytes = 0;
     Position mid;
+    int n = 0;  // records before mid
     {
         Spool s;
         REQUIRE(s.open({dir.path(), 4096}));
@@ -658,13 +660,14 @@ TEST_CASE("an ack in the middle of a segment keeps that segment's rest and every
         REQUIRE(s.sync());
         REQUIRE(count_segments(dir.path()) > 3);
         std::vector<Record> first;
-        // 80 records of ~160 bytes, 25 to a segment: past the first three, inside the fourth.
-        REQUIRE(s.read(first, 80, 1 << 20, mid) == 80);
-        REQUIRE(mid.segment > 1);
-        REQUIRE(mid.offset > 0);
-        REQUIRE(mid.offset < 4096 - 1000);  // well inside it, not at its end
+        // Records of ~200 bytes, ~20 to a segment: read up to a point past the first segment and
+        // well inside a later one, not at its start or end.
+        do {
+            REQUIRE(s.read(first, 1, 1 << 20, mid) == 1);
+            ++n;
+        } while (mid.segment < 3 || mid.offset < 1000 || mid.offset > 4096 - 1000);
         REQUIRE(s.ack(mid));
-        for (int i = 80; i < 200; ++i) {
+        for (int i = n; i < 200; ++i) {
             std::string frame;  // streams by turns: a run of one record each
             append_compressed_run(frame, {alt(i, 100)});
             rest_bytes += frame.size();
@@ -676,8 +679,8 @@ TEST_CASE("an ack in the middle of a segment keeps that segment's rest and every
         s.read(sent, 10, 1 << 20, end);
         s.rewind();
         const auto again = read_all(s, end);
-        REQUIRE(again.size() == 120);
-        CHECK(again.front() == alt(80, 100));
+        REQUIRE(again.size() == static_cast<size_t>(200 - n));
+        CHECK(again.front() == alt(n, 100));
         CHECK(again.back() == alt(199, 100));
     }
     // And after a restart.
@@ -687,8 +690,8 @@ TEST_CASE("an ack in the middle of a segment keeps that segment's rest and every
     CHECK(s.pending_bytes() == rest_bytes);
     Position end;
     const auto got = read_all(s, end);
-    REQUIRE(got.size() == 120);
-    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == alt(static_cast<int>(i) + 80, 100));
+    REQUIRE(got.size() == static_cast<size_t>(200 - n));
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == alt(static_cast<int>(i) + n, 100));
 }
 
 TEST_CASE("a damaged payload byte is caught by the checksum, the frame around it intact", "[spool]") {
@@ -739,10 +742,11 @@ TEST_CASE("a full spool takes exactly what fits in max_bytes", "[spool]") {
         CHECK(accepted > 10);
         CHECK(s.used_bytes_now() <= 8192);
         const Record refused = next(accepted);
-        CHECK(s.used_bytes_now() + run_header_size(refused.stream) +
+        CHECK(s.used_bytes_now() + RunBuilder::header_bound(refused.stream) +
                   RunBuilder::entry_size({refused.ts_ns, refused.stream, refused.line, &refused.metadata}) >
               8192);
-        // At least as many as in runs of one record each.
+        // As many as in runs of one record each, but for the one the estimate of the open run's
+        // header (its longest) may leave out.
         int single = 0;
         for (uint64_t used = 0;; ++single) {
             std::string frame;
@@ -750,7 +754,7 @@ TEST_CASE("a full spool takes exactly what fits in max_bytes", "[spool]") {
             if (used + frame.size() > 8192) break;
             used += frame.size();
         }
-        CHECK(accepted >= single);
+        CHECK(accepted + 1 >= single);
         REQUIRE(s.sync());
         Position end;
         CHECK(read_all(s, end).size() == static_cast<size_t>(accepted));
