@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/buffer.hpp"
+
 namespace jobtrail::loki {
 
 using LabelSet = std::map<std::string, std::string>;  // sorted: one stream, one text form
@@ -52,52 +54,10 @@ std::string encode_push(const std::vector<StreamRef>& streams, bool with_metadat
 
 // The same into buffers one caller reuses request after request: nothing allocated or zero-filled
 // once they have grown. The request is the first `*size` bytes of `out` (out.size() is its capacity).
-// A request body buffer, reused from push to push, that is not zero-filled when it grows:
-// snappy touches only the bytes it writes, so memory is what the bodies take, not their bound
-// (a zero-filled std::string of MaxCompressedLength per body in flight was 7 MiB of the
-// shipper's peak).
-class Buffer {
-public:
-    Buffer() = default;
-    Buffer(Buffer&& o) noexcept : data_(std::move(o.data_)), cap_(o.cap_) { o.cap_ = 0; }
-    Buffer& operator=(Buffer&& o) noexcept {
-        data_ = std::move(o.data_);
-        cap_ = o.cap_;
-        o.cap_ = 0;
-        return *this;
-    }
-    Buffer(const Buffer&) = delete;
-    Buffer& operator=(const Buffer&) = delete;
-    ~Buffer() = default;
-    // What was in it is not kept. Grown by an eighth more than asked, so bodies a little bigger
-    // each time do not allocate each time.
-    char* reserve(size_t n) {
-        if (cap_ < n) {
-            const size_t cap = n + n / 8;
-            data_.reset(new char[cap]);  // NOLINT(cppcoreguidelines-owning-memory): uninitialised on purpose
-            cap_ = cap;
-        }
-        return data_.get();
-    }
-    // Grows to at least n keeping the first `keep` bytes.
-    char* grow(size_t n, size_t keep) {
-        if (cap_ < n) {
-            Buffer b;
-            b.reserve(n);
-            if (keep) std::memcpy(b.data_.get(), data_.get(), keep);
-            *this = std::move(b);
-        }
-        return data_.get();
-    }
-    void release() { *this = Buffer{}; }
-    size_t capacity() const { return cap_; }
-    char* data() { return data_.get(); }
-    const char* data() const { return data_.get(); }
-
-private:
-    std::unique_ptr<char[]> data_;
-    size_t cap_ = 0;
-};
+// A request body buffer, reused from push to push, not zero-filled when it grows: snappy
+// touches only the bytes it writes, so memory is what the bodies take, not their bound (a
+// zero-filled std::string of MaxCompressedLength per body in flight was 7 MiB of the shipper's peak).
+using Buffer = jobtrail::Buffer;
 
 struct PushScratch {
     // The uncompressed protobuf, made a block at a time as snappy takes it: about 64 KiB whatever

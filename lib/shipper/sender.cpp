@@ -11,9 +11,10 @@ namespace jobtrail::shipper {
 namespace {
 
 uint64_t record_bytes(const spool::ReadBatch& b, const spool::RecordView& r) {
-    // What Loki's rate limits count: the line and its structured metadata.
-    if (r.run != spool::kNoRun) return b.run(r).line_bytes + b.run(r).metadata_bytes;
-    uint64_t n = r.line.size();
+    // What Loki's rate limits count: the line and its structured metadata; and a byte an entry,
+    // so that halving a cap after a 413 makes progress through blank lines too.
+    if (r.run != spool::kNoRun) return b.run(r).line_bytes + b.run(r).metadata_bytes + b.run(r).count;
+    uint64_t n = r.line.size() + 1;
     for (const auto& [k, v] : b.metadata(r)) n += k.size() + v.size();
     return n;
 }
@@ -170,7 +171,7 @@ bool Sender::build(const std::string& name, StreamState& s, uint64_t cap, Job& j
     const int64_t oldest = realtime_ns() - cfg_.max_age_ms * 1'000'000;
     // Sent as spooled: within the cap, nothing too old, and metadata only to a Loki that takes it.
     const auto as_is = [&](const spool::RunView& run) {
-        return run.line_bytes + run.metadata_bytes <= cap && run.oldest_ts_ns >= oldest &&
+        return run.line_bytes + run.metadata_bytes + run.count <= cap && run.oldest_ts_ns >= oldest &&
                (!run.has_metadata || cfg_.structured_metadata);
     };
     while (!s.queue.empty()) {
@@ -190,8 +191,8 @@ bool Sender::build(const std::string& name, StreamState& s, uint64_t cap, Job& j
             push_runs_.clear();
             uint64_t raw = 0;
             for (; i < p.recs.size() && p.recs[i]->run != spool::kNoRun; ++i) {
+                const uint64_t b = record_bytes(rb, *p.recs[i]);
                 const spool::RunView& run = rb.run(*p.recs[i]);
-                const uint64_t b = run.line_bytes + run.metadata_bytes;
                 if (i > p.next && (s.sent_bytes + b > cap || !as_is(run))) break;
                 s.sent_bytes += b;
                 s.sent_line_bytes += run.line_bytes;
@@ -227,46 +228,54 @@ bool Sender::build_partial(const std::string& name, StreamState& s, uint64_t cap
     const spool::RunView& run = p.batch->records.run(*p.recs[p.next]);
     run_records_.clear();
     run_metadata_.clear();
-    if (std::string why; !spool::expand_run(run, run_raw_, run_records_, run_metadata_, &why)) {
+    // Decompressed again for each request it makes (at most a run's 64 KiB): kept, it would be
+    // one more buffer per stream waiting on Loki.
+    const bool decoded = [&] {
+        std::string why;
+        if (spool::expand_run(run, run_raw_, run_records_, run_metadata_, &why)) return true;
         m_.drop("spool_corrupt", run.count - s.run_done);
         events_.emit(Severity::kError, "sender", "spool_corrupt",
                      "a spooled run of " + std::to_string(run.count) + " records of " + name + " does not decode (" +
                          why + "); dropped");
-        s.run_done = 0;
-        advance(s, 1);
         return false;
-    }
-    while (s.run_done < run.count && run_records_[s.run_done].ts_ns < oldest) {
-        m_.drop("too_old");
-        ++s.run_done;
-    }
-    if (s.run_done == run.count) {
-        s.run_done = 0;
-        advance(s, 1);
-        if (run_raw_.capacity() > 1 << 20) std::string().swap(run_raw_);
-        return false;
-    }
+    }();
     push_streams_.resize(1);
     loki::StreamRef& ref = push_streams_[0];
     ref.labels = name;
     ref.entries.clear();
-    for (size_t i = s.run_done; i < run.count; ++i) {
+    // Too-old entries are skipped (counted when the request is answered for, or now if nothing
+    // else is left), not sent one request each.
+    size_t i = s.run_done;
+    uint64_t skipped = 0;
+    for (; decoded && i < run.count; ++i) {
         const spool::RecordView& r = run_records_[i];
-        if (r.ts_ns < oldest) break;  // dropped when it comes first
+        if (r.ts_ns < oldest) {
+            ++skipped;
+            continue;
+        }
         const auto md = std::span<const spool::MetadataView>(run_metadata_).subspan(r.metadata_begin, r.metadata_count);
-        uint64_t b = r.line.size();
+        uint64_t b = r.line.size() + 1;  // at least a byte, so halving a 413's cap always makes progress
         for (const auto& [k, v] : md) b += k.size() + v.size();
-        if (i > s.run_done && s.sent_bytes + b > cap) break;
+        if (!ref.entries.empty() && s.sent_bytes + b > cap) break;
         s.sent_bytes += b;
         s.sent_line_bytes += r.line.size();
         ref.entries.push_back({r.ts_ns, r.line, nullptr, md});
     }
     s.sent_n = ref.entries.size();
+    s.sent_consumed = static_cast<uint32_t>(i - s.run_done);
+    s.sent_skipped = skipped;
     s.partial = true;
-    loki::encode_push(push_streams_, cfg_.structured_metadata, push_scratch_, job.body, &job.body_size);
-    // The views into it are done with: a huge record's buffer is not kept.
+    if (!ref.entries.empty())
+        loki::encode_push(push_streams_, cfg_.structured_metadata, push_scratch_, job.body, &job.body_size);
+    // The views into them are done with: what one huge run grew is not kept.
     if (run_raw_.capacity() > 1 << 20) std::string().swap(run_raw_);
-    return true;
+    if (run_records_.capacity() > 1 << 14) std::vector<spool::RecordView>().swap(run_records_);
+    if (run_metadata_.capacity() > 1 << 14) std::vector<spool::MetadataView>().swap(run_metadata_);
+    if (!ref.entries.empty()) return true;
+    if (skipped) m_.drop("too_old", skipped);
+    s.run_done = 0;
+    advance(s, 1);
+    return false;
 }
 
 void Sender::advance(StreamState& s, size_t items) {
@@ -283,7 +292,8 @@ void Sender::settle(StreamState& s) {
     s.attempt = 0;
     if (s.partial) {
         const Piece& p = s.queue.front();
-        s.run_done += static_cast<uint32_t>(s.sent_n);
+        if (s.sent_skipped) m_.drop("too_old", s.sent_skipped);
+        s.run_done += s.sent_consumed;
         if (s.run_done < p.batch->records.run(*p.recs[p.next]).count) return;
         s.run_done = 0;
         advance(s, 1);

@@ -102,6 +102,8 @@ private:
         uint64_t sent_line_bytes = 0;
         size_t sent_items = 0;
         bool partial = false;
+        uint32_t sent_consumed = 0;  // partial: entries the request covers, skipped too-old ones included
+        uint64_t sent_skipped = 0;
         uint32_t run_done = 0;    // entries of the run at the front piece's `next` answered for
         int single_refusals = 0;  // a lone entry refused by the per-stream rate limit, in a row
         int64_t last_active_ns = 0;

@@ -406,3 +406,37 @@ TEST_CASE("sender: a huge line's run, then a run that goes entry by entry: each 
     CHECK(rig.script.stored[0] == huge);
     for (int i = 5; i < 20; ++i) CHECK(rig.script.stored[static_cast<size_t>(i - 4)] == "small " + std::to_string(i));
 }
+
+TEST_CASE("sender: too-old lines strewn through a run are dropped in passing, not one request per line",
+          "[loki][sender]") {
+    Rig rig;
+    const int64_t t = realtime_ns();
+    const int64_t old = t - rig.cfg.max_age_ms * 1'000'000 - 1'000'000'000;
+    for (int i = 0; i < 300; ++i) rig.add(kA, "line " + std::to_string(i), i % 2 ? old : t + i);
+    rig.script.answer = [](const Request&) { return ok(); };
+    rig.start();
+    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 150; }));
+    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+    std::lock_guard<std::mutex> lk(rig.script.mu);
+    CHECK(rig.script.seen.size() <= 2);
+    for (size_t i = 0; i < 150; ++i) CHECK(rig.script.stored[i] == "line " + std::to_string(2 * i));
+    std::lock_guard<std::mutex> lk2(rig.m.mu);
+    CHECK(rig.m.dropped["too_old"] == 150);
+}
+
+TEST_CASE("sender: a 413 for a push of blank lines halves it until it fits: every line goes", "[loki][sender]") {
+    // Blank lines weigh nothing to Loki's limits; a cap in their bytes alone would stay where it was.
+    Rig rig;
+    const int64_t t = realtime_ns();
+    for (int i = 0; i < 200; ++i) rig.add(kA, "", t + i);
+    rig.script.answer = [](const Request& r) -> HttpResult {
+        if (r.lines.size() > 10) return {413, "request body too large\n", "", false};
+        return ok();
+    };
+    rig.start();
+    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 200; }));
+    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+    CHECK(rig.m.sent == 200);
+    std::lock_guard<std::mutex> lk(rig.m.mu);
+    CHECK(rig.m.rejected.empty());
+}

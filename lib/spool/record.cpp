@@ -261,10 +261,10 @@ std::string_view RunView::elements() const {
     return compressed.substr(pos);
 }
 
-size_t RunBuilder::header_bound(std::string_view stream) {
+size_t RunBuilder::frame_bound(std::string_view stream, size_t raw) {
     // Frame header, version, stream; count, line and metadata bytes, oldest ts, flags, raw size
-    // at their longest; snappy's preamble and literal tags (3 bytes per 64 KiB of what does not compress).
-    return run_header_size(stream) + 5 + 10 + 10 + 10 + 1 + 10 + 5 + 16;
+    // at their longest; what snappy may write for raw bytes at most (its preamble included).
+    return run_header_size(stream) + 5 + 10 + 10 + 10 + 1 + 10 + snappy::MaxCompressedLength(raw);
 }
 
 size_t RunBuilder::entry_size(const RecordRef& r) {
@@ -278,12 +278,15 @@ void RunBuilder::begin(std::string_view stream) {
 }
 
 void RunBuilder::add(const RecordRef& r, size_t size) {
-    const size_t at = raw_.size();
-    // Grown geometrically by hand: resize() to the exact size each time would not be.
-    if (raw_.capacity() < at + size) raw_.reserve(std::max(2 * raw_.capacity(), at + size));
-    raw_.resize(at + size);
-    char* p = put_tag_len(raw_.data() + at, 2, entry_message_size(r));  // StreamAdapter.entries
-    p = put_tag_len(p, 1, ts_message_size(r.ts_ns));                    // EntryAdapter.timestamp
+    // The entry's length from its field's size: size = 1 + varint_size(len) + len.
+    size_t len = size - 2;
+    while (1 + varint_size(len) + len > size) --len;
+    const size_t need = raw_size_ + size;
+    char* p =
+        (need > raw_.capacity() ? raw_.grow(std::max(2 * raw_.capacity(), need), raw_size_) : raw_.data()) + raw_size_;
+    const char* const end = p + size;
+    p = put_tag_len(p, 2, len);                       // StreamAdapter.entries
+    p = put_tag_len(p, 1, ts_message_size(r.ts_ns));  // EntryAdapter.timestamp
     if (const uint64_t sec = ts_seconds(r.ts_ns)) {
         *p++ = '\x08';
         p = put_varint(p, sec);
@@ -301,7 +304,8 @@ void RunBuilder::add(const RecordRef& r, size_t size) {
         metadata_bytes_ += k.size() + v.size();
         any = true;
     });
-    if (p != raw_.data() + raw_.size()) std::abort();  // sized otherwise: a bug, not a record to keep
+    if (p != end) std::abort();  // sized otherwise: a bug, not a record to keep
+    raw_size_ += size;
     if (count_ == 0 || r.ts_ns < oldest_) oldest_ = r.ts_ns;
     ++count_;
     line_bytes_ += r.line.size();
@@ -310,37 +314,41 @@ void RunBuilder::add(const RecordRef& r, size_t size) {
 
 void RunBuilder::clear() {
     open_ = false;
-    raw_.clear();
+    raw_size_ = 0;
     count_ = 0;
     line_bytes_ = metadata_bytes_ = 0;
     oldest_ = 0;
     has_metadata_ = false;
     // A run grown for one huge record is not kept.
-    if (raw_.capacity() > 1 << 20) std::string().swap(raw_);
+    if (raw_.capacity() > 1 << 20) raw_.release();
+    if (compressed_.capacity() > 2 << 20) compressed_.release();
 }
 
 void RunBuilder::finish(std::string& out) {
     if (!open_) return;
-    const size_t head = 1 + varint_size(stream_.size()) + stream_.size() + varint_size(count_) +
-                        varint_size(line_bytes_) + varint_size(metadata_bytes_) + varint_size(zigzag(oldest_)) + 1 +
-                        varint_size(raw_.size());
-    const size_t start = out.size();
-    // Compressed in place, at its bound, then cut to what snappy wrote: no second copy of a huge
-    // record's run.
-    out.resize(start + kFrameHeader + head + snappy::MaxCompressedLength(raw_.size()));
-    char* p = out.data() + start + kFrameHeader;
-    *p++ = '\x03';  // payload version: a compressed run
-    p = put_bytes(p, stream_);
-    p = put_varint(p, count_);
-    p = put_varint(p, line_bytes_);
-    p = put_varint(p, metadata_bytes_);
-    p = put_varint(p, zigzag(oldest_));
-    *p++ = has_metadata_ ? '\x01' : '\x00';
-    p = put_varint(p, raw_.size());
     size_t clen = 0;
-    snappy::RawCompress(raw_.data(), raw_.size(), p, &clen);
-    out.resize(start + kFrameHeader + head + clen);
-    put_header(out.data() + start, head + clen);
+    snappy::RawCompress(raw_.data(), raw_size_, compressed_.reserve(snappy::MaxCompressedLength(raw_size_)), &clen);
+    // Appended, not resized into: a std::string zero-fills what it grows by.
+    char head[kFrameHeader + 1 + 10 + 5 + 10 + 10 + 10 + 1 + 10];
+    char* p = head + kFrameHeader;
+    *p++ = '\x03';  // payload version: a compressed run
+    p = put_varint(p, stream_.size());
+    const size_t before_stream = static_cast<size_t>(p - head);
+    char* q = p;
+    q = put_varint(q, count_);
+    q = put_varint(q, line_bytes_);
+    q = put_varint(q, metadata_bytes_);
+    q = put_varint(q, zigzag(oldest_));
+    *q++ = has_metadata_ ? '\x01' : '\x00';
+    q = put_varint(q, raw_size_);
+    const size_t after_stream = static_cast<size_t>(q - p);
+    const size_t len = before_stream - kFrameHeader + stream_.size() + after_stream + clen;
+    const size_t start = out.size();
+    out.append(head, before_stream);
+    out.append(stream_);
+    out.append(p, after_stream);
+    out.append(compressed_.data(), clen);
+    put_header(out.data() + start, len);
     clear();
 }
 

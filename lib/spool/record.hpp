@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/buffer.hpp"
+
 namespace jobtrail::spool {
 
 // One log record as the shipper keeps it on disk until Loki acknowledges it: its final
@@ -70,21 +72,23 @@ class RunBuilder {
 public:
     // What add() puts into the run for r (its entry, uncompressed).
     static size_t entry_size(const RecordRef& r);
-    static size_t header_bound(std::string_view stream);
+    static size_t frame_bound(std::string_view stream, size_t raw);
     void begin(std::string_view stream);
     void add(const RecordRef& r, size_t size);  // size: entry_size(r)
     bool open() const { return open_; }
     std::string_view stream() const { return stream_; }
-    size_t raw_size() const { return raw_.size(); }
+    size_t raw_size() const { return raw_size_; }
     // Appends the run's frame (payload 3) to out and empties the builder; nothing if not open.
-    // What the frame takes beyond its entries compressed is at most header_bound(stream).
+    // The frame is at most frame_bound(stream, raw_size()) bytes.
     void finish(std::string& out);
     void clear();
 
 private:
     bool open_ = false;
     std::string stream_;
-    std::string raw_;
+    Buffer raw_;  // the entries so far, raw_size_ bytes
+    size_t raw_size_ = 0;
+    Buffer compressed_;
     uint32_t count_ = 0;
     uint64_t line_bytes_ = 0, metadata_bytes_ = 0;
     int64_t oldest_ = 0;

@@ -196,9 +196,12 @@ uint64_t Spool::durable_after_ack() const {
     return total;
 }
 
+uint64_t Spool::open_run_bound() const {
+    return run_.open() ? RunBuilder::frame_bound(run_.stream(), run_.raw_size()) : 0;
+}
+
 uint64_t Spool::used_bytes() const {
-    return durable_after_ack() + (write_size_ - durable_size_.back()) +
-           (run_.open() ? RunBuilder::header_bound(run_.stream()) + run_.raw_size() : 0);
+    return durable_after_ack() + (write_size_ - durable_size_.back()) + open_run_bound();
 }
 
 bool Spool::start_segment(uint64_t id) {
@@ -240,14 +243,16 @@ void Spool::append_all(std::span<const RecordRef> records) {
 Spool::Append Spool::append_locked(const RecordRef& r, bool past_cap) {
     const size_t rec = RunBuilder::entry_size(r);
     const bool joins = run_.open() && run_.stream() == r.stream && run_.raw_size() + rec <= kMaxRun;
-    // Sizes before compression: what the open run adds is known only when it is closed, so
-    // the cap and the segment's size count it uncompressed meanwhile (at most kMaxRun over).
-    uint64_t len = joins ? rec : RunBuilder::header_bound(r.stream) + rec;
+    // What the open run takes is known only when it is closed (compressed): the cap and the
+    // segment's size count it at its bound meanwhile.
+    const uint64_t open_run = open_run_bound();
+    uint64_t len = joins ? RunBuilder::frame_bound(r.stream, run_.raw_size() + rec) - open_run
+                         : RunBuilder::frame_bound(r.stream, rec);
     // Past the segment's size it goes to the next one, in a run of its own: counted as such.
     // After a failed roll, not again before the next sync().
-    const uint64_t open = write_size_ + run_.raw_size();
+    const uint64_t open = write_size_ + open_run;
     const bool roll = !roll_failed_ && open > 0 && open + len > opts_.segment_bytes;
-    if (roll) len = RunBuilder::header_bound(r.stream) + rec;
+    if (roll) len = RunBuilder::frame_bound(r.stream, rec);
     if (!past_cap && used_bytes() + len > opts_.max_bytes) return Append::kFull;
     if (roll) {
         // Finish this segment (what is buffered belongs to it), then roll over. Should that
@@ -300,6 +305,7 @@ bool Spool::write_buffer() {
         done += static_cast<size_t>(n);
     }
     buf_.clear();
+    if (buf_.capacity() > 1 << 20) std::string().swap(buf_);  // grown for one huge record: not kept
     return true;
 }
 

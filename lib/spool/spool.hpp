@@ -165,6 +165,7 @@ private:
     Append append_locked(const RecordRef& r, bool past_cap);  // callers hold mu_
     uint64_t durable_after_ack() const;                       // callers hold mu_
     bool readable() const;                                    // callers hold mu_
+    uint64_t open_run_bound() const;                          // what the open run's frame may take; callers hold mu_
     uint64_t used_bytes() const;      // durable after ack + written, buffered or in the open run since the last sync
     Status persist_ack();             // callers hold mu_
     int reader_fd(uint64_t segment);  // the read cursor's segment, opened once; callers hold mu_

@@ -742,8 +742,9 @@ TEST_CASE("a full spool takes exactly what fits in max_bytes", "[spool]") {
         CHECK(accepted > 10);
         CHECK(s.used_bytes_now() <= 8192);
         const Record refused = next(accepted);
-        CHECK(s.used_bytes_now() + RunBuilder::header_bound(refused.stream) +
-                  RunBuilder::entry_size({refused.ts_ns, refused.stream, refused.line, &refused.metadata}) >
+        CHECK(s.used_bytes_now() +
+                  RunBuilder::frame_bound(refused.stream, RunBuilder::entry_size({refused.ts_ns, refused.stream,
+                                                                                  refused.line, &refused.metadata})) >
               8192);
         // As many as in runs of one record each, but for the one the estimate of the open run's
         // header (its longest) may leave out.
