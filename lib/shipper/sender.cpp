@@ -400,7 +400,7 @@ void Sender::handle(const Job& job) {
                 m_.rejected["per_stream_rate_limit"] += 1;
             }
             events_.emit(Severity::kWarning, "sender", "entry_over_stream_limit",
-                         "Loki's per-stream rate limit refused one entry of " + std::to_string(s.sent_bytes) +
+                         "Loki's per-stream rate limit refused one entry of " + std::to_string(s.sent_bytes - 1) +
                              " bytes three times; dropped: " + v.first_message);
             s.single_refusals = 0;
             settle(s);

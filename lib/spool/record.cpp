@@ -321,7 +321,7 @@ void RunBuilder::clear() {
     has_metadata_ = false;
     // A run grown for one huge record is not kept.
     if (raw_.capacity() > 1 << 20) raw_.release();
-    if (compressed_.capacity() > 2 << 20) compressed_.release();
+    if (compressed_.capacity() > 1 << 20) compressed_.release();
 }
 
 void RunBuilder::finish(std::string& out) {
@@ -330,6 +330,7 @@ void RunBuilder::finish(std::string& out) {
     snappy::RawCompress(raw_.data(), raw_size_, compressed_.reserve(snappy::MaxCompressedLength(raw_size_)), &clen);
     // Appended, not resized into: a std::string zero-fills what it grows by.
     char head[kFrameHeader + 1 + 10 + 5 + 10 + 10 + 10 + 1 + 10];
+    std::memset(head, 0, kFrameHeader);  // put_header() fills it in the spool's buffer
     char* p = head + kFrameHeader;
     *p++ = '\x03';  // payload version: a compressed run
     p = put_varint(p, stream_.size());
