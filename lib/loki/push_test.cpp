@@ -15,6 +15,24 @@
 
 using namespace jobtrail::loki;
 
+namespace {
+
+// The oracle's entry: what libprotobuf writes for it.
+void add_entry(logproto::StreamAdapter* ps, int64_t ts_ns, const std::string& line,
+               const std::vector<std::pair<std::string, std::string>>& metadata) {
+    auto* pe = ps->add_entries();
+    pe->mutable_timestamp()->set_seconds(ts_ns / 1'000'000'000);
+    pe->mutable_timestamp()->set_nanos(static_cast<int32_t>(ts_ns % 1'000'000'000));
+    pe->set_line(line);
+    for (const auto& [k, v] : metadata) {
+        auto* kv = pe->add_structuredmetadata();
+        kv->set_name(k);
+        kv->set_value(v);
+    }
+}
+
+}  // namespace
+
 TEST_CASE("label sets in Prometheus text form", "[loki]") {
     CHECK(format_labels({{"node", "gpu01"}, {"job", "kmsg"}}) == "{job=\"kmsg\", node=\"gpu01\"}");
     CHECK(format_labels({{"a", "q\"u\\o\nte"}}) == "{a=\"q\\\"u\\\\o\\nte\"}");
@@ -109,18 +127,8 @@ TEST_CASE("the hand-written encoder writes exactly what libprotobuf writes", "[l
         for (const auto& s : streams) {
             auto* ps = want.add_streams();
             ps->set_labels(format_labels(s.labels));
-            for (const auto& e : s.entries) {
-                auto* pe = ps->add_entries();
-                pe->mutable_timestamp()->set_seconds(e.ts_ns / 1'000'000'000);
-                pe->mutable_timestamp()->set_nanos(static_cast<int32_t>(e.ts_ns % 1'000'000'000));
-                pe->set_line(e.line);
-                if (!with_md) continue;
-                for (const auto& [k, v] : e.metadata) {
-                    auto* kv = pe->add_structuredmetadata();
-                    kv->set_name(k);
-                    kv->set_value(v);
-                }
-            }
+            for (const auto& e : s.entries)
+                add_entry(ps, e.ts_ns, e.line, with_md ? e.metadata : decltype(e.metadata){});
         }
         std::string raw;
         REQUIRE(snappy::Uncompress(encode_push(streams, with_md).data(), encode_push(streams, with_md).size(), &raw));
@@ -164,15 +172,7 @@ TEST_CASE("bodies of many blocks, entries larger than a block, one scratch reuse
             StreamRef r{labels.back(), {}};
             for (const auto& e : st.entries) {
                 r.entries.push_back({e.ts_ns, e.line, &e.metadata});
-                auto* pe = ps->add_entries();
-                pe->mutable_timestamp()->set_seconds(e.ts_ns / 1'000'000'000);
-                pe->mutable_timestamp()->set_nanos(static_cast<int32_t>(e.ts_ns % 1'000'000'000));
-                pe->set_line(e.line);
-                for (const auto& [k, v] : e.metadata) {
-                    auto* kv = pe->add_structuredmetadata();
-                    kv->set_name(k);
-                    kv->set_value(v);
-                }
+                add_entry(ps, e.ts_ns, e.line, e.metadata);
             }
             refs.push_back(std::move(r));
         }
@@ -229,17 +229,7 @@ TEST_CASE("a push made of the spool's compressed runs as they are is libprotobuf
         logproto::PushRequest want;
         auto* ps = want.add_streams();
         ps->set_labels(labels);
-        for (const auto& e : all) {
-            auto* pe = ps->add_entries();
-            pe->mutable_timestamp()->set_seconds(e.ts_ns / 1'000'000'000);
-            pe->mutable_timestamp()->set_nanos(static_cast<int32_t>(e.ts_ns % 1'000'000'000));
-            pe->set_line(e.line);
-            for (const auto& [k, v] : e.metadata) {
-                auto* kv = pe->add_structuredmetadata();
-                kv->set_name(k);
-                kv->set_value(v);
-            }
-        }
+        for (const auto& e : all) add_entry(ps, e.ts_ns, e.line, e.metadata);
         INFO("labels " << labels.size() << " bytes, " << frames.size() << " runs, " << all.size() << " entries");
         REQUIRE(snappy::IsValidCompressedBuffer(out.data(), size));
         std::string raw;

@@ -275,13 +275,8 @@ private:
     std::shared_ptr<const Origin> a_, b_;
 };
 
-}  // namespace
-
-TEST_CASE("pipeline: an origin's first-line metadata goes on its first line the stages keep, then every ten minutes",
-          "[shipper]") {
-    jobtrail::test::TempDir d;
-    auto c = config(d.path());
-    c.shipper.drop = {{"noise", "noise"}};
+// What a pipeline of TwoFilesSource under config c spooled.
+std::vector<jobtrail::spool::Record> spooled_two_files(const jobtrail::config::Config& c, const std::string& dir) {
     Pipeline p(c, [](const SourceContext&) {
         std::vector<std::unique_ptr<Source>> v;
         v.push_back(std::make_unique<TwoFilesSource>());
@@ -289,13 +284,23 @@ TEST_CASE("pipeline: an origin's first-line metadata goes on its first line the 
     });
     REQUIRE(run_once(p) == 0);
     jobtrail::spool::Spool s;
-    REQUIRE(s.open({d.path() + "/spool"}));
-    std::map<std::string, jobtrail::spool::Record> by_line;
-    std::vector<jobtrail::spool::Record> recs;
+    REQUIRE(s.open({dir + "/spool"}));
+    std::vector<jobtrail::spool::Record> all, recs;
     jobtrail::spool::Position end;
-    while (s.read(recs, 1000, 1 << 20, end) > 0)
-        for (const auto& r : recs)
-            if (r.line.size() > 2 && r.line[1] == ' ') by_line[r.line] = r;  // not the shipper's own
+    while (s.read(recs, 1000, 1 << 20, end) > 0) all.insert(all.end(), recs.begin(), recs.end());
+    return all;
+}
+
+}  // namespace
+
+TEST_CASE("pipeline: an origin's first-line metadata goes on its first line the stages keep, then every ten minutes",
+          "[shipper]") {
+    jobtrail::test::TempDir d;
+    auto c = config(d.path());
+    c.shipper.drop = {{"noise", "noise"}};
+    std::map<std::string, jobtrail::spool::Record> by_line;
+    for (const auto& r : spooled_two_files(c, d.path()))
+        if (r.line.size() > 2 && r.line[1] == ' ') by_line[r.line] = r;  // not the shipper's own
     const jobtrail::spool::RecordRef::Metadata none, step0 = {{"step", "0"}}, step1 = {{"step", "1"}};
     REQUIRE(by_line.size() == 5);
     CHECK(by_line["a 1"].metadata == step0);
@@ -311,23 +316,9 @@ TEST_CASE("pipeline: for a Loki not sent structured metadata, none is spooled", 
     jobtrail::test::TempDir d;
     auto c = config(d.path());
     c.shipper.structured_metadata = false;
-    Pipeline p(c, [](const SourceContext&) {
-        std::vector<std::unique_ptr<Source>> v;
-        v.push_back(std::make_unique<TwoFilesSource>());
-        return v;
-    });
-    REQUIRE(run_once(p) == 0);
-    jobtrail::spool::Spool s;
-    REQUIRE(s.open({d.path() + "/spool"}));
-    std::vector<jobtrail::spool::Record> recs;
-    jobtrail::spool::Position end;
-    size_t n = 0;
-    while (s.read(recs, 1000, 1 << 20, end) > 0)
-        for (const auto& r : recs) {
-            CHECK(r.metadata.empty());
-            ++n;
-        }
-    CHECK(n >= 5);
+    const auto recs = spooled_two_files(c, d.path());
+    CHECK(recs.size() >= 5);
+    for (const auto& r : recs) CHECK(r.metadata.empty());
 }
 
 namespace {
