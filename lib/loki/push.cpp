@@ -6,41 +6,22 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/protowire.hpp"
 #include "common/text.hpp"
 #include "common/varint.hpp"
 
 namespace jobtrail::loki {
 namespace {
 
-// Protobuf wire format: varints, and length-delimited fields (wire type 2) for strings and
-// embedded messages. Proto3 leaves out empty strings and zero numbers.
-size_t field_size(size_t payload) {
-    return 1 + varint_size(payload) + payload;
-}  // one-byte tag
-size_t string_field_size(size_t len) {
-    return len ? field_size(len) : 0;
-}
+using protowire::field_size;
+using protowire::string_field_size;
 
 // Writes into a buffer sized exactly beforehand (the sizes pass below).
 struct Writer {
     char* p;
-    void varint(uint64_t v) {
-        while (v >= 0x80) {
-            *p++ = static_cast<char>((v & 0x7f) | 0x80);
-            v >>= 7;
-        }
-        *p++ = static_cast<char>(v);
-    }
-    void tag_len(int field, size_t len) {
-        *p++ = static_cast<char>((field << 3) | 2);
-        varint(len);
-    }
-    void string(int field, std::string_view s) {
-        if (s.empty()) return;
-        tag_len(field, s.size());
-        std::memcpy(p, s.data(), s.size());
-        p += s.size();
-    }
+    void varint(uint64_t v) { p = put_varint(p, v); }
+    void tag_len(int field, size_t len) { p = protowire::put_tag_len(p, field, len); }
+    void string(int field, std::string_view s) { p = protowire::put_string(p, field, s); }
 };
 
 // The request body made as snappy reads it: whole items (a stream's header, an entry) written

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "common/crc32.hpp"
+#include "common/protowire.hpp"
 #include "common/varint.hpp"
 
 namespace jobtrail::spool {
@@ -18,15 +19,6 @@ uint32_t get_u32(std::string_view in, size_t at) {
     uint32_t v = 0;
     for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<unsigned char>(in[at + i])) << (8 * i);
     return v;
-}
-
-char* put_varint(char* p, uint64_t v) {
-    while (v >= 0x80) {
-        *p++ = static_cast<char>((v & 0x7f) | 0x80);
-        v >>= 7;
-    }
-    *p++ = static_cast<char>(v);
-    return p;
 }
 
 // At most ten bytes (the tenth gives bit 63). Inlined; lengths of one or two bytes first, and
@@ -154,14 +146,11 @@ bool get_ts(std::string_view payload, size_t& pos, RecordView& out) {
     return true;
 }
 
-// Protobuf's wire format for the entries of a compressed run: what lib/loki/push.cpp writes for
-// an EntryAdapter, byte for byte (lib/loki/push_test.cpp checks a push of runs against libprotobuf).
-size_t field_size(size_t payload) {
-    return 1 + varint_size(payload) + payload;
-}
-size_t string_field_size(size_t len) {
-    return len ? field_size(len) : 0;
-}
+// The entries of a compressed run: what lib/loki/push.cpp writes for an EntryAdapter, byte for
+// byte (lib/loki/push_test.cpp checks a push of runs against libprotobuf).
+using protowire::field_size;
+using protowire::put_tag_len;
+using protowire::string_field_size;
 uint64_t ts_seconds(int64_t ts) {
     return static_cast<uint64_t>(ts / 1'000'000'000);
 }
@@ -187,17 +176,6 @@ size_t entry_message_size(const RecordRef& r) {
     for_pairs(r, [&](std::string_view k, std::string_view v) { n += field_size(pair_message_size(k, v)); });
     return n;
 }
-char* put_tag_len(char* p, int field, size_t len) {
-    *p++ = static_cast<char>((field << 3) | 2);
-    return put_varint(p, len);
-}
-char* put_string_field(char* p, int field, std::string_view s) {
-    if (s.empty()) return p;
-    p = put_tag_len(p, field, s.size());
-    std::memcpy(p, s.data(), s.size());
-    return p + s.size();
-}
-
 // Reads field `field` (length-delimited) at pos if it is there; false only if malformed.
 bool get_field(std::string_view in, size_t& pos, int field, std::string_view& out, bool& present) {
     present = pos < in.size() && static_cast<unsigned char>(in[pos]) == ((field << 3) | 2);
@@ -295,12 +273,12 @@ void RunBuilder::add(const RecordRef& r, size_t size) {
         *p++ = '\x10';
         p = put_varint(p, nanos);
     }
-    p = put_string_field(p, 2, r.line);  // EntryAdapter.line
+    p = protowire::put_string(p, 2, r.line);  // EntryAdapter.line
     bool any = false;
     for_pairs(r, [&](std::string_view k, std::string_view v) {
         p = put_tag_len(p, 3, pair_message_size(k, v));  // EntryAdapter.structuredMetadata
-        p = put_string_field(p, 1, k);
-        p = put_string_field(p, 2, v);
+        p = protowire::put_string(p, 1, k);
+        p = protowire::put_string(p, 2, v);
         metadata_bytes_ += k.size() + v.size();
         any = true;
     });
