@@ -340,7 +340,6 @@ void ReadBatch::clear() {
     runs_.clear();
     expanded_bytes_.clear();
     expanded_.clear();
-    entries_ = 0;
     bytes_ = 0;
 }
 
@@ -491,7 +490,6 @@ size_t Spool::read(ReadBatch& out, size_t max_records, size_t max_bytes, Positio
     }
     end = read_;
     out.bytes_ = bytes;
-    out.entries_ = n;
     return n;
 }
 

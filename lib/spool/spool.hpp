@@ -52,7 +52,6 @@ public:
     // A compressed run's records, decompressed into this batch (they live as long as it does),
     // their addresses appended to out. False (and why) if the run is damaged.
     bool expand(const RecordView& r, std::vector<const RecordView*>& out, std::string* why = nullptr);
-    size_t entries() const { return entries_; }  // records, a run's counted each
     std::span<const MetadataView> metadata(const RecordView& r) const {
         return std::span<const MetadataView>(metadata_).subspan(r.metadata_begin, r.metadata_count);
     }
@@ -80,7 +79,6 @@ private:
     std::deque<std::string> expanded_bytes_;
     std::deque<RecordView> expanded_;
     std::vector<RecordView> expand_scratch_;
-    size_t entries_ = 0;
     uint64_t bytes_ = 0;
 };
 
