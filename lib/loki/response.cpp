@@ -1,6 +1,7 @@
 #include "loki/response.hpp"
 
 #include <charconv>
+#include <cstdint>
 #include <vector>
 
 namespace jobtrail::loki {
@@ -38,20 +39,32 @@ uint64_t number_after(std::string_view s, std::string_view key, size_t* end = nu
     return ec == std::errc() ? v : 0;
 }
 
-// "64KB", "1.5MB", "512B" as Loki prints per-stream limits (1024-based).
+// A byte size as Loki prints its limits ("64KB", "1.5MB", "8EB": units B to EB, 1 KB = 1024 B;
+// reference §12). 0 when the text is not one: a unit we do not know is no limit named, never a
+// number of bytes (8EB read as 8 paced a stream at 8 bytes a second). Saturates at UINT64_MAX.
 uint64_t parse_size(std::string_view s) {
     double v = 0;
     auto [q, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc()) return 0;
-    const std::string_view unit = s.substr(static_cast<size_t>(q - s.data()));
+    if (ec != std::errc() || !(v >= 0)) return 0;
+    std::string_view unit = s.substr(static_cast<size_t>(q - s.data()));
+    if (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
+    static constexpr std::string_view kPrefixes = "KMGTPE";
     double mul = 1;
-    if (unit.rfind("KB", 0) == 0 || unit.rfind("kB", 0) == 0 || unit.rfind("KiB", 0) == 0)
-        mul = 1024;
-    else if (unit.rfind("MB", 0) == 0 || unit.rfind("MiB", 0) == 0)
-        mul = 1024.0 * 1024;
-    else if (unit.rfind("GB", 0) == 0 || unit.rfind("GiB", 0) == 0)
-        mul = 1024.0 * 1024 * 1024;
-    return static_cast<uint64_t>(v * mul);
+    if (!unit.empty() && unit.front() != 'B') {
+        const size_t power = kPrefixes.find(static_cast<char>(unit.front() == 'k' ? 'K' : unit.front()));
+        if (power == std::string_view::npos) return 0;
+        for (size_t i = 0; i <= power; ++i) mul *= 1024;
+        unit.remove_prefix(1);
+        if (!unit.empty() && unit.front() == 'i') unit.remove_prefix(1);  // KiB, MiB, ...
+    }
+    if (unit.empty() || unit.front() != 'B') return 0;
+    unit.remove_prefix(1);
+    // What follows the unit ends it: "/sec", ")", a space; a letter would make it another word.
+    if (!unit.empty() && ((unit.front() >= 'A' && unit.front() <= 'Z') || (unit.front() >= 'a' && unit.front() <= 'z')))
+        return 0;
+    const double bytes = v * mul;
+    if (bytes >= 18446744073709551615.0) return UINT64_MAX;
+    return static_cast<uint64_t>(bytes);
 }
 
 // Loki 3 joins different validation errors with "; " and prefixes each "N errors like: ".

@@ -170,3 +170,42 @@ TEST_CASE("Loki 3 lists 10 entries per stream, the trailer counts them all", "[l
     CHECK(p.stream_rate_limit == 64 * 1024);
     CHECK(p.rejected.at("per_stream_rate_limit") == 100);
 }
+
+namespace {
+PushResponse per_stream_429_naming(const std::string& limit) {
+    return classify_push_response(
+        429,
+        "entry with timestamp 2026-12-02 21:16:54.190000217 +0000 UTC ignored, reason: 'Per stream rate limit exceeded "
+        "(limit: " +
+            limit +
+            "/sec) while attempting to ingest for stream '{cluster=\"lk1\", job=\"t1burst\"}' totaling 149B, consider "
+            "splitting a stream via additional labels or contact your Loki administrator to see if the limit can be "
+            "increased',\nuser 'fake', total ignored: 128 out of 128 for stream: {cluster=\"lk1\", job=\"t1burst\"}\n");
+}
+}  // namespace
+
+TEST_CASE("a per-stream limit is read in every unit Loki prints, 8EB after a restart included", "[loki]") {
+    // Reference §12: Loki prints limits with B, KB, MB, GB, TB, PB, EB, 1 KB = 1024 B. Right after a
+    // restart it names the WAL replay's infinite rate, 8EB: that is 2^63 bytes a second, not 8.
+    CHECK(per_stream_429_naming("512B").stream_rate_limit == 512);
+    CHECK(per_stream_429_naming("64KB").stream_rate_limit == 64 * 1024);
+    CHECK(per_stream_429_naming("1.5MB").stream_rate_limit == 1536 * 1024);
+    CHECK(per_stream_429_naming("3GB").stream_rate_limit == 3ULL << 30);
+    CHECK(per_stream_429_naming("2TB").stream_rate_limit == 2ULL << 40);
+    CHECK(per_stream_429_naming("1PB").stream_rate_limit == 1ULL << 50);
+    CHECK(per_stream_429_naming("8EB").stream_rate_limit == 1ULL << 63);
+    CHECK(per_stream_429_naming("64KiB").stream_rate_limit == 64 * 1024);
+    CHECK(per_stream_429_naming("64 KB").stream_rate_limit == 64 * 1024);
+    CHECK(per_stream_429_naming("16EB").stream_rate_limit == UINT64_MAX);  // saturates, never wraps
+}
+
+TEST_CASE("a per-stream limit in a unit we do not know is no limit named, never a number of bytes", "[loki]") {
+    for (const char* limit : {"8ZB", "8YB", "8XB", "8Kbit", "8 bananas", "8", "eightKB", "-64KB", "nanKB"}) {
+        INFO(limit);
+        const auto r = per_stream_429_naming(limit);
+        CHECK(r.stream_rate_limit == 0);
+        // Still a per-stream refusal of every entry, retried: nothing is dropped for it.
+        CHECK(r.verdict == Verdict::kRetry);
+        CHECK(r.rejected.at("per_stream_rate_limit") == 128);
+    }
+}

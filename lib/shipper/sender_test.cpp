@@ -8,6 +8,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "common/time.hpp"
 #include "kmsgfs_mount.hpp"
@@ -78,6 +79,7 @@ struct Rig {
     std::unique_ptr<shipper::Sender> sender;
     std::atomic<bool> stop{false};
     std::thread thread;
+    int64_t reprobe_ns = 0;  // 0: the sender's own
 
     Rig() {
         REQUIRE(spool.open({dir.path() + "/spool"}));
@@ -102,6 +104,7 @@ struct Rig {
                 log.push_back(std::string(shipper::severity_name(e.severity)) + ": " + e.message);
             }),
             [this] { return std::make_unique<ScriptedTransport>(script); });
+        if (reprobe_ns) sender->set_reprobe_after(reprobe_ns);
         thread = std::thread([this] { sender->run(stop); });
     }
     // Waits (up to a minute: a bound on a hang, not a performance figure) for pred.
@@ -132,14 +135,15 @@ HttpResult ok() {
     return {204, "", "", false};
 }
 
-// Loki 3.4's per-stream 429 for the first entry lines of a request (reference §1).
-HttpResult per_stream_429(const Request& r) {
+// Loki 3.4's per-stream 429 for the first entry lines of a request (reference §1), naming
+// `limit` (§12: "8EB" right after a restart).
+HttpResult per_stream_429(const Request& r, const std::string& limit = "64KB") {
     std::string body;
     for (size_t i = 0; i < std::min<size_t>(10, r.lines.size()); ++i)
         body +=
             "entry with timestamp 2026-12-01 08:23:14.337153088 +0000 UTC ignored, reason: 'Per stream rate limit "
-            "exceeded (limit: 64KB/sec) while attempting to ingest for stream '" +
-            r.streams[0] +
+            "exceeded (limit: " +
+            limit + "/sec) while attempting to ingest for stream '" + r.streams[0] +
             "' totaling 1000B, consider splitting a stream via additional labels or contact your Loki "
             "administrator to see if the limit can be increased',\n";
     body += "user 'fake', total ignored: " + std::to_string(r.lines.size()) + " out of " +
@@ -439,4 +443,116 @@ TEST_CASE("sender: a 413 for a push of blank lines halves it until it fits: ever
     CHECK(rig.m.sent == 200);
     std::lock_guard<std::mutex> lk(rig.m.mu);
     CHECK(rig.m.rejected.empty());
+}
+
+TEST_CASE("sender: right after a Loki restart a 429 naming 8EB is no limit: the stream goes on at the limit named next",
+          "[loki][sender]") {
+    // Reference §12: the first over-limit push after a restart names the WAL replay's unlimited
+    // rate, "8EB"; the next names the configured 64KB. Read as 8 bytes a second it held the
+    // stream (and the lines behind it) for hours.
+    Rig rig;
+    const int64_t t = realtime_ns();
+    for (int i = 0; i < 100; ++i) rig.add(kA, "a " + std::to_string(i) + " " + std::string(1000, 'a'), t + i);
+    for (int i = 0; i < 5; ++i) rig.add(kB, "b " + std::to_string(i), t + 200 + i);
+    bool restarted = true;
+    rig.script.answer = [&](const Request& r) {
+        if (r.streams[0] != kA || r.bytes <= 40 * 1024) return ok();
+        const bool first = std::exchange(restarted, false);
+        return per_stream_429(r, first ? "8EB" : "64KB");
+    };
+    rig.start();
+    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 105; }));
+    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+    CHECK(rig.m.loki_stream_rate_limit_bytes == 64 * 1024);
+    CHECK(rig.m.sent == 105);
+    std::lock_guard<std::mutex> lk(rig.log_mu);
+    // The operator is told, once (not once per 429), and the absurd limit is named as such.
+    const auto said = std::count_if(rig.log.begin(), rig.log.end(),
+                                    [](const std::string& l) { return l.find("cannot be the limit") != l.npos; });
+    CHECK(said == 1);
+    const auto held = std::count_if(rig.log.begin(), rig.log.end(), [](const std::string& l) {
+        return l.find(kA) != l.npos && l.find("429") != l.npos;
+    });
+    CHECK(held == 1);
+}
+
+TEST_CASE("sender: a 429 whose body names no limit makes the stream's requests smaller each time, down to one entry",
+          "[loki][sender]") {
+    // A proxy's 429 (or another Loki's wording): the same request again would be refused again.
+    Rig rig;
+    const int64_t t = realtime_ns();
+    for (int i = 0; i < 60; ++i) rig.add(kA, "a " + std::to_string(i) + " " + std::string(1000, 'a'), t + i);
+    rig.script.answer = [](const Request& r) -> HttpResult {
+        if (r.lines.size() > 1) return {429, "<html><body>Too Many Requests</body></html>\n", "", false};
+        return ok();
+    };
+    rig.start();
+    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 60; }));
+    std::lock_guard<std::mutex> lk(rig.script.mu);
+    // After each refusal the stream's next request is smaller than the refused one.
+    for (size_t i = 0; i + 1 < rig.script.seen.size(); ++i)
+        if (rig.script.seen[i].lines.size() > 1) {
+            INFO("request " << i << " of " << rig.script.seen[i].lines.size() << " lines was refused");
+            CHECK(rig.script.seen[i + 1].bytes < rig.script.seen[i].bytes);
+        }
+    std::vector<std::string> want;
+    for (int i = 0; i < 60; ++i) want.push_back("a " + std::to_string(i) + " " + std::string(1000, 'a'));
+    CHECK(rig.script.stored == want);  // each once, in order
+    CHECK(rig.m.sent == 60);
+    std::lock_guard<std::mutex> lk2(rig.log_mu);
+    CHECK(std::any_of(rig.log.begin(), rig.log.end(),
+                      [](const std::string& l) { return l.find("no limit we can read") != l.npos; }));
+}
+
+TEST_CASE("sender: a request cap halved for a nameless 429 grows back with each success", "[loki][sender]") {
+    // A burst of 429s from a proxy, then none: the stream does not go on one line per request.
+    Rig rig;
+    const int64_t t = realtime_ns();
+    for (int i = 0; i < 400; ++i) rig.add(kA, "a " + std::to_string(i) + " " + std::string(200, 'a'), t + i);
+    int refusals = 6;
+    rig.script.answer = [&](const Request&) -> HttpResult {
+        if (refusals-- > 0) return {429, "Too Many Requests\n", "", false};
+        return ok();
+    };
+    rig.start();
+    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 400; }));
+    std::lock_guard<std::mutex> lk(rig.script.mu);
+    // Halved six times (to about 1/64 of 256 KiB), it doubles back: the last requests are large.
+    CHECK(rig.script.seen[6].lines.size() < 30);
+    CHECK(rig.script.seen.size() < 40);
+}
+
+TEST_CASE("sender: a wait for a named per-stream limit is never longer than max_backoff", "[loki][sender]") {
+    // Loki names 16 B/s once: paced at it, 1 KB lines would wait a minute each.
+    Rig rig;
+    const int64_t t = realtime_ns();
+    for (int i = 0; i < 20; ++i) rig.add(kA, "a " + std::to_string(i) + " " + std::string(1000, 'a'), t + i);
+    bool first = true;
+    rig.script.answer = [&](const Request& r) {
+        if (std::exchange(first, false)) return per_stream_429(r, "16B");
+        return ok();
+    };
+    rig.start();  // max_backoff 100 ms: 20 lines in about 2 s, not 20 minutes
+    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 20; }));
+    CHECK(rig.m.sent == 20);
+}
+
+TEST_CASE("sender: a per-stream limit Loki named is probed again after a while", "[loki][sender]") {
+    // Loki's limits change (an operator raises one, a restart forgets one): a stream paced at an
+    // old answer forever would never find out.
+    Rig rig;
+    const int64_t t = realtime_ns();
+    for (int i = 0; i < 40; ++i) rig.add(kA, "a " + std::to_string(i) + " " + std::string(1000, 'a'), t + i);
+    bool first = true;
+    rig.script.answer = [&](const Request& r) {
+        if (std::exchange(first, false)) return per_stream_429(r, "16B");
+        return ok();
+    };
+    rig.reprobe_ns = 300'000'000;
+    rig.start();
+    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 40; }));
+    std::lock_guard<std::mutex> lk(rig.script.mu);
+    // One line a request while the 16 B/s answer holds, then the rest at once.
+    CHECK(rig.script.seen[1].lines.size() == 1);
+    CHECK(rig.script.seen.back().lines.size() > 1);
 }

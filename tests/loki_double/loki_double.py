@@ -13,9 +13,12 @@ Loki 3.4's automatic stream sharding is on, as in Loki (--no-shard-streams turns
 stored as __stream_shard__="0".."N-1" streams beside its unsharded one (see StreamRates).
 Metric queries (count_over_time, sum by) are not supported: query_range answers 400.
 Test controls: POST /-/fault {"mode": "status"|"slow"|"reset"|"big"|"none", "status": 500, "body": "...",
-"count": N, "delay": S, "target": "push"|"query", "query_contains": "...", "bytes": N, "length": true}
+"count": N, "delay": S, "target": "push"|"query", "query_contains": "...", "bytes": N, "length": true,
+"min_bytes": N}
 ("big": a body of N bytes, as a broken proxy might send; "length": false sends it without a
-Content-Length, to the end of the connection); GET /-/store (everything stored, exactly); GET /-/stats; POST /-/reset.
+Content-Length, to the end of the connection); GET /-/store (everything stored, exactly); GET /-/stats; POST /-/reset;
+POST /-/restart (as Loki restarted: the store kept, rate limits afresh, the first per-stream refusal of a
+stream stored before names "8EB", reference §12).
 """
 import argparse, bisect, gzip, heapq, itertools, json, math, re, sys, threading, time, zlib
 from datetime import datetime, timezone
@@ -276,8 +279,20 @@ def entry_bytes(e):
     return len(line.encode()) + sum(len(k) + len(v) for k, v in sm.items())
 
 
-def human_kb(kb):
-    return "%dMB" % (kb // 1024) if kb >= 1024 and kb % 1024 == 0 else "%dKB" % kb
+def loki_bytes(n):
+    """A byte size as Loki prints its limits (reference §12): B, KB, MB, GB, TB, PB, EB, 1 KB = 1024 B;
+    whole numbers without decimals ("64KB", "8EB")."""
+    units = ["B", "KB", "MB", "GB", "TB", "PB", "EB"]
+    i = 0
+    while i + 1 < len(units) and n >= 1024 ** (i + 1):
+        i += 1
+    v = n / 1024 ** i
+    return ("%d%s" % (v, units[i])) if v == int(v) else ("%.1f%s" % (v, units[i]))
+
+
+# After a restart Loki replays its WAL without limits (NoLimitsStrategy, rate.Inf): a stream that
+# existed before names that infinite rate, printed as 8 exbibytes, in its first per-stream refusal.
+REPLAYED_RATE = 2 ** 63
 
 
 def reason_of(text):
@@ -410,10 +425,20 @@ class Loki:
         self.streams = {}  # (tenant, labels text) -> {"labels": dict, "entries": [(ts, line, sm)], "keys": set}
         self.rate = {}
         self.stream_rate = {}
+        self.replayed = set()  # streams replayed from the WAL at the last restart, not yet re-limited
         self.sharding = StreamRates()
         self.stats = {"pushes": 0, "by_status": {}, "entries_received": 0, "entries_stored": 0, "duplicates": 0,
                       "rejected": {}}
         self.fault = {"mode": "none"}
+
+    def restart(self):
+        """Loki restarted (reference §12): what was stored stays (its WAL is replayed), the rate
+        limiters start afresh, and each stream that existed names the replay's unlimited rate in
+        its first per-stream refusal."""
+        self.rate = {}
+        self.stream_rate = {}
+        self.sharding = StreamRates()
+        self.replayed = set(self.streams)
 
     def push(self, tenant, streams, now_ns):
         """Loki 3.4's distributor, then its ingester (reference sections 1-6, 8): validation
@@ -506,10 +531,13 @@ class Loki:
             share = sum(entry_bytes(e) for e in good)
             sb = self.stream_rate.setdefault(key, Bucket(a.per_stream_rate_kb * 1024, a.per_stream_burst_kb * 1024))
             if not sb.take(share):
+                # The first refusal after a restart names the replay's unlimited rate (§12).
+                limit = REPLAYED_RATE if key in self.replayed else a.per_stream_rate_kb * 1024
+                self.replayed.discard(key)
                 lines_ = ["entry with timestamp %s ignored, reason: 'Per stream rate limit exceeded (limit: %s/sec) "
                           "while attempting to ingest for stream '%s' totaling %dB, consider splitting a stream via "
                           "additional labels or contact your Loki administrator to see if the limit can be increased',"
-                          % (go_time(ts), human_kb(a.per_stream_rate_kb), canon, len(line.encode()))
+                          % (go_time(ts), loki_bytes(limit), canon, len(line.encode()))
                           for ts, line, _ in good[:10]]
                 last = (429, lines_, len(good), len(good), canon)
                 self.stats["rejected"]["per_stream_rate_limit"] = \
@@ -664,12 +692,15 @@ def make_handler(loki):
                 return t
             return "fake"
 
-        def fault(self, target="push", query=""):
+        def fault(self, target="push", query="", size=0):
             """The fault set by /-/fault, for pushes (default) or, with "target": "query", for
-            query_range requests whose LogQL contains "query_contains"."""
+            query_range requests whose LogQL contains "query_contains"; with "min_bytes", only for
+            pushes whose body is at least that large (a proxy's limit on request size or rate)."""
             with loki.lock:
                 f = dict(loki.fault)
                 if f.get("target", "push") != target or f.get("query_contains", "") not in query:
+                    return False
+                if size < int(f.get("min_bytes", 0)):
                     return False
                 if f["mode"] != "none" and f.get("count") is not None:
                     loki.fault["count"] -= 1
@@ -720,6 +751,11 @@ def make_handler(loki):
                         loki.fault = json.loads(self.body() or b"{}")
                         loki.fault.setdefault("mode", "none")
                     return self.reply(204)
+                if u.path == "/-/restart":
+                    self.body()
+                    with loki.lock:
+                        loki.restart()
+                    return self.reply(204)
                 if u.path == "/-/reset":
                     self.body()
                     with loki.lock:
@@ -731,7 +767,7 @@ def make_handler(loki):
                 with loki.lock:
                     loki.stats["pushes"] += 1
                     loki.stats["bytes_received"] = loki.stats.get("bytes_received", 0) + len(raw)
-                if self.fault():
+                if self.fault(size=len(raw)):
                     return
                 tenant = self.tenant()
                 enc = (self.headers.get("Content-Encoding") or "").lower()

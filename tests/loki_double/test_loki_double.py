@@ -190,6 +190,14 @@ class DoubleTest(unittest.TestCase):
         self.assertEqual(self.d.push_json([({"job": "f"}, [[str(self.now), "x"]])])[0], 503)
         self.assertEqual(self.d.push_json([({"job": "f"}, [[str(self.now), "x"]])])[0], 204)
 
+    def test_a_fault_with_min_bytes_refuses_only_large_pushes_for_as_long_as_it_is_set(self):
+        self.d.req("POST", "/-/fault", json.dumps({"mode": "status", "status": 429, "body": "Too Many Requests\n",
+                                                    "min_bytes": 500}).encode())
+        big = [({"job": "f"}, [[str(self.now + i), "y" * 100] for i in range(10)])]
+        for _ in range(3):
+            self.assertEqual(self.d.push_json(big), (429, "Too Many Requests\n"))
+        self.assertEqual(self.d.push_json([({"job": "f"}, [[str(self.now), "x"]])])[0], 204)
+
 
 class AuthAndRateTest(unittest.TestCase):
     def test_tenant_header_required_when_auth_is_on(self):
@@ -259,6 +267,41 @@ class Loki3Reference(unittest.TestCase):
             self.assertEqual(len(stored(d)["f"]), 40)
         finally:
             d.close()
+
+    def test_s12_after_a_restart_the_first_refusal_names_8EB_the_next_the_configured_limit(self):
+        d = Double("--per-stream-rate-kb", "64", "--per-stream-burst-kb", "64")  # "perstream"
+        try:
+            now = time.time_ns()
+            seed = ({"s": "t1burst"}, [[str(now), "seed"]])
+            self.assertEqual(d.push_json([seed]), (204, ""))
+            self.assertEqual(d.req("POST", "/-/restart", b"")[0], 204)
+            burst = lambda k: ({"s": "t1burst"}, [[str(now + k * 1000 + i), "%d %s" % (i, "b" * 1000)]
+                                                  for i in range(128)])
+            st, body = d.push_json([burst(1)])
+            self.assertEqual(st, 429)
+            self.assertIn("Per stream rate limit exceeded (limit: 8EB/sec) while attempting to ingest for stream "
+                          "'{s=\"t1burst\", service_name=\"unknown_service\"}'", body)
+            self.assertTrue(body.endswith("total ignored: 128 out of 128 for stream: "
+                                          '{s="t1burst", service_name="unknown_service"}\n'), body)
+            st, body = d.push_json([burst(2)])
+            self.assertEqual(st, 429)
+            self.assertIn("(limit: 64KB/sec)", body)
+            self.assertNotIn("8EB", body)
+            # What was stored before the restart is still there; a stream new since names 64KB at once.
+            self.assertEqual(stored(d)["t1burst"], ["seed"])
+            st, body = d.push_json([({"s": "new"}, [[str(now + i), "n" * 1000] for i in range(128)])])
+            self.assertEqual(st, 429)
+            self.assertIn("(limit: 64KB/sec)", body)
+        finally:
+            d.close()
+
+    def test_s12_limits_are_printed_in_lokis_units(self):
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("loki_double", os.path.join(HERE, "loki_double.py"))
+        m = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(m)
+        self.assertEqual([m.loki_bytes(n) for n in (512, 64 << 10, 3 << 20, 1536 << 10, 2 << 40, 1 << 50, 2 ** 63)],
+                         ["512B", "64KB", "3MB", "1.5MB", "2TB", "1PB", "8EB"])
 
     def test_s1_a_validation_error_shows_only_when_the_last_stream_was_accepted(self):
         d = Double("--per-stream-rate-kb", "64", "--per-stream-burst-kb", "64")

@@ -594,6 +594,59 @@ class Loki3Limits(unittest.TestCase):
         finally:
             env.close()
 
+    def test_a_loki_restart_naming_8EB_stalls_nothing_and_the_shipper_says_so(self):
+        # Reference §12: after a restart the first per-stream refusal of a stream Loki had names
+        # "(limit: 8EB/sec)", the next the configured 64KB. Read as 8 B/s it held the stream for
+        # hours, and the trickle behind it.
+        port = free_port()
+        env = Env(loki_args=["--per-stream-rate-kb", "64", "--per-stream-burst-kb", "64"],
+                  metrics="127.0.0.1:%d" % port)
+        try:
+            set_files(env, [("burst", "burst"), ("trickle", "trickle")])
+            with open(env.dir + "/logs/burst.log", "w") as f:
+                f.write("seed\n")
+            env.start()
+            wait_for_lines(env, "burst", lambda l: l == ["seed"])
+            self.assertEqual(http("POST", env.url + "/-/restart", b"")[0], 204)
+            burst = ["burst %04d %s" % (i, "b" * 90) for i in range(3000)]  # ~300 KB at once
+            with open(env.dir + "/logs/burst.log", "a") as f:
+                f.write("".join(l + "\n" for l in burst))
+            trickle = []
+            for i in range(50):
+                trickle.append("trickle %d" % i)
+                with open(env.dir + "/logs/trickle.log", "a") as f:
+                    f.write(trickle[-1] + "\n")
+                time.sleep(0.05)
+            # A bound on a stall (300 KB at 64 KB/s is about five seconds), not a figure.
+            got = wait_for_lines(env, "burst", lambda l: len(l) >= 3001, tries=900)
+            self.assertEqual(sorted(got), sorted(["seed"] + burst))
+            self.assertEqual(sorted(wait_for_lines(env, "trickle", lambda l: len(l) >= 50)), sorted(trickle))
+            self.assertEqual(scrape(port)["jobtrail_shipper_loki_limit_bytes_per_second{limit=\"per_stream\"}"],
+                             64 * 1024)
+            # The operator is told, on the shipper's own stream, that Loki named a limit it cannot mean.
+            said = wait_for_lines(env, "jobtrail-shipper", lambda l: any("cannot be the limit" in x for x in l))
+            self.assertTrue(any("8EB" in x or str(2 ** 63) in x for x in said if "cannot be the limit" in x))
+        finally:
+            env.close()
+
+    def test_a_429_from_a_proxy_with_no_limit_in_its_body_shrinks_the_push_until_lines_go(self):
+        # Not Loki's wording: a proxy in front of it. The same push again would be refused again.
+        env = Env()
+        try:
+            set_files(env, [("app", "app")])
+            rnd = random.Random(24)
+            lines = ["proxy %04d %s" % (i, "%0200x" % rnd.getrandbits(800)) for i in range(2000)]
+            with open(env.dir + "/logs/app.log", "w") as f:
+                f.write("".join(l + "\n" for l in lines))
+            # Every push over 20 KB (compressed) is refused, for as long as the test runs.
+            env.fault(mode="status", status=429, body="<html><body><h1>429 Too Many Requests</h1></body></html>\n",
+                      min_bytes=20000)
+            env.start()
+            got = wait_for_lines(env, "app", lambda l: len(l) >= 2000, tries=600)
+            self.assertEqual(got, lines)  # each once, in order
+        finally:
+            env.close()
+
     def test_a_4mib_batch_against_a_2mb_tenant_burst_arrives_and_other_streams_are_not_held(self):
         env = Env(loki_args=["--ingestion-rate-mb", "1", "--burst-mb", "2"])  # "strict"
         try:
