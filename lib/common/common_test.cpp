@@ -1,3 +1,4 @@
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -145,6 +146,28 @@ TEST_CASE("an exclusive lock is held once, names its holder, and is free again w
     }
     CHECK(jobtrail::lock_exclusive(path).ok);
     CHECK_FALSE(jobtrail::lock_exclusive(d.path() + "/none/x.lock").ok);
+}
+
+TEST_CASE("an atomic write replaces a link at its path and names its temporary file so nobody can guess it",
+          "[common][hostile]") {
+    jobtrail::test::TempDir d;
+    const std::string secret = d.path() + "/secret", path = d.path() + "/state.json";
+    REQUIRE(jobtrail::write_file_atomic(secret, "TOPSECRET\n", 0600).ok);
+    REQUIRE(::symlink(secret.c_str(), path.c_str()) == 0);
+    REQUIRE(jobtrail::write_file_atomic(path, "{}\n", 0644).ok);
+    CHECK(jobtrail::read_small_file(secret) == "TOPSECRET\n");
+    CHECK(jobtrail::read_small_file(path) == "{}\n");
+    // 64 random bits after the pid: not the next of a sequence someone watching could plant.
+    const std::string a = jobtrail::temp_name("x"), b = jobtrail::temp_name("x");
+    const std::string pid = "x.tmp." + std::to_string(::getpid()) + ".";
+    CHECK(a.size() == pid.size() + 16);
+    CHECK(a.starts_with(pid));
+    CHECK(a != b);
+    std::string tmp;
+    auto fd = jobtrail::create_temp_at(AT_FDCWD, d.path() + "/y", 0600, tmp);
+    REQUIRE(fd.ok);
+    CHECK(tmp.starts_with(d.path() + "/y.tmp."));
+    CHECK(::access(tmp.c_str(), F_OK) == 0);
 }
 
 TEST_CASE("logfmt fields: bare, quoted, absent, and a key inside another key's value", "[common]") {

@@ -2,10 +2,12 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -93,24 +95,24 @@ bool write_all(int fd, std::string_view data) {
 
 namespace {
 
-std::string temp_name_for(const std::string& path) {
-    static thread_local std::mt19937_64 rng{std::random_device{}()};
-    char suffix[32];
-    snprintf(suffix, sizeof suffix, ".tmp.%d.%08llx", static_cast<int>(::getpid()),
-             static_cast<unsigned long long>(rng() & 0xffffffffULL));
-    return path + suffix;
+// 64 bits from the kernel's generator: a name nobody can plant ahead of us (a pid and a counter,
+// or a PRNG seeded once, can be guessed by whoever watches the directory).
+uint64_t unguessable() {
+    uint64_t r = 0;
+    if (::getrandom(&r, sizeof r, 0) == static_cast<ssize_t>(sizeof r)) return r;
+    static thread_local std::mt19937_64 rng{std::random_device{}()};  // getrandom refused (seccomp)
+    return rng();
 }
 
-Status write_temp(const std::string& tmp, std::string_view content, mode_t mode, bool durable = false) {
-    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
-    if (!fd.valid()) return Status::failure("cannot create " + tmp + ": " + errno_text(errno));
-    ::fchmod(fd.get(), mode);  // umask must not widen or narrow what we promise
-    if (!write_all(fd.get(), content)) {
+Status write_temp(const std::string& path, std::string_view content, mode_t mode, bool durable, std::string& tmp) {
+    auto fd = create_temp_at(AT_FDCWD, path, mode, tmp);
+    if (!fd.ok) return fd;
+    if (!write_all(fd.value.get(), content)) {
         const int err = errno;
         ::unlink(tmp.c_str());
         return Status::failure("cannot write " + tmp + ": " + errno_text(err));
     }
-    if (durable && ::fsync(fd.get()) != 0) {
+    if (durable && ::fsync(fd.value.get()) != 0) {
         const int err = errno;
         ::unlink(tmp.c_str());
         return Status::failure("cannot fsync " + tmp + ": " + errno_text(err));
@@ -120,9 +122,30 @@ Status write_temp(const std::string& tmp, std::string_view content, mode_t mode,
 
 }  // namespace
 
+std::string temp_name(std::string_view name) {
+    char suffix[48];
+    std::snprintf(suffix, sizeof suffix, ".tmp.%d.%016llx", static_cast<int>(::getpid()),
+                  static_cast<unsigned long long>(unguessable()));
+    return std::string(name) + suffix;
+}
+
+Result<Fd> create_temp_at(int dirfd, const std::string& name, mode_t mode, std::string& tmp) {
+    // A name someone made first (they can list the directory) is passed over, never opened.
+    for (int attempt = 0; attempt < 16; ++attempt) {
+        tmp = temp_name(name);
+        Fd fd(::openat(dirfd, tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
+        if (fd.valid()) {
+            ::fchmod(fd.get(), mode);  // umask must not widen or narrow what we promise
+            return fd;
+        }
+        if (errno != EEXIST) break;
+    }
+    return Status::failure("cannot create " + tmp + ": " + errno_text(errno));
+}
+
 Status write_file_atomic(const std::string& path, std::string_view content, mode_t mode, bool durable) {
-    const std::string tmp = temp_name_for(path);
-    if (auto st = write_temp(tmp, content, mode, durable); !st.ok) return st;
+    std::string tmp;
+    if (auto st = write_temp(path, content, mode, durable, tmp); !st.ok) return st;
     if (::rename(tmp.c_str(), path.c_str()) != 0) {
         const int err = errno;
         ::unlink(tmp.c_str());
@@ -138,8 +161,8 @@ Status write_file_atomic(const std::string& path, std::string_view content, mode
 }
 
 Status create_file_exclusive(const std::string& path, std::string_view content, mode_t mode, bool* created) {
-    const std::string tmp = temp_name_for(path);
-    if (auto st = write_temp(tmp, content, mode); !st.ok) return st;
+    std::string tmp;
+    if (auto st = write_temp(path, content, mode, false, tmp); !st.ok) return st;
     // link() fails with EEXIST instead of replacing, so concurrent writers agree on one file.
     const int rc = ::link(tmp.c_str(), path.c_str());
     const int err = errno;

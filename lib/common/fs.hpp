@@ -45,8 +45,19 @@ Result<Fd> lock_exclusive(const std::string& path);
 
 Result<Fd> open_append_safe(const std::string& dir, std::string_view name, mode_t mode);
 
-// Writes content to path via a temporary file in the same directory and rename(), so a reader
-// sees either the old or the new content.
+// "<name>.tmp.<pid>.<16 hex digits from getrandom>": a writer's temporary file beside `name`
+// (readers of a directory skip ".tmp." names), which nobody can guess ahead of it.
+std::string temp_name(std::string_view name);
+
+// Creates a new file under a fresh temp_name(name) relative to dirfd (or AT_FDCWD), with
+// exactly `mode`, open for reading and writing: O_CREAT|O_EXCL|O_NOFOLLOW, so a file or link
+// planted there is never opened, and another name is tried. `tmp` gets the name, for the
+// caller's renameat() or unlinkat().
+Result<Fd> create_temp_at(int dirfd, const std::string& name, mode_t mode, std::string& tmp);
+
+// Writes content to path via a temporary file in the same directory (create_temp_at) and
+// rename(), so a reader sees either the old or the new content, and a link at path is replaced,
+// never written through.
 Status write_file_atomic(const std::string& path, std::string_view content, mode_t mode, bool durable = false);
 
 // Like write_file_atomic but never replaces an existing file: the first writer wins.

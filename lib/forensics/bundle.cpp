@@ -2,6 +2,7 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <fcntl.h>
 #include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,11 +13,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <queue>
 #include <set>
 #include <thread>
@@ -28,6 +29,7 @@
 #include "forensics/analysis.hpp"
 #include "forensics/logql.hpp"
 #include "forensics/report.hpp"
+#include "forensics/staging_dir.hpp"
 #include "joblog/format.hpp"
 #include "jobtrail/version.hpp"
 #include "kmsg/record.hpp"
@@ -61,22 +63,27 @@ std::string short_hostname() {
     return s.substr(0, s.find('.'));
 }
 
+// The archive holds root's logs (prolog/epilog logs are 0640, kernel records): the file and
+// its members are the operator's, who decides whom to give them to. 0600, not 0640: a group
+// means nothing in a shared output directory or where the archive is extracted.
+constexpr mode_t kArchiveMode = 0600;
+
 // Files a bundle is being written into, below the staging directory; each source writes its
 // own files, "<rfc3339> <line>" per record, in time order.
 class Staging {
 public:
-    explicit Staging(std::string dir) : dir_(std::move(dir)) {}
+    explicit Staging(StagingDir& dir) : dir_(dir) {}
     void write(const std::string& rel, int64_t ts, std::string_view line) {
         if (!clean_relative_path(rel)) throw std::runtime_error("refusing to stage " + escape_line(rel));
         std::lock_guard<std::mutex> lk(mu_);
         auto it = open_.find(rel);
         if (it == open_.end()) {
             if (open_.size() >= 128) open_.clear();  // bounded file handles; reopened in append mode
-            fs::create_directories(fs::path(dir_ + "/" + rel).parent_path());
-            it = open_.emplace(rel, std::make_unique<std::ofstream>(dir_ + "/" + rel, std::ios::app)).first;
+            File f = files_.count(rel) ? stream(rel, O_WRONLY | O_APPEND, "a") : stream(rel, O_CREAT, "w");
+            it = open_.emplace(rel, std::move(f)).first;
             files_.insert(rel);
         }
-        *it->second << format_rfc3339_ns(ts) << ' ' << line << '\n';
+        put(it->second.get(), {format_rfc3339_ns(ts), " ", line, "\n"});
         int64_t& last = last_[rel];
         if (ts < last) unordered_.insert(rel);
         last = std::max(last, ts);
@@ -86,31 +93,45 @@ public:
     void close() {
         std::lock_guard<std::mutex> lk(mu_);
         open_.clear();
-        for (const auto& rel : unordered_) sort_file(dir_ + "/" + rel);
+        for (const auto& rel : unordered_) sort_file(rel);
         unordered_.clear();
     }
     const std::set<std::string>& files() const { return files_; }
-    const std::string& dir() const { return dir_; }
+
+    // A staged file as a stream in `mode`: a new one (flags O_CREAT), or one made before opened
+    // with `flags`; always relative to the staging directory's descriptor.
+    File stream(const std::string& rel, int flags, const char* mode) const {
+        auto fd = (flags & O_CREAT) ? dir_.create_file(rel) : dir_.open_file(rel, flags);
+        if (!fd.ok) throw std::runtime_error(fd.error);
+        auto f = open_stream(std::move(fd.value), mode, dir_.path() + "/" + rel);
+        if (!f.ok) throw std::runtime_error(f.error);
+        return std::move(f.value);
+    }
+    static void put(FILE* f, std::initializer_list<std::string_view> parts) {
+        for (const auto p : parts) std::fwrite(p.data(), 1, p.size(), f);
+    }
 
 private:
-    std::string dir_;
+    StagingDir& dir_;
     std::mutex mu_;
-    std::map<std::string, std::unique_ptr<std::ofstream>> open_;
+    std::map<std::string, File> open_;
     std::set<std::string> files_;
     std::map<std::string, int64_t> last_;
     std::set<std::string> unordered_;
 
-    // Stable: a kmsg-dict line stays after its record. The file is one job's lines of one node.
-    static void sort_file(const std::string& path) {
+    // Stable: a kmsg-dict line stays after its record. The file is one job's lines of one node,
+    // rewritten in place through its descriptor.
+    void sort_file(const std::string& rel) {
+        const File f = stream(rel, O_RDWR, "r+");
         std::vector<std::string> lines;
-        {
-            std::ifstream in(path);
-            for (std::string l; std::getline(in, l);) lines.push_back(std::move(l));
-        }
+        LineReader in(f.get());
+        for (std::string l; in.next(l);) lines.push_back(std::move(l));
         std::stable_sort(lines.begin(), lines.end(),
                          [](const std::string& a, const std::string& b) { return a.compare(0, 30, b, 0, 30) < 0; });
-        std::ofstream out(path, std::ios::trunc);
-        for (const auto& l : lines) out << l << '\n';
+        std::rewind(f.get());
+        if (::ftruncate(::fileno(f.get()), 0) != 0)
+            throw std::runtime_error("cannot rewrite " + dir_.path() + "/" + rel + ": " + errno_text(errno));
+        for (const auto& l : lines) put(f.get(), {l, "\n"});
     }
 };
 
@@ -272,18 +293,20 @@ std::string node_of(const std::string& rel) {
 
 // Merges every staged file (each in time order) into one timeline, k-way: one line per file in
 // memory at a time.
-void write_timeline(const Staging& st, const std::string& out_path) {
+void write_timeline(const Staging& st) {
     struct Cursor {
-        std::ifstream in;
+        File f;
+        std::optional<LineReader> in;
         std::string line, node, source;
     };
     std::vector<std::unique_ptr<Cursor>> cs;
     for (const auto& rel : st.files()) {
         auto c = std::make_unique<Cursor>();
-        c->in.open(st.dir() + "/" + rel);
+        c->f = st.stream(rel, O_RDONLY, "r");
+        c->in.emplace(c->f.get());
         c->node = node_of(rel);
         c->source = source_of(rel);
-        if (std::getline(c->in, c->line)) cs.push_back(std::move(c));
+        if (c->in->next(c->line)) cs.push_back(std::move(c));
     }
     auto later = [&](size_t a, size_t b) {
         // RFC 3339 with nine digits, all UTC: text order is time order.
@@ -291,24 +314,48 @@ void write_timeline(const Staging& st, const std::string& out_path) {
     };
     std::priority_queue<size_t, std::vector<size_t>, decltype(later)> heap(later);
     for (size_t i = 0; i < cs.size(); ++i) heap.push(i);
-    std::ofstream out(out_path);
+    const File out = st.stream("timeline.txt", O_CREAT, "w");
     while (!heap.empty()) {
         const size_t i = heap.top();
         heap.pop();
         Cursor& c = *cs[i];
         const size_t sp = c.line.find(' ');
-        out << c.line.substr(0, sp) << ' ' << c.node << ' ' << c.source << ' '
-            << (sp == std::string::npos ? "" : c.line.substr(sp + 1)) << '\n';
-        if (std::getline(c.in, c.line)) heap.push(i);
+        const std::string_view l = c.line;
+        Staging::put(out.get(), {l.substr(0, sp), " ", c.node, " ", c.source, " ",
+                                 sp == std::string::npos ? "" : l.substr(sp + 1), "\n"});
+        if (c.in->next(c.line)) heap.push(i);
     }
 }
 
-Status write_archive(const std::string& staging, const std::string& top, const std::vector<std::string>& files,
-                     const std::string& path) {
+// SHA-256 of a file from its start, as lowercase hex; empty if it cannot be read.
+std::string sha256_fd(int fd) {
+    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+    EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
+    char buf[65536];
+    off_t at = 0;
+    for (ssize_t n; (n = ::pread(fd, buf, sizeof buf, at)) != 0; at += n) {
+        if (n < 0) return "";
+        EVP_DigestUpdate(ctx.get(), buf, static_cast<size_t>(n));
+    }
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    EVP_DigestFinal_ex(ctx.get(), md, &n);
+    static const char* hex = "0123456789abcdef";
+    std::string out;
+    for (unsigned int i = 0; i < n; ++i) {
+        out += hex[md[i] >> 4];
+        out += hex[md[i] & 15];
+    }
+    return out;
+}
+
+// Members are read back through the staging directory's descriptors; `out` is a new file.
+Status write_archive(const StagingDir& dir, const std::string& top, const std::vector<std::string>& files,
+                     const OutputFile& out, const std::string& path) {
     struct archive* a = archive_write_new();
     archive_write_add_filter_zstd(a);
     archive_write_set_format_pax_restricted(a);
-    if (archive_write_open_filename(a, path.c_str()) != ARCHIVE_OK) {
+    if (archive_write_open_fd(a, out.fd()) != ARCHIVE_OK) {
         auto st = Status::failure(std::string("cannot write ") + path + ": " + archive_error_string(a));
         archive_write_free(a);
         return st;
@@ -316,21 +363,21 @@ Status write_archive(const std::string& staging, const std::string& top, const s
     const time_t now = ::time(nullptr);
     for (const auto& rel : files) {
         if (!clean_relative_path(top + "/" + rel)) continue;  // never a member that escapes on extraction
-        const std::string full = staging + "/" + rel;
+        auto in = dir.open_file(rel, O_RDONLY);
         struct stat sb {};
-        if (::stat(full.c_str(), &sb) != 0) continue;
+        if (!in.ok || ::fstat(in.value.get(), &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
         struct archive_entry* e = archive_entry_new();
         archive_entry_set_pathname(e, (top + "/" + rel).c_str());
         archive_entry_set_size(e, sb.st_size);
         archive_entry_set_filetype(e, AE_IFREG);
-        archive_entry_set_perm(e, 0644);
+        archive_entry_set_perm(e, kArchiveMode);
         archive_entry_set_mtime(e, now, 0);
         archive_write_header(a, e);
-        std::ifstream in(full, std::ios::binary);
         char buf[65536];
-        while (in) {
-            in.read(buf, sizeof buf);
-            if (in.gcount() > 0) archive_write_data(a, buf, static_cast<size_t>(in.gcount()));
+        for (ssize_t n; (n = ::read(in.value.get(), buf, sizeof buf)) != 0;) {
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0) break;
+            archive_write_data(a, buf, static_cast<size_t>(n));
         }
         archive_entry_free(e);
     }
@@ -731,25 +778,8 @@ std::string path_component(std::string_view v) {
 }
 
 std::string sha256_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return "";
-    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-    EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
-    char buf[65536];
-    while (in) {
-        in.read(buf, sizeof buf);
-        if (in.gcount() > 0) EVP_DigestUpdate(ctx.get(), buf, static_cast<size_t>(in.gcount()));
-    }
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int n = 0;
-    EVP_DigestFinal_ex(ctx.get(), md, &n);
-    static const char* hex = "0123456789abcdef";
-    std::string out;
-    for (unsigned int i = 0; i < n; ++i) {
-        out += hex[md[i] >> 4];
-        out += hex[md[i] & 15];
-    }
-    return out;
+    const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    return fd.valid() ? sha256_fd(fd.get()) : "";
 }
 
 BundleResult make_bundle(const BundleOptions& o) {
@@ -760,24 +790,16 @@ BundleResult make_bundle(const BundleOptions& o) {
         return res;
     }
     const int64_t started = realtime_ns();
-    const std::string staging =
-        o.out_dir + "/.jobtrail-job" + path_component(o.job_id) + "-" + std::to_string(::getpid()) + ".partial";
-    std::error_code ec;
-    fs::create_directories(staging, ec);
-    if (ec) {
+    auto fail = [&res](std::string why) {
         res.exit_code = kExitError;
-        res.error = "cannot create " + staging + ": " + ec.message();
+        res.error = std::move(why);
+        res.archive.clear();
         return res;
-    }
+    };
     // Gone on every way out, exceptions included.
-    struct RemoveOnExit {
-        std::string dir;
-        ~RemoveOnExit() {
-            std::error_code e;
-            fs::remove_all(dir, e);
-        }
-    } staging_guard{staging};
-    Staging st(staging);
+    auto staging = StagingDir::create(o.out_dir, ".jobtrail-job" + path_component(o.job_id));
+    if (!staging.ok) return fail(staging.error);
+    Staging st(staging.value);
     Analyzer an;
     Collection col(o, st, an);
     Window w;
@@ -902,7 +924,7 @@ BundleResult make_bundle(const BundleOptions& o) {
     if (facts.cluster.empty() || o.cluster != "default") facts.cluster = o.cluster;
     const std::string top =
         path_component(facts.cluster) + "-job" + path_component(o.job_id) + "-" + utc_stamp(started);
-    write_timeline(st, staging + "/timeline.txt");
+    write_timeline(st);
     res.summary = an.summary_text();
     if (!o.local) {
         constexpr int64_t kHour = 3'600'000'000'000;
@@ -929,9 +951,12 @@ BundleResult make_bundle(const BundleOptions& o) {
                        "shipper down or behind?); this bundle lacks their story: run it again once they ship\n";
     }
     if (!nodelist_notes.empty()) res.summary += "\nNOTE\n----\n" + nodelist_notes;
-    write_file_atomic(staging + "/summary.txt", res.summary, 0644);
+    if (auto ws = staging.value.write_file("summary.txt", res.summary); !ws.ok) return fail(ws.error);
     const auto findings = an.findings();
-    write_file_atomic(staging + "/report.html", render_report_html(facts, findings, an.likely_cause(findings)), 0644);
+    if (auto ws =
+            staging.value.write_file("report.html", render_report_html(facts, findings, an.likely_cause(findings)));
+        !ws.ok)
+        return fail(ws.error);
 
     bool partial = !missing_nodes.empty();
     nlohmann::ordered_json mq = nlohmann::ordered_json::array();
@@ -952,8 +977,10 @@ BundleResult make_bundle(const BundleOptions& o) {
     nlohmann::ordered_json mf = nlohmann::ordered_json::array();
     for (const auto& f : files) {
         struct stat sb {};
-        ::stat((staging + "/" + f).c_str(), &sb);
-        mf.push_back({{"path", f}, {"bytes", sb.st_size}, {"sha256", sha256_file(staging + "/" + f)}});
+        std::string sum;
+        if (auto in = staging.value.open_file(f, O_RDONLY); in.ok && ::fstat(in.value.get(), &sb) == 0)
+            sum = sha256_fd(in.value.get());
+        mf.push_back({{"path", f}, {"bytes", sb.st_size}, {"sha256", sum}});
     }
     const nlohmann::ordered_json manifest = {
         {"jobtrail_version", kVersion},
@@ -969,19 +996,29 @@ BundleResult make_bundle(const BundleOptions& o) {
         {"complete", !partial},
         {"refused", refused},
         {"files", mf}};
-    write_file_atomic(staging + "/manifest.json",
-                      manifest.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n", 0644);
+    if (auto ws = staging.value.write_file(
+            "manifest.json", manifest.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n");
+        !ws.ok)
+        return fail(ws.error);
     files.insert(files.begin(), "manifest.json");
 
-    res.archive = o.out_dir + "/" + top + ".tar.zst";
-    if (auto written = write_archive(staging, top, files, res.archive); !written.ok) {
-        fs::remove(res.archive, ec);  // half an archive is no bundle
-        res.archive.clear();
-        res.exit_code = kExitError;
-        res.error = written.error;
+    // Each written under a fresh name, then renamed onto its own: a link planted at the name is
+    // replaced, never written through; half an archive (its temporary file) goes with `archive`.
+    const std::string name = top + ".tar.zst";
+    res.archive = o.out_dir + "/" + name;
+    auto archive = staging.value.create_output(name, kArchiveMode);
+    if (!archive.ok) return fail(archive.error);
+    if (auto ws = write_archive(staging.value, top, files, archive.value, res.archive); !ws.ok) return fail(ws.error);
+    auto sums = staging.value.create_output(name + ".sha256", 0644);  // says nothing of the content
+    if (!sums.ok) return fail(sums.error);
+    if (!write_all(sums.value.fd(), sha256_fd(archive.value.fd()) + "  " + name + "\n"))
+        return fail("cannot write " + res.archive + ".sha256: " + errno_text(errno));
+    if (auto p = archive.value.publish(); !p.ok) return fail(p.error);
+    if (auto p = sums.value.publish(); !p.ok) {
+        res.exit_code = kExitError;  // the archive is there, without its checksum
+        res.error = p.error;
         return res;
     }
-    write_file_atomic(res.archive + ".sha256", sha256_file(res.archive) + "  " + top + ".tar.zst\n", 0644);
     res.exit_code = partial ? kExitPartial : kExitOk;
     if (partial) {
         std::string why;

@@ -1,16 +1,22 @@
 #include <re2/re2.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 
 #include "forensics/analysis.hpp"
 #include "forensics/bundle.hpp"
 #include "forensics/logql.hpp"
 #include "forensics/node_view.hpp"
 #include "forensics/report.hpp"
+#include "kmsgfs_mount.hpp"
 
 using namespace jobtrail::forensics;
 
@@ -299,4 +305,148 @@ TEST_CASE("jobtrail node: jobs with their GPUs, each kernel event with the job i
     CHECK(j["jobs"][0]["hit"] == false);
     CHECK(j["jobs"][1]["hit"] == true);
     CHECK(j["events"][0]["device"] == "GPU 1 (0000:2a:00.0)");
+}
+
+namespace {
+
+std::string slurp(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::string command_output(const std::string& cmd) {
+    std::string out;
+    FILE* p = ::popen(cmd.c_str(), "r");
+    REQUIRE(p != nullptr);
+    char buf[65536];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    REQUIRE(::pclose(p) == 0);
+    return out;
+}
+
+// A directory listing with each entry's type and, for a link, its target.
+std::map<std::string, std::string> tree_of(const std::string& dir) {
+    namespace fs = std::filesystem;
+    std::map<std::string, std::string> out;
+    for (const auto& e : fs::recursive_directory_iterator(dir)) {
+        const std::string rel = e.path().string().substr(dir.size());
+        out[rel] = e.is_symlink() ? "-> " + fs::read_symlink(e.path()).string() : e.is_directory() ? "dir" : "file";
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("a bundle into a directory others can write never writes or reads through what they planted there",
+          "[forensics][hostile]") {
+    namespace fs = std::filesystem;
+    const jobtrail::test::TempDir d;
+    // Root-only files outside the output directory, the targets of the user's links.
+    const std::string secrets = d.path() + "/root-only";
+    REQUIRE(::mkdir(secrets.c_str(), 0700) == 0);
+    const std::string secret = secrets + "/shadow", archive_target = secrets + "/archive-target";
+    const std::string secret_text = "root:TOPSECRET-SHADOW:19000:0:99999:7:::\n";
+    const std::string target_text = "TOPSECRET-ARCHIVE-TARGET\n";
+    std::ofstream(secret) << secret_text;
+    std::ofstream(archive_target) << target_text;
+    ::chmod(secret.c_str(), 0600);
+    ::chmod(archive_target.c_str(), 0600);
+
+    fs::create_directories(d.path() + "/logs/prolog");
+    fs::create_directories(d.path() + "/logs/epilog");
+    std::ofstream(d.path() + "/logs/prolog/77.log")
+        << "2026-11-29T21:52:01.000000000Z meta node=n1\n"
+           "2026-11-29T21:52:02.000000000Z status[10-check.sh] status=0 duration_ms=3 result=\"exit 0\"\n";
+    std::ofstream(d.path() + "/logs/epilog/77.log") << "2026-11-29T21:52:31.000000000Z end status=0 duration_ms=9\n";
+
+    // The output directory as its user left it: the staging directory of this pid and of its
+    // neighbours, full of links to the secret, and links at the archive's names of the next
+    // minute (the name is the cluster, the job and the second it starts).
+    const std::string out = d.path() + "/out";
+    REQUIRE(::mkdir(out.c_str(), 0777) == 0);
+    ::chmod(out.c_str(), 0777);
+    const std::vector<std::string> planted_files = {"timeline.txt",      "summary.txt",         "report.html",
+                                                    "manifest.json",     "nodes/n1/prolog.log", "nodes/n1/epilog.log",
+                                                    "nodes/n1/kmsg.log", "nccl/n1/x.log"};
+    for (int pid = static_cast<int>(::getpid()) - 20; pid <= static_cast<int>(::getpid()) + 20; ++pid) {
+        if (pid <= 0) continue;
+        const std::string s = out + "/.jobtrail-job77-" + std::to_string(pid) + ".partial";
+        for (const auto& f : planted_files) {
+            fs::create_directories(fs::path(s + "/" + f).parent_path());
+            fs::create_symlink(secret, s + "/" + f);
+        }
+    }
+    const time_t now = ::time(nullptr);
+    for (time_t t = now - 2; t <= now + 60; ++t) {
+        struct tm tm {};
+        ::gmtime_r(&t, &tm);
+        char stamp[32];
+        std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+        const std::string name = out + "/lab-job77-" + stamp + ".tar.zst";
+        fs::create_symlink(archive_target, name);
+        fs::create_symlink(secret, name + ".sha256");
+    }
+    // Run as root (as in CI): the directory and everything in it are a user's, as they would be.
+    if (::geteuid() == 0)
+        for (const auto& [rel, what] : tree_of(out)) REQUIRE(::lchown((out + rel).c_str(), 65534, 65534) == 0);
+    const auto planted = tree_of(out);
+
+    BundleOptions o;
+    o.job_id = "77";
+    o.local = true;
+    o.log_dir = d.path() + "/logs";
+    o.out_dir = out;
+    o.cluster = "lab";
+    const auto r = make_bundle(o);
+    INFO(r.error);
+    CHECK(r.exit_code == kExitOk);
+    CHECK(slurp(secret) == secret_text);
+    CHECK(slurp(archive_target) == target_text);
+
+    REQUIRE(!r.archive.empty());
+    struct stat sb {};
+    REQUIRE(::lstat(r.archive.c_str(), &sb) == 0);
+    CHECK(S_ISREG(sb.st_mode));
+    CHECK((sb.st_mode & 07777) == 0600);  // root's logs: for whoever root hands the archive to
+    REQUIRE(::lstat((r.archive + ".sha256").c_str(), &sb) == 0);
+    CHECK(S_ISREG(sb.st_mode));
+    const std::string archive_file = fs::path(r.archive).filename().string();
+    CHECK(slurp(r.archive + ".sha256") == sha256_file(r.archive) + "  " + archive_file + "\n");
+
+    // Neither secret is in any member, every member is the job's and as narrow as the archive.
+    const std::string tar = command_output("zstd -dc < '" + r.archive + "'");  // whatever is at the name
+    CHECK(tar.find("TOPSECRET") == std::string::npos);
+    CHECK(tar.find("meta node=n1") != std::string::npos);
+    const std::string listing = command_output("zstd -dc < '" + r.archive + "' | tar -tvf -");
+    size_t members = 0;
+    for (size_t at = 0, nl; (nl = listing.find('\n', at)) != std::string::npos; at = nl + 1, ++members) {
+        INFO(listing.substr(at, nl - at));
+        CHECK(listing.compare(at, 11, "-rw------- ") == 0);
+    }
+    CHECK(members >= 5);  // manifest, summary, timeline, report, the node's logs
+
+    // What the user planted is as they left it; the archive and its checksum replaced the
+    // links of their names; no staging directory is left.
+    auto after = tree_of(out);
+    CHECK(after.erase("/" + archive_file) == 1);
+    CHECK(after.erase("/" + archive_file + ".sha256") == 1);
+    auto expected = planted;
+    expected.erase("/" + archive_file);
+    expected.erase("/" + archive_file + ".sha256");
+    CHECK(after == expected);
+}
+
+TEST_CASE("an output directory that cannot hold a bundle is an error that names it", "[forensics]") {
+    const jobtrail::test::TempDir d;
+    std::ofstream(d.path() + "/file") << "x";
+    BundleOptions o;
+    o.job_id = "77";
+    o.local = true;
+    o.log_dir = d.path() + "/logs";
+    o.out_dir = d.path() + "/file";
+    const auto r = make_bundle(o);
+    CHECK(r.exit_code == kExitError);
+    CHECK(r.archive.empty());
+    CHECK(r.error.find(d.path() + "/file") != std::string::npos);
+    CHECK(r.error.find("Not a directory") != std::string::npos);
 }

@@ -2,7 +2,7 @@
 """`jobtrail bundle`, `xid` and `logql` against the Loki test double, and `bundle --local` on job
 log files: what an operator gets in the archive. Needs JOBTRAIL_BUILD (the build directory);
 the LogQL and browser checks need tests/js/node_modules (scripts/install-deps.sh) and chromium."""
-import glob, hashlib, json, os, shutil, subprocess, sys, tarfile, tempfile, time, unittest, urllib.parse, urllib.request
+import glob, hashlib, json, os, shutil, stat, subprocess, sys, tarfile, tempfile, time, unittest, urllib.parse, urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../support"))
 import skips  # noqa: E402
@@ -651,6 +651,95 @@ class Bundle(unittest.TestCase):
                           "zero.log": "symlink", "sub": "not_regular"})
         for name in ("leak.log", "hard.log", "fifo.log", "zero.log", "sub"):
             self.assertIn("not bundled: %s/%s" % (nccl, name), r.stderr)
+
+    def test_a_bundle_into_a_directory_a_user_can_write_leaves_what_they_planted_alone(self):
+        """Root bundles into a directory its user owns. The user filled it beforehand with the
+        staging directories of the next pids and links at the archive's names of the next minute,
+        all pointing at root-only files: root's bundle writes and reads none of them."""
+        logs, root = self.out + "/logs", os.geteuid() == 0
+        os.makedirs(logs + "/prolog")
+        with open(logs + "/prolog/4242.log", "w") as f:
+            f.write("2026-11-29T21:52:01.000000000Z meta node=gpu07\n"
+                    '2026-11-29T21:52:02.000000000Z status[10-check.sh] status=0 duration_ms=3 result="exit 0"\n')
+        with open(self.out + "/cfg.yaml", "w") as f:
+            f.write("cluster: lab\ncollector: {log_dir: %s}\n" % logs)
+        os.makedirs(self.out + "/root-only", mode=0o700)
+        secret, target = self.out + "/root-only/shadow", self.out + "/root-only/target"
+        secrets = {secret: "root:TOPSECRET:19000:0:99999:7:::\n", target: "TOPSECRET archive target\n"}
+        for p, text in secrets.items():
+            with open(p, "w") as f:
+                f.write(text)
+            os.chmod(p, 0o600)
+        shared = self.out + "/shared"
+        os.makedirs(shared, mode=0o755 if root else 0o700)
+
+        def own(paths):  # the real scenario as root: a user's directory, a user's links
+            for p in paths if root else ():
+                os.lchown(p, 65534, 65534)
+
+        def plant(pid):
+            """A staging directory as the user leaves it for one pid: what is there, and the links."""
+            d = "%s/.jobtrail-job4242-%d.partial" % (shared, pid)
+            entries = {d: "dir", d + "/nodes": "dir", d + "/nodes/gpu07": "dir"}
+            entries.update({d + "/" + n: secret for n in ("timeline.txt", "summary.txt", "manifest.json",
+                                                            "nodes/gpu07/prolog.log", "nodes/gpu07/kmsg.log")})
+            if not os.path.lexists(d):
+                os.makedirs(d + "/nodes/gpu07")
+                for p, to in entries.items():
+                    if to != "dir":
+                        os.symlink(to, p)
+                own(entries)
+            return entries
+
+        planted = {}
+        try:
+            with open("/proc/sys/kernel/ns_last_pid") as f:
+                last = int(f.read())
+        except OSError:
+            last = os.getpid()
+        for pid in range(max(2, last - 5), last + 100):  # the next pids, as a user would
+            planted.update(plant(pid))
+        now = int(time.time())
+        for t in range(now - 2, now + 60):
+            name = "%s/lab-job4242-%s.tar.zst" % (shared, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(t)))
+            os.symlink(target, name)
+            os.symlink(secret, name + ".sha256")
+            planted.update({name: target, name + ".sha256": secret})
+        own([shared] + [p for p in planted if "/lab-job4242-" in p])
+
+        # Whatever the machine spawned meanwhile, the CLI's own pid is planted too (in the child,
+        # before it runs the CLI).
+        cli = subprocess.Popen([JOBTRAIL, "--config", self.out + "/cfg.yaml", "bundle", "4242", "--local", "-o", shared],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: plant(os.getpid()))
+        out, err = cli.communicate(timeout=120)
+        planted.update(plant(cli.pid))
+        self.assertEqual(cli.returncode, 0, err)
+        for p, text in secrets.items():
+            with open(p) as f:
+                self.assertEqual(f.read(), text)
+        archive = [l for l in out.splitlines() if l.startswith("bundle: ")][0][len("bundle: "):]
+        st = os.lstat(archive)
+        self.assertTrue(stat.S_ISREG(st.st_mode), "the archive is %o" % st.st_mode)
+        self.assertEqual(stat.S_IMODE(st.st_mode), 0o600)
+        self.assertTrue(stat.S_ISREG(os.lstat(archive + ".sha256").st_mode))
+        with open(archive, "rb") as f:
+            want = [hashlib.sha256(f.read()).hexdigest(), os.path.basename(archive)]
+        with open(archive + ".sha256") as f:
+            self.assertEqual(f.read().split(), want)
+        raw = subprocess.run(["zstd", "-dc", archive], capture_output=True, check=True).stdout
+        self.assertNotIn(b"TOPSECRET", raw)
+        import io
+        with tarfile.open(fileobj=io.BytesIO(raw)) as t:
+            members = t.getmembers()
+            self.assertIn(b"meta node=gpu07", b"".join(t.extractfile(m).read() for m in members))
+            self.assertEqual({m.name: oct(m.mode) for m in members if m.mode != 0o600}, {})
+        after = {p: os.readlink(p) if os.path.islink(p) else "dir" if os.path.isdir(p) else "file"
+                 for p in everything_under(shared)}
+        for p in (archive, archive + ".sha256"):
+            self.assertEqual(after.pop(p), "file")
+            planted.pop(p, None)
+        self.assertEqual(after, planted)  # as the user left it, and nothing of ours left
 
     def check_logql(self, queries):
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:

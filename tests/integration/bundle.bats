@@ -53,3 +53,47 @@ wait_in_loki() {
     [[ "$output" == *"Xid 79"* ]]
     [[ "$output" == *"NCCL WARN"* ]]
 }
+
+@test "jobtrail bundle into a directory its user filled with links writes and reads none of them" {
+    id=$(submit --uid=jtuser --gid=jtuser --wrap "sleep 1")
+    [ "$(wait_job_done "$id")" = COMPLETED ]
+    wait_log_end "$D/log/epilog/$id.log" >/dev/null
+    secret=$D/root-only-bundle-$id
+    printf 'TOPSECRET %s\n' "$id" > "$secret"
+    chmod 0600 "$secret"
+    # The user's own directory, where an operator might run the bundle: staging directories for
+    # the next pids and links at the archive's names of the next minutes, all to a root-only file.
+    out=$D/jobs/out-$id
+    rm -rf "$out"  # job ids start again in a new lab
+    install -d -o jtuser -g jtuser -m 0755 "$out"
+    runuser -u jtuser -- bash -c '
+        out=$1 id=$2 node=$3 secret=$4 last=$(cat /proc/sys/kernel/ns_last_pid) now=$(date +%s)
+        for pid in $(seq $((last - 5)) $((last + 300))); do
+            d=$out/.jobtrail-job$id-$pid.partial
+            mkdir -p "$d/nodes/$node"
+            for f in timeline.txt summary.txt manifest.json nodes/$node/prolog.log nodes/$node/epilog.log; do
+                ln -s "$secret" "$d/$f"
+            done
+        done
+        for t in $(seq $((now - 2)) $((now + 120))); do
+            name=$out/lab-job$id-$(date -u -d "@$t" +%Y%m%dT%H%M%SZ).tar.zst
+            ln -s "$secret" "$name" && ln -s "$secret" "$name.sha256"
+        done' _ "$out" "$id" "$NODE" "$secret"
+    before=$(find "$out" -mindepth 1 -printf '%P %y %l %u\n' | sort)
+    run "$JT_CLI" --config "$D/etc/jobtrail.yaml" bundle "$id" --local --nccl-dir "$D/nccl" -o "$out"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ "$(cat "$secret")" = "TOPSECRET $id" ]
+    archive=$(sed -n 's/^bundle: //p' <<< "$output")
+    [ -f "$archive" ] && [ ! -L "$archive" ]
+    [ "$(stat -c '%a %U' "$archive")" = "600 root" ]
+    (cd "$out" && sha256sum -c "$(basename "$archive").sha256")
+    ! zstd -dc < "$archive" | grep -q TOPSECRET
+    zstd -dc < "$archive" | tar -tvf - | awk '$1 != "-rw-------" { print; bad = 1 } END { exit bad }'
+    # What the user planted is as they left it (the archive and its checksum replaced two of the
+    # links), and nothing of the bundle's is left.
+    name=$(basename "$archive")
+    after=$(find "$out" -mindepth 1 -printf '%P %y %l %u\n' | sort)
+    diff <(grep -v -e "^$name " -e "^$name.sha256 " <<< "$before") <(grep -v -e "^$name " -e "^$name.sha256 " <<< "$after")
+    [ "$(grep -c -e "^$name f  root$" -e "^$name.sha256 f  root$" <<< "$after")" -eq 2 ]
+}
