@@ -8,18 +8,6 @@
 #include "common/time.hpp"
 
 namespace jobtrail::shipper {
-namespace {
-
-uint64_t record_bytes(const spool::ReadBatch& b, const spool::RecordView& r) {
-    // What Loki's rate limits count: the line and its structured metadata; and a byte an entry,
-    // so that halving a cap after a 413 makes progress through blank lines too.
-    if (r.run != spool::kNoRun) return b.run(r).line_bytes + b.run(r).metadata_bytes + b.run(r).count;
-    uint64_t n = r.line.size() + 1;
-    for (const auto& [k, v] : b.metadata(r)) n += k.size() + v.size();
-    return n;
-}
-
-}  // namespace
 
 Sender::Sender(const config::ShipperConfig& cfg, spool::Spool& spool, Metrics& m, Events events, Lane lane)
     : Sender(cfg, spool, m, std::move(events), nullptr, lane) {
@@ -80,64 +68,6 @@ void Sender::worker() {
     }
 }
 
-// Reads batches into the window; true if it read any.
-bool Sender::fill_window() {
-    bool any = false;
-    // Beyond the front batch kWindowBytes; while a stream of the window waits (paced, backing
-    // off) up to kWindowBatches, so that the other streams' lines behind its go on.
-    const int64_t now = monotonic_ns();
-    const bool waiting = std::any_of(streams_.begin(), streams_.end(), [&](const auto& kv) {
-        return !kv.second.queue.empty() && kv.second.next_try_ns > now;
-    });
-    const auto room = [&] {
-        if (window_.size() >= kWindowBatches) return false;
-        if (window_.size() < 2 || waiting) return true;
-        return window_bytes_ - window_.front().records.bytes() < kWindowBytes;
-    };
-    while (room()) {
-        if (spare_.empty()) spare_.emplace_back();
-        Batch& batch = spare_.front();
-        batch.open_pieces = 0;
-        if (spool_.read(batch.records, 100'000, cfg_.batch_max_bytes, batch.end) == 0) break;
-        any = true;
-        window_bytes_ += batch.records.bytes();
-        window_.splice(window_.end(), spare_, spare_.begin());
-        // Entries Loki would reject as too old forever are dropped, counted, instead of retried.
-        const int64_t oldest = realtime_ns() - cfg_.max_age_ms * 1'000'000;
-        // Group by stream in the spool's order; lines of one stream mostly come in runs. A
-        // compressed run's too-old entries are dropped when it is sent.
-        std::vector<std::pair<std::string_view, Piece>> order;
-        std::string_view last_stream;
-        size_t last = 0;
-        for (const auto& r : batch.records.records()) {
-            if (r.run == spool::kNoRun && r.ts_ns < oldest) {
-                m_.drop("too_old");
-                continue;
-            }
-            // A run's records share one view of its stream: same bytes, no compare needed.
-            const bool same = last_stream.data() == r.stream.data() && last_stream.size() == r.stream.size();
-            if (order.empty() || (!same && last_stream != r.stream)) {
-                auto it = std::find_if(order.begin(), order.end(), [&](const auto& p) { return p.first == r.stream; });
-                if (it == order.end()) {
-                    order.push_back({r.stream, Piece{&batch, {}, 0}});
-                    it = order.end() - 1;
-                }
-                last = static_cast<size_t>(it - order.begin());
-            }
-            last_stream = r.stream;  // this frame's view, so its next records need no compare
-            order[last].second.recs.push_back(&r);
-        }
-        for (auto& [stream, piece] : order) {
-            auto it = streams_.find(stream);
-            if (it == streams_.end()) it = streams_.emplace(std::string(stream), StreamState{}).first;
-            it->second.queue.push_back(std::move(piece));
-            it->second.last_active_ns = monotonic_ns();
-            ++batch.open_pieces;
-        }
-    }
-    return any;
-}
-
 void Sender::dispatch(int64_t now) {
     for (auto& [name, s] : streams_) {
         if (in_flight_ >= max_in_flight_) return;
@@ -174,141 +104,6 @@ void Sender::dispatch(int64_t now) {
         }
         work_cv_.notify_one();
     }
-}
-
-bool Sender::build(const std::string& name, StreamState& s, uint64_t cap, Job& job) {
-    const int64_t oldest = realtime_ns() - cfg_.max_age_ms * 1'000'000;
-    // Sent as spooled: within the cap, nothing too old, and metadata only to a Loki that takes it.
-    const auto as_is = [&](const spool::RunView& run) {
-        return run.line_bytes + run.metadata_bytes + run.count <= cap && run.oldest_ts_ns >= oldest &&
-               (!run.has_metadata || cfg_.structured_metadata);
-    };
-    while (!s.queue.empty()) {
-        Piece& p = s.queue.front();
-        const spool::ReadBatch& rb = p.batch->records;
-        s.sent_n = s.sent_bytes = s.sent_line_bytes = 0;
-        s.sent_items = 0;
-        s.partial = false;
-        const bool runs = p.recs[p.next]->run != spool::kNoRun;
-        if (runs && (s.run_done > 0 || !as_is(rb.run(*p.recs[p.next])))) {
-            if (build_partial(name, s, cap, oldest, job)) return true;
-            continue;  // all of that run was dropped
-        }
-        size_t i = p.next;
-        if (runs) {
-            // Whole runs, their compressed bytes as they are.
-            push_runs_.clear();
-            uint64_t raw = 0;
-            for (; i < p.recs.size() && p.recs[i]->run != spool::kNoRun; ++i) {
-                const uint64_t b = record_bytes(rb, *p.recs[i]);
-                const spool::RunView& run = rb.run(*p.recs[i]);
-                if (i > p.next && (s.sent_bytes + b > cap || !as_is(run))) break;
-                s.sent_bytes += b;
-                s.sent_line_bytes += run.line_bytes;
-                s.sent_n += run.count;
-                raw += run.raw_size;
-                push_runs_.push_back(run.elements());
-            }
-            loki::encode_push_runs(name, push_runs_, raw, job.body, &job.body_size);
-        } else {
-            push_streams_.resize(1);
-            loki::StreamRef& ref = push_streams_[0];
-            ref.labels = name;
-            ref.entries.clear();
-            for (; i < p.recs.size() && p.recs[i]->run == spool::kNoRun; ++i) {
-                const spool::RecordView& r = *p.recs[i];
-                const uint64_t b = record_bytes(rb, r);
-                if (i > p.next && s.sent_bytes + b > cap) break;  // at least one entry per request
-                s.sent_bytes += b;
-                s.sent_line_bytes += r.line.size();
-                ref.entries.push_back({r.ts_ns, r.line, nullptr, rb.metadata(r)});
-            }
-            s.sent_n = ref.entries.size();
-            loki::encode_push(push_streams_, cfg_.structured_metadata, push_scratch_, job.body, &job.body_size);
-        }
-        s.sent_items = i - p.next;
-        return true;
-    }
-    return false;
-}
-
-bool Sender::build_partial(const std::string& name, StreamState& s, uint64_t cap, int64_t oldest, Job& job) {
-    Piece& p = s.queue.front();
-    const spool::RunView& run = p.batch->records.run(*p.recs[p.next]);
-    run_records_.clear();
-    run_metadata_.clear();
-    // Decompressed again for each request it makes (at most a run's 64 KiB): kept, it would be
-    // one more buffer per stream waiting on Loki.
-    const bool decoded = [&] {
-        std::string why;
-        if (spool::expand_run(run, run_raw_, run_records_, run_metadata_, &why)) return true;
-        m_.drop("spool_corrupt", run.count - s.run_done);
-        events_.emit(Severity::kError, "sender", "spool_corrupt",
-                     "a spooled run of " + std::to_string(run.count) + " records of " + name + " does not decode (" +
-                         why + "); dropped");
-        return false;
-    }();
-    push_streams_.resize(1);
-    loki::StreamRef& ref = push_streams_[0];
-    ref.labels = name;
-    ref.entries.clear();
-    // Too-old entries are skipped (counted when the request is answered for, or now if nothing
-    // else is left), not sent one request each.
-    size_t i = s.run_done;
-    uint64_t skipped = 0;
-    for (; decoded && i < run.count; ++i) {
-        const spool::RecordView& r = run_records_[i];
-        if (r.ts_ns < oldest) {
-            ++skipped;
-            continue;
-        }
-        const auto md = std::span<const spool::MetadataView>(run_metadata_).subspan(r.metadata_begin, r.metadata_count);
-        uint64_t b = r.line.size() + 1;  // at least a byte, so halving a 413's cap always makes progress
-        for (const auto& [k, v] : md) b += k.size() + v.size();
-        if (!ref.entries.empty() && s.sent_bytes + b > cap) break;
-        s.sent_bytes += b;
-        s.sent_line_bytes += r.line.size();
-        ref.entries.push_back({r.ts_ns, r.line, nullptr, md});
-    }
-    s.sent_n = ref.entries.size();
-    s.sent_consumed = static_cast<uint32_t>(i - s.run_done);
-    s.sent_skipped = skipped;
-    s.partial = true;
-    if (!ref.entries.empty())
-        loki::encode_push(push_streams_, cfg_.structured_metadata, push_scratch_, job.body, &job.body_size);
-    // The views into them are done with: what one huge run grew is not kept.
-    if (run_raw_.capacity() > 1 << 20) std::string().swap(run_raw_);
-    if (run_records_.capacity() > 1 << 14) std::vector<spool::RecordView>().swap(run_records_);
-    if (run_metadata_.capacity() > 1 << 14) std::vector<spool::MetadataView>().swap(run_metadata_);
-    if (!ref.entries.empty()) return true;
-    if (skipped) m_.drop("too_old", skipped);
-    s.run_done = 0;
-    advance(s, 1);
-    return false;
-}
-
-void Sender::advance(StreamState& s, size_t items) {
-    Piece& p = s.queue.front();
-    p.next += items;
-    if (p.next >= p.recs.size()) {
-        --p.batch->open_pieces;
-        s.queue.pop_front();
-    }
-}
-
-// What is in flight for the stream is answered for.
-void Sender::settle(StreamState& s) {
-    s.attempt = 0;
-    if (s.partial) {
-        const Piece& p = s.queue.front();
-        if (s.sent_skipped) m_.drop("too_old", s.sent_skipped);
-        s.run_done += s.sent_consumed;
-        if (s.run_done < p.batch->records.run(*p.recs[p.next]).count) return;
-        s.run_done = 0;
-        advance(s, 1);
-        return;
-    }
-    advance(s, s.sent_items);
 }
 
 void Sender::backoff(StreamState& s, int64_t now) {
@@ -511,42 +306,6 @@ void Sender::say_push_failed(const StreamState& s, const loki::PushResponse& v, 
                                        : "Loki push failed") +
                      " (" + (res.status ? "HTTP " + std::to_string(res.status) + ": " + v.first_message : res.error) +
                      "); retrying, data stays in the spool");
-}
-
-// Acknowledges the spool up to the end of the last batch before which all is answered for.
-void Sender::ack_done() {
-    spool::Position end;
-    bool any = false;
-    while (!window_.empty() && window_.front().open_pieces == 0) {
-        end = window_.front().end;
-        window_bytes_ -= window_.front().records.bytes();
-        any = true;
-        // Kept for the next read, within the window's bound.
-        if (spare_.empty())
-            spare_.splice(spare_.end(), window_, window_.begin());
-        else
-            window_.pop_front();
-    }
-    if (any)
-        if (auto st = spool_.ack(end); !st.ok)
-            // Not fatal: Loki has the records; after a restart they are sent again and dropped
-            // by Loki as duplicates.
-            events_.emit(Severity::kWarning, "sender", "ack_failed", "spool: " + st.error);
-    m_.oldest_pending_ns[lane_index(lane_)] =
-        window_.empty() || window_.front().records.empty() ? 0 : window_.front().records.records().front().ts_ns;
-}
-
-// The map stays the size of what is pending, plus the streams whose learned rate is recent: a
-// node sees a new NCCL stream per job, for months.
-void Sender::forget_idle(int64_t now) {
-    for (auto it = streams_.begin(); it != streams_.end();) {
-        const StreamState& s = it->second;
-        const bool idle = !s.in_flight && s.queue.empty() && s.next_try_ns <= now;
-        if (idle && (!s.rate_bps || now - s.last_active_ns > kForgetIdleNs))
-            it = streams_.erase(it);
-        else
-            ++it;
-    }
 }
 
 void Sender::run(const std::atomic<bool>& stop) {

@@ -131,26 +131,28 @@ private:
         loki::HttpResult result;
     };
 
+    // sender.cpp: the workers, the run loop that feeds them, and Loki's answers.
     void start_workers();
     void stop_workers();
     void worker();
-    bool fill_window();
     void dispatch(int64_t now);
     void handle(const Job& job);
-    // The stream's next request into job.body, at most cap bytes (one entry at least); false if
-    // nothing is left to send (what was skipped is counted).
-    bool build(const std::string& name, StreamState& s, uint64_t cap, Job& job);
-    // The front run's entries from run_done on, decompressed: for a run that cannot go as it is
-    // (over cap, too old in part, metadata Loki is not sent).
-    bool build_partial(const std::string& name, StreamState& s, uint64_t cap, int64_t oldest, Job& job);
-    void advance(StreamState& s, size_t items);
-    void settle(StreamState& s);
     void backoff(StreamState& s, int64_t now);
     void rate_limited(StreamState& s, const std::string& stream, const loki::PushResponse& v, int64_t now);
     void say_rate_limited(StreamState& s, int64_t now, const std::string& text);
     void say_push_failed(const StreamState& s, const loki::PushResponse& v, const loki::HttpResult& res);
+    // sender/window.cpp: batches read, pieces queued per stream, the spool acknowledged.
+    bool fill_window();
+    void advance(StreamState& s, size_t items);
+    void settle(StreamState& s);
     void ack_done();
     void forget_idle(int64_t now);
+    // sender/request.cpp: the stream's next request into job.body, at most cap bytes (one entry
+    // at least); false if nothing is left to send (what was skipped is counted).
+    bool build(const std::string& name, StreamState& s, uint64_t cap, Job& job);
+    // The front run's entries from run_done on, decompressed: for a run that cannot go as it is
+    // (over cap, too old in part, metadata Loki is not sent).
+    bool build_partial(const std::string& name, StreamState& s, uint64_t cap, int64_t oldest, Job& job);
 
     const config::ShipperConfig& cfg_;
     spool::Spool& spool_;
