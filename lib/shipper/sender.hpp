@@ -21,6 +21,7 @@
 #include "shipper/internal_events.hpp"
 #include "shipper/lanes.hpp"
 #include "shipper/metrics.hpp"
+#include "shipper/sender/policy.hpp"
 #include "spool/spool.hpp"
 
 namespace jobtrail::shipper {
@@ -44,15 +45,10 @@ namespace jobtrail::shipper {
 // later batches of the window meanwhile (at most kWindowBatches batches; while no stream waits,
 // kWindowBytes of spool frames beyond the front batch, which is most of the shipper's memory).
 //
-// Answers: 2xx: all stored. 400: Loki stored the rest; the rejected entries are counted by
-// reason, never retried. 413: the piece is halved. A 429 that names a plausible limit (tenant
-// rate, per-stream rate) shrinks that stream's pieces below it and paces the stream at the
-// named rate, never waiting longer than max_backoff; a single entry over a per-stream limit it
-// can never fit is counted rejected. A 429 naming no usable limit (none, a unit we cannot read,
-// Loki's 8EB after a restart) halves the stream's pieces down to one entry, and they grow back
-// with each success. What was learned is probed again after kReprobeNs. A held-back stream
-// says so in the log, once a minute at most. 5xx, 401/403 and transport errors retry with
-// capped, jittered exponential backoff, for as long as it takes.
+// What each of Loki's answers does to a stream (its pace, retries, request cap, what is counted
+// and logged) is the ResponsePolicy's (sender/policy.hpp); the Sender applies its decisions.
+// The window and acknowledgements are in sender/window.cpp, request building in
+// sender/request.cpp, the workers in sender.cpp.
 class Sender {
 public:
     using TransportFactory = std::function<std::unique_ptr<loki::PushTransport>()>;
@@ -63,14 +59,6 @@ public:
     static constexpr uint64_t kWindowBytes = 512 << 10;
     // A stream's learned rate is kept this long after its last record, then forgotten.
     static constexpr int64_t kForgetIdleNs = 600'000'000'000;
-    // A rate Loki names above this is not a limit: no Loki takes a terabyte a second, and right
-    // after a restart it names its WAL replay's unlimited rate as 8EB (reference §12).
-    static constexpr uint64_t kMaxPlausibleRate = 1ULL << 40;
-    // What Loki's answers taught (a stream's rate and request cap, the tenant's) is probed again
-    // after this long: limits change, and an answer may have been wrong.
-    static constexpr int64_t kReprobeNs = 300'000'000'000;
-    // A stream held back by Loki says so at most this often.
-    static constexpr int64_t kSayEveryNs = 60'000'000'000;
 
     Sender(const config::ShipperConfig& cfg, spool::Spool& spool, Metrics& m, Events events, Lane lane = Lane::kNode);
     // For tests: each worker gets its own transport from `make`.
@@ -78,8 +66,8 @@ public:
            Lane lane = Lane::kNode);
     // Streams with state kept (pending pieces or a learned rate); for tests.
     size_t tracked_streams() const { return streams_.size(); }
-    // For tests: probe learned limits again after `ns` instead of kReprobeNs.
-    void set_reprobe_after(int64_t ns) { reprobe_ns_ = ns; }
+    // For tests: probe learned limits again after `ns` instead of ResponsePolicy::kReprobeNs.
+    void set_reprobe_after(int64_t ns) { policy_.set_reprobe_after(ns); }
     ~Sender();
 
     // Loops until stop; with nothing to read it waits for the spool's next commit (batch_wait at most).
@@ -103,26 +91,17 @@ private:
     struct StreamState {
         std::deque<Piece> queue;
         bool in_flight = false;
-        int64_t next_try_ns = 0;
-        int attempt = 0;
-        uint64_t cap_bytes = 0;  // largest request this stream may send (0: batch_max_bytes)
-        bool cap_grows = false;  // cap halved for a 429 that named no limit: it grows back on success
-        uint64_t rate_bps = 0;   // per-stream rate Loki named; pushes paced at it
-        // The request in flight: entries, what rate limits count of them, their lines' bytes, and
-        // how many of the piece's recs it holds; or (partial) entries of the run at the piece's
-        // `next` from run_done on.
-        uint64_t sent_n = 0;
-        uint64_t sent_bytes = 0;
-        uint64_t sent_line_bytes = 0;
+        ResponsePolicy::Stream policy;  // its pace, its retries, what Loki's answers taught of it
+        // The request in flight: entries, what rate limits count of them, their lines' bytes
+        // (sent), and how many of the piece's recs it holds; or (partial) entries of the run at the
+        // piece's `next` from run_done on.
+        ResponsePolicy::Sent sent;
         size_t sent_items = 0;
         bool partial = false;
         uint32_t sent_consumed = 0;  // partial: entries the request covers, skipped too-old ones included
         uint64_t sent_skipped = 0;
-        uint32_t run_done = 0;    // entries of the run at the front piece's `next` answered for
-        int single_refusals = 0;  // a lone entry refused by the per-stream rate limit, in a row
+        uint32_t run_done = 0;  // entries of the run at the front piece's `next` answered for
         int64_t last_active_ns = 0;
-        int64_t learned_ns = 0;  // when rate_bps or cap_bytes was last taught by Loki (0: never)
-        int64_t said_ns = 0;     // when its being held back was last logged
     };
     struct Job {
         std::string stream;
@@ -131,16 +110,12 @@ private:
         loki::HttpResult result;
     };
 
-    // sender.cpp: the workers, the run loop that feeds them, and Loki's answers.
+    // sender.cpp: the workers, and the run loop that feeds them and applies the policy.
     void start_workers();
     void stop_workers();
     void worker();
     void dispatch(int64_t now);
     void handle(const Job& job);
-    void backoff(StreamState& s, int64_t now);
-    void rate_limited(StreamState& s, const std::string& stream, const loki::PushResponse& v, int64_t now);
-    void say_rate_limited(StreamState& s, int64_t now, const std::string& text);
-    void say_push_failed(const StreamState& s, const loki::PushResponse& v, const loki::HttpResult& res);
     // sender/window.cpp: batches read, pieces queued per stream, the spool acknowledged.
     bool fill_window();
     void advance(StreamState& s, size_t items);
@@ -162,10 +137,7 @@ private:
     Lane lane_;
     size_t max_in_flight_;
     std::atomic<bool> busy_{false};
-    uint64_t tenant_cap_ = 0;   // learned from the tenant's rate limit (0: none)
-    uint64_t tenant_rate_ = 0;  // the tenant's rate limit Loki last named (0: none)
-    int64_t tenant_learned_ns_ = 0, tenant_said_ns_ = 0;
-    int64_t reprobe_ns_ = kReprobeNs;
+    ResponsePolicy policy_;
 
     std::list<Batch> window_;                 // stable addresses: pieces point into it
     uint64_t window_bytes_ = 0;               // of its batches' spool frames

@@ -28,7 +28,7 @@ bool Sender::build(const std::string& name, StreamState& s, uint64_t cap, Job& j
     while (!s.queue.empty()) {
         Piece& p = s.queue.front();
         const spool::ReadBatch& rb = p.batch->records;
-        s.sent_n = s.sent_bytes = s.sent_line_bytes = 0;
+        s.sent = {};
         s.sent_items = 0;
         s.partial = false;
         const bool runs = p.recs[p.next]->run != spool::kNoRun;
@@ -44,10 +44,10 @@ bool Sender::build(const std::string& name, StreamState& s, uint64_t cap, Job& j
             for (; i < p.recs.size() && p.recs[i]->run != spool::kNoRun; ++i) {
                 const uint64_t b = record_bytes(rb, *p.recs[i]);
                 const spool::RunView& run = rb.run(*p.recs[i]);
-                if (i > p.next && (s.sent_bytes + b > cap || !as_is(run))) break;
-                s.sent_bytes += b;
-                s.sent_line_bytes += run.line_bytes;
-                s.sent_n += run.count;
+                if (i > p.next && (s.sent.bytes + b > cap || !as_is(run))) break;
+                s.sent.bytes += b;
+                s.sent.line_bytes += run.line_bytes;
+                s.sent.entries += run.count;
                 raw += run.raw_size;
                 push_runs_.push_back(run.elements());
             }
@@ -60,12 +60,12 @@ bool Sender::build(const std::string& name, StreamState& s, uint64_t cap, Job& j
             for (; i < p.recs.size() && p.recs[i]->run == spool::kNoRun; ++i) {
                 const spool::RecordView& r = *p.recs[i];
                 const uint64_t b = record_bytes(rb, r);
-                if (i > p.next && s.sent_bytes + b > cap) break;  // at least one entry per request
-                s.sent_bytes += b;
-                s.sent_line_bytes += r.line.size();
+                if (i > p.next && s.sent.bytes + b > cap) break;  // at least one entry per request
+                s.sent.bytes += b;
+                s.sent.line_bytes += r.line.size();
                 ref.entries.push_back({r.ts_ns, r.line, nullptr, rb.metadata(r)});
             }
-            s.sent_n = ref.entries.size();
+            s.sent.entries = ref.entries.size();
             loki::encode_push(push_streams_, cfg_.structured_metadata, push_scratch_, job.body, &job.body_size);
         }
         s.sent_items = i - p.next;
@@ -107,12 +107,12 @@ bool Sender::build_partial(const std::string& name, StreamState& s, uint64_t cap
         const auto md = std::span<const spool::MetadataView>(run_metadata_).subspan(r.metadata_begin, r.metadata_count);
         uint64_t b = r.line.size() + 1;  // at least a byte, so halving a 413's cap always makes progress
         for (const auto& [k, v] : md) b += k.size() + v.size();
-        if (!ref.entries.empty() && s.sent_bytes + b > cap) break;
-        s.sent_bytes += b;
-        s.sent_line_bytes += r.line.size();
+        if (!ref.entries.empty() && s.sent.bytes + b > cap) break;
+        s.sent.bytes += b;
+        s.sent.line_bytes += r.line.size();
         ref.entries.push_back({r.ts_ns, r.line, nullptr, md});
     }
-    s.sent_n = ref.entries.size();
+    s.sent.entries = ref.entries.size();
     s.sent_consumed = static_cast<uint32_t>(i - s.run_done);
     s.sent_skipped = skipped;
     s.partial = true;

@@ -16,7 +16,7 @@ bool Sender::fill_window() {
     // off) up to kWindowBatches, so that the other streams' lines behind its go on.
     const int64_t now = monotonic_ns();
     const bool waiting = std::any_of(streams_.begin(), streams_.end(), [&](const auto& kv) {
-        return !kv.second.queue.empty() && kv.second.next_try_ns > now;
+        return !kv.second.queue.empty() && kv.second.policy.next_try_ns > now;
     });
     const auto room = [&] {
         if (window_.size() >= kWindowBatches) return false;
@@ -78,7 +78,6 @@ void Sender::advance(StreamState& s, size_t items) {
 
 // What is in flight for the stream is answered for.
 void Sender::settle(StreamState& s) {
-    s.attempt = 0;
     if (s.partial) {
         const Piece& p = s.queue.front();
         if (s.sent_skipped) m_.drop("too_old", s.sent_skipped);
@@ -119,8 +118,8 @@ void Sender::ack_done() {
 void Sender::forget_idle(int64_t now) {
     for (auto it = streams_.begin(); it != streams_.end();) {
         const StreamState& s = it->second;
-        const bool idle = !s.in_flight && s.queue.empty() && s.next_try_ns <= now;
-        if (idle && (!s.rate_bps || now - s.last_active_ns > kForgetIdleNs))
+        const bool idle = !s.in_flight && s.queue.empty() && s.policy.next_try_ns <= now;
+        if (idle && (!s.policy.rate_bps || now - s.last_active_ns > kForgetIdleNs))
             it = streams_.erase(it);
         else
             ++it;

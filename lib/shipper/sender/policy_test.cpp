@@ -1,0 +1,404 @@
+#include "shipper/sender/policy.hpp"
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <map>
+#include <string>
+#include <vector>
+
+using namespace jobtrail;
+using shipper::ResponsePolicy;
+using Action = ResponsePolicy::Action;
+
+namespace {
+
+constexpr int64_t kSecond = 1'000'000'000;
+constexpr int64_t kNow = 1'000 * kSecond;  // any monotonic time; the policy reads no clock
+const std::string kStream = "{job=\"a\", service_name=\"a\"}";
+
+// Loki's answers as the classifier gives them (its parsing is tested in loki/response_test.cpp).
+loki::PushResponse answer(long status, loki::Verdict verdict, std::string message = "") {
+    loki::PushResponse v;
+    v.status = status;
+    v.verdict = verdict;
+    v.first_message = std::move(message);
+    return v;
+}
+loki::PushResponse stored() {
+    return answer(204, loki::Verdict::kAccepted);
+}
+// Loki 3's per-stream refusal of `entries` entries, naming `limit` bytes/s (0: in a unit not read).
+loki::PushResponse per_stream_429(uint64_t entries, uint64_t limit) {
+    auto v = answer(429, loki::Verdict::kRetry, "Per stream rate limit exceeded");
+    v.rejected["per_stream_rate_limit"] = entries;
+    v.stream_rate_limit = limit;
+    return v;
+}
+loki::PushResponse tenant_429(uint64_t limit) {
+    auto v = answer(429, loki::Verdict::kRetry, "Ingestion rate limit exceeded for user fake");
+    v.rejected["rate_limited"] = 1;
+    v.tenant_rate_limit = limit;
+    return v;
+}
+loki::PushResponse nameless_429() {
+    return answer(429, loki::Verdict::kRetry, "<html><body>Too Many Requests</body></html>");
+}
+
+struct Rig {
+    config::ShipperConfig cfg = [] {
+        auto c = config::default_shipper_config();
+        c.batch_max_bytes = 1 << 20;
+        c.max_stream_rate = 0;  // Loki's answers are under test; our own pace has its own case
+        c.min_backoff_ms = 500;
+        c.max_backoff_ms = 30'000;
+        return c;
+    }();
+    ResponsePolicy policy{cfg, 42};
+    ResponsePolicy::Stream s;
+    ResponsePolicy::Decision decide(const loki::PushResponse& v, ResponsePolicy::Sent sent, int64_t now = kNow,
+                                    std::string_view error = "") {
+        return policy.decide(s, kStream, sent, v, error, now);
+    }
+};
+
+std::map<std::string, uint64_t> rejected(const ResponsePolicy::Decision& d) {
+    std::map<std::string, uint64_t> by_reason;
+    d.count_rejected(by_reason);
+    return by_reason;
+}
+
+}  // namespace
+
+TEST_CASE("policy: a 2xx settles the request, every entry and line byte stored, tries counted afresh",
+          "[sender][policy]") {
+    Rig rig;
+    rig.s.attempt = 3;
+    rig.s.single_refusals = 2;
+    const auto d = rig.decide(stored(), {10, 1'010, 1'000});
+    CHECK(d.action == Action::kStored);
+    CHECK(d.settles());
+    CHECK(d.stored());
+    CHECK_FALSE(d.retry);
+    CHECK(d.stored_entries == 10);
+    CHECK(d.stored_bytes == 1'000);
+    CHECK_FALSE(d.counts_rejected());
+    CHECK_FALSE(d.say);
+    CHECK(rig.s.attempt == 0);
+    CHECK(rig.s.single_refusals == 0);
+    CHECK(rig.s.next_try_ns == 0);  // no rate to pace at: the next request goes at once
+}
+
+TEST_CASE("policy: a 400 counts the rejected by reason and the entries Loki left unreported, the rest stored",
+          "[sender][policy]") {
+    struct Row {
+        const char* what;
+        std::map<std::string, uint64_t> body;  // the reasons the body counts
+        uint64_t total_entries;                // its "out of M" (0: none)
+        uint64_t known_entries, known_bytes;   // rejected entries whose length it gives
+        std::map<std::string, uint64_t> counted;
+        uint64_t stored_entries, stored_bytes;
+    };
+    // 33 entries of 330 line bytes sent.
+    const Row rows[] = {
+        {"every rejected entry named, none with its length",
+         {{"too_far_behind", 30}},
+         33,
+         0,
+         0,
+         {{"too_far_behind", 30}},
+         3,
+         330 - 330 * 30 / 33},
+        {"fewer reached the ingester than were sent",
+         {{"out_of_order", 2}},
+         30,
+         0,
+         0,
+         {{"out_of_order", 2}, {"unreported", 3}},
+         28,
+         330 - 330 * 5 / 33},
+        {"lengths given: the accepted bytes are exact",
+         {{"line_too_long", 3}},
+         0,
+         3,
+         300,
+         {{"line_too_long", 3}},
+         30,
+         30},
+    };
+    for (const auto& row : rows) {
+        INFO(row.what);
+        Rig rig;
+        auto v = answer(400, loki::Verdict::kRejected, "entry out of order");
+        v.rejected = row.body;
+        v.total_entries = row.total_entries;
+        v.rejected_known_entries = row.known_entries;
+        v.rejected_known_bytes = row.known_bytes;
+        const auto d = rig.decide(v, {33, 363, 330});
+        CHECK(d.action == Action::kRejected);
+        CHECK(d.settles());
+        CHECK(d.stored());
+        CHECK_FALSE(d.retry);
+        CHECK(rejected(d) == row.counted);
+        CHECK(d.stored_entries == row.stored_entries);
+        CHECK(d.stored_bytes == row.stored_bytes);
+        REQUIRE(d.say);
+        CHECK(d.say->event == "rejected");
+        CHECK(d.say->severity == shipper::Severity::kWarning);
+        CHECK(d.say->text.rfind(
+                  "Loki rejected " + std::to_string(33 - row.stored_entries) + " of 33 entries (HTTP 400)", 0) == 0);
+    }
+}
+
+TEST_CASE("policy: a 413 halves a request of many entries and drops a request of one", "[sender][policy]") {
+    Rig rig;
+    const auto v = answer(413, loki::Verdict::kSplit, "request body too large");
+    auto d = rig.decide(v, {100, 20'000, 19'900});
+    CHECK(d.action == Action::kSplit);
+    CHECK_FALSE(d.settles());
+    CHECK_FALSE(d.retry);
+    CHECK_FALSE(d.say);
+    CHECK(rig.s.cap_bytes == 10'000);
+    CHECK_FALSE(rig.s.cap_grows);  // a size Loki refused stays refused
+    CHECK(rig.s.learned_ns == kNow);
+    CHECK(rig.s.next_try_ns == 0);  // again at once, smaller
+    CHECK(rig.policy.request_cap(rig.s, kNow) == 10'000);
+
+    d = rig.decide(v, {1, 5'001, 5'000});
+    CHECK(d.action == Action::kDropped);
+    CHECK(d.settles());
+    CHECK_FALSE(d.stored());
+    CHECK(rejected(d) == std::map<std::string, uint64_t>{{"request_too_large", 1}});
+    REQUIRE(d.say);
+    CHECK(d.say->event == "entry_too_large");
+}
+
+TEST_CASE("policy: a per-stream 429 naming a plausible limit caps the stream below it and paces it at it",
+          "[sender][policy]") {
+    Rig rig;
+    const uint64_t limit = 64 << 10;
+    auto d = rig.decide(per_stream_429(100, limit), {100, 100'000, 99'900});
+    CHECK(d.action == Action::kPaced);
+    CHECK(d.retry);
+    CHECK_FALSE(d.settles());
+    CHECK(d.stream_rate_limit == limit);
+    CHECK(rig.s.rate_bps == limit);
+    CHECK(rig.s.cap_bytes == limit * 3 / 4);  // room for the burst to refill
+    CHECK(rig.policy.request_cap(rig.s, kNow) == limit * 3 / 4);
+    CHECK(rig.s.next_try_ns == kNow + int64_t(100'000) * kSecond / int64_t(limit));
+    CHECK(rig.s.attempt == 0);  // paced, not backed off
+    REQUIRE(d.say);
+    CHECK(d.say->event == "stream_rate_limited");
+    CHECK(d.say->text == "Loki's per-stream rate limit (65536 bytes/s) holds back " + kStream +
+                             "; pacing it at that rate (data stays in the spool)");
+
+    // Refused again at its cap after the paced wait: the burst is smaller than the piece.
+    d = rig.decide(per_stream_429(40, limit), {40, 40'000, 39'960}, kNow + 2 * kSecond);
+    CHECK(d.action == Action::kPaced);
+    CHECK(rig.s.cap_bytes == 20'000);
+}
+
+TEST_CASE("policy: a lone entry the per-stream limit refuses three times is dropped, counted", "[sender][policy]") {
+    Rig rig;
+    for (int i = 0; i < 2; ++i)
+        CHECK(rig.decide(per_stream_429(1, 1 << 10), {1, 5'001, 5'000}).action == Action::kPaced);
+    const auto d = rig.decide(per_stream_429(1, 1 << 10), {1, 5'001, 5'000});
+    CHECK(d.action == Action::kDropped);
+    CHECK(d.retry);
+    CHECK(d.settles());
+    CHECK(rejected(d) == std::map<std::string, uint64_t>{{"per_stream_rate_limit", 1}});
+    REQUIRE(d.say);
+    CHECK(d.say->event == "entry_over_stream_limit");
+    CHECK(d.say->text.find("one entry of 5000 bytes three times") != std::string::npos);
+    CHECK(rig.s.single_refusals == 0);
+}
+
+TEST_CASE("policy: a 429 naming 8EB is no limit: the stream's requests are halved and it backs off",
+          "[sender][policy]") {
+    Rig rig;
+    const auto d = rig.decide(per_stream_429(100, 8ULL << 60), {100, 100'000, 99'900});
+    CHECK(d.action == Action::kBackoff);
+    CHECK(d.retry);
+    CHECK(d.stream_rate_limit == 0);  // not taken
+    CHECK(rig.s.rate_bps == 0);
+    CHECK(rig.s.cap_bytes == 50'000);
+    CHECK(rig.s.cap_grows);
+    CHECK(rig.s.attempt == 1);
+    REQUIRE(d.say);
+    CHECK(d.say->event == "stream_rate_limited");
+    CHECK(d.say->text.find("naming a per-stream limit of 9223372036854775808 bytes/s, which cannot be the limit "
+                           "(Loki restarted?); sending 50000 bytes at most") != std::string::npos);
+}
+
+TEST_CASE("policy: a 429 that names no limit halves the stream's requests each time, down to one entry",
+          "[sender][policy]") {
+    struct Row {
+        loki::PushResponse v;
+        const char* named;
+    };
+    const Row rows[] = {
+        {nameless_429(), "naming no limit we can read"},
+        {per_stream_429(10, 0), "naming its per-stream limit in a form we cannot read"},
+    };
+    for (const auto& row : rows) {
+        INFO(row.named);
+        Rig rig;
+        uint64_t bytes = 40'000;
+        for (int i = 0; i < 20; ++i) {
+            const auto d = rig.decide(row.v, {10, bytes, bytes - 10}, kNow + i * kSecond);
+            CHECK(d.action == Action::kBackoff);
+            CHECK(rig.s.cap_bytes == std::max<uint64_t>(1, bytes / 2));
+            if (i == 0) {
+                REQUIRE(d.say);
+                CHECK(d.say->text.find(row.named) != std::string::npos);
+            }
+            bytes = rig.policy.request_cap(rig.s, kNow + i * kSecond);
+        }
+        CHECK(bytes == 1);  // a single entry, never dropped for a limit nobody named
+    }
+}
+
+TEST_CASE("policy: a request cap halved for a nameless 429 doubles back with each success, to batch_max_bytes",
+          "[sender][policy]") {
+    Rig rig;
+    rig.decide(nameless_429(), {100, 64 << 10, 60 << 10});
+    CHECK(rig.s.cap_bytes == 32 << 10);
+    std::vector<uint64_t> caps;
+    for (int i = 0; i < 6; ++i) {
+        rig.decide(stored(), {1, rig.s.cap_bytes, rig.s.cap_bytes});
+        caps.push_back(rig.policy.request_cap(rig.s, kNow));
+    }
+    CHECK(caps == std::vector<uint64_t>{64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 1 << 20});
+    CHECK_FALSE(rig.s.cap_grows);
+    CHECK(rig.s.cap_bytes == 0);  // back to no cap of its own
+
+    // Under a named per-stream rate it grows back to below that rate, and stays there.
+    Rig paced;
+    paced.s.rate_bps = 64 << 10;
+    paced.s.cap_bytes = 1'000;
+    paced.s.cap_grows = true;
+    for (int i = 0; i < 10; ++i) paced.decide(stored(), {1, 1'000, 1'000});
+    CHECK(paced.s.cap_bytes == (64 << 10) * 3 / 4);
+    CHECK_FALSE(paced.s.cap_grows);
+}
+
+TEST_CASE("policy: the tenant's 429 caps every stream's requests below its rate, said once a minute",
+          "[sender][policy]") {
+    Rig rig;
+    auto d = rig.decide(tenant_429(256 << 10), {400, 400'000, 399'600});
+    CHECK(d.action == Action::kBackoff);
+    CHECK(d.tenant_rate_limit == 256 << 10);
+    CHECK(rig.policy.tenant().rate == 256 << 10);
+    CHECK(rig.policy.tenant().cap == 128 << 10);
+    REQUIRE(d.say);
+    CHECK(d.say->event == "tenant_rate_limited");
+    CHECK(rig.s.attempt == 1);
+    ResponsePolicy::Stream other;
+    CHECK(rig.policy.request_cap(other, kNow) == 128 << 10);
+
+    // Within the minute: not said again.
+    d = rig.decide(tenant_429(256 << 10), {100, 131'072, 130'000}, kNow + 30 * kSecond);
+    CHECK_FALSE(d.say);
+    d = rig.decide(tenant_429(256 << 10), {100, 131'072, 130'000}, kNow + 61 * kSecond);
+    CHECK(d.say);
+
+    // A per-stream limit above the tenant's cannot be the stream's.
+    d = rig.decide(per_stream_429(10, 1 << 20), {10, 10'000, 9'990}, kNow + 62 * kSecond);
+    CHECK(d.action == Action::kBackoff);
+    CHECK(rig.s.rate_bps == 0);
+}
+
+TEST_CASE("policy: what Loki's answers taught is probed again after the bound", "[sender][policy]") {
+    Rig rig;
+    rig.policy.set_reprobe_after(300 * kSecond);
+    rig.decide(per_stream_429(10, 16), {10, 10'000, 9'990});
+    rig.decide(tenant_429(256 << 10), {10, 400'000, 399'990});
+    CHECK(rig.policy.request_cap(rig.s, kNow + 300 * kSecond) == 12);  // 3/4 of 16 B/s, still held
+    CHECK(rig.s.rate_bps == 16);
+    CHECK(rig.policy.request_cap(rig.s, kNow + 301 * kSecond) == 1 << 20);
+    CHECK(rig.s.rate_bps == 0);
+    CHECK(rig.s.learned_ns == 0);
+    CHECK(rig.policy.tenant().cap == 0);
+    CHECK(rig.policy.tenant().rate == 0);
+}
+
+TEST_CASE("policy: a wait Loki's answer asks for is never longer than max_backoff; our own pace is ours",
+          "[sender][policy]") {
+    const int64_t max_wait = 30 * kSecond;
+    Rig rig;
+    // 16 B/s for 10 KB would be ten minutes.
+    rig.decide(per_stream_429(10, 16), {10, 10'000, 9'990});
+    CHECK(rig.s.next_try_ns == kNow + max_wait);
+    // Stored while paced at it: the next waits what this took at 16 B/s, bounded the same.
+    rig.decide(stored(), {1, 12, 11}, kNow + max_wait);
+    CHECK(rig.s.next_try_ns == kNow + max_wait + 12 * kSecond / 16);
+    rig.decide(stored(), {1, 1'000, 999}, kNow + 2 * max_wait);
+    CHECK(rig.s.next_try_ns == kNow + 3 * max_wait);
+
+    // max_stream_rate is our own pace, below Loki's shard threshold: not bounded by max_backoff.
+    Rig own;
+    own.cfg.max_stream_rate = 1'000;
+    own.decide(stored(), {100, 100'000, 99'900});
+    CHECK(own.s.next_try_ns == kNow + 100 * kSecond);
+    CHECK(own.policy.request_cap(own.s, kNow) == 250);  // a quarter of the pace
+}
+
+TEST_CASE("policy: a held-back stream says so at most once a minute", "[sender][policy]") {
+    Rig rig;
+    CHECK(rig.decide(nameless_429(), {10, 1'000, 990}).say);
+    CHECK_FALSE(rig.decide(nameless_429(), {10, 500, 490}, kNow + 59 * kSecond).say);
+    CHECK_FALSE(rig.decide(per_stream_429(10, 64 << 10), {10, 250, 240}, kNow + 59 * kSecond).say);
+    CHECK(rig.decide(per_stream_429(10, 64 << 10), {10, 250, 240}, kNow + 60 * kSecond).say);
+}
+
+TEST_CASE("policy: 5xx, refused credentials and no answer back off exponentially, said every tenth try",
+          "[sender][policy]") {
+    Rig rig;
+    const auto v = answer(503, loki::Verdict::kRetry, "at least 1 live replicas required");
+    int64_t now = kNow;
+    int said = 0;
+    for (int i = 0; i < 21; ++i) {
+        const int64_t before = rig.s.next_try_ns;
+        const auto d = rig.decide(v, {10, 1'000, 990}, now);
+        CHECK(d.action == Action::kBackoff);
+        CHECK(d.retry);
+        said += d.say ? 1 : 0;
+        // min_backoff doubled per try, up to max_backoff; jittered within [d/2, d].
+        const int64_t full = std::min<int64_t>(int64_t(500) << std::min(i, 20), 30'000) * 1'000'000;
+        CHECK(rig.s.next_try_ns >= std::max(before, now + full / 2));
+        CHECK(rig.s.next_try_ns <= std::max(before, now + full));
+        now = rig.s.next_try_ns;
+    }
+    CHECK(said == 3);  // tries 0, 10 and 20
+    CHECK(rig.s.attempt == 21);
+    CHECK(rig.decide(stored(), {10, 1'000, 990}, now).action == Action::kStored);
+    CHECK(rig.s.attempt == 0);
+
+    struct Row {
+        loki::PushResponse v;
+        std::string error;
+        shipper::Severity severity;
+        const char* event;
+        std::string text;
+    };
+    const Row rows[] = {
+        {answer(503, loki::Verdict::kRetry, "at least 1 live replicas required"), "", shipper::Severity::kWarning,
+         "push_failed",
+         "Loki push failed (HTTP 503: at least 1 live replicas required); retrying, data stays in the spool"},
+        {answer(0, loki::Verdict::kRetry), "Connection refused", shipper::Severity::kWarning, "push_failed",
+         "Loki push failed (Connection refused); retrying, data stays in the spool"},
+        {answer(401, loki::Verdict::kAuthFailure, "no org id"), "", shipper::Severity::kError, "auth_failed",
+         "Loki wants a tenant: set shipper.loki.tenant (sent as X-Scope-OrgID) (HTTP 401: no org id); retrying, "
+         "data stays in the spool"},
+        {answer(403, loki::Verdict::kAuthFailure, "forbidden"), "", shipper::Severity::kError, "auth_failed",
+         "Loki refused our credentials (HTTP 403: forbidden); retrying, data stays in the spool"},
+    };
+    for (const auto& row : rows) {
+        INFO(row.text);
+        Rig fresh;
+        const auto d = fresh.decide(row.v, {10, 1'000, 990}, kNow, row.error);
+        REQUIRE(d.say);
+        CHECK(d.say->severity == row.severity);
+        CHECK(d.say->event == row.event);
+        CHECK(d.say->text == row.text);
+    }
+}
