@@ -40,4 +40,18 @@ ShippedLine parse_shipped_line(std::string_view line, std::string_view phase) {
     return out;
 }
 
+std::string shipped_tags_pattern(std::initializer_list<std::string_view> tags) {
+    std::string out = "^(";
+    out += node::phase_name(node::Phase::kProlog);
+    out += '|';
+    out += node::phase_name(node::Phase::kEpilog);
+    out += ") (";
+    for (const auto t : tags) {
+        if (out.back() != '(') out += '|';
+        out += t;
+    }
+    out += ')';
+    return out;
+}
+
 }  // namespace jobtrail::joblog

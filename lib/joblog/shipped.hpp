@@ -1,5 +1,6 @@
 #pragma once
 
+#include <initializer_list>
 #include <string>
 #include <string_view>
 
@@ -26,5 +27,9 @@ std::string make_shipped_line(std::string_view phase, std::string_view tag, std:
 // Views point into `line`. The line's first word is its phase when it is `phase` (the phase the
 // line is known to be of: its stream's label) or, without one, when it is prolog or epilog.
 ShippedLine parse_shipped_line(std::string_view line, std::string_view phase = {});
+
+// A regular expression (RE2, a LogQL line filter) for the shipped lines of these tags, in either
+// phase, named or not: ^(prolog|epilog) (meta|end).
+std::string shipped_tags_pattern(std::initializer_list<std::string_view> tags);
 
 }  // namespace jobtrail::joblog

@@ -48,3 +48,8 @@ TEST_CASE("a shipped tag without its closing bracket has no name", "[joblog][hos
     CHECK(e.name.empty());
     CHECK(parse_shipped_line("").tag.empty());
 }
+
+TEST_CASE("a query for shipped lines of some tags names both phases and each tag", "[joblog]") {
+    CHECK(shipped_tags_pattern({kMeta, kDevice, kEnd}) == "^(prolog|epilog) (meta|device|end)");
+    CHECK(shipped_tags_pattern({kEnd}) == "^(prolog|epilog) (end)");
+}
