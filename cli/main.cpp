@@ -2,28 +2,22 @@
 // fleet's Xid events, `node` a node's jobs and the kernel events that hit them, `logql` prints a
 // job's queries for Grafana. Exit codes: 0 found, 1 not
 // found, 2 usage error, 3 partial result (some queries failed), 4 error.
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
-#include <map>
 #include <nlohmann/json.hpp>
 
-#include "common/fs.hpp"
 #include "common/text.hpp"
 #include "common/time.hpp"
 #include "config/config.hpp"
-#include "events/extractor.hpp"
-#include "events/xid_catalogue.hpp"
 #include "forensics/bundle.hpp"
 #include "forensics/logql.hpp"
+#include "forensics/node_sources.hpp"
 #include "forensics/node_view.hpp"
-#include "joblog/format.hpp"
+#include "forensics/xid_table.hpp"
 #include "jobtrail/version.hpp"
-#include "kmsg/record.hpp"
 #include "node/layout.hpp"
 #include "shipper/sources/registry.hpp"
 
@@ -149,25 +143,13 @@ int cmd_bundle(const Common& f, const std::string& job, const std::string& nodes
     return r.exit_code;
 }
 
-// NVIDIA's Xid catalogue as jobtrail knows it: what the alert rules and the summaries use.
 int cmd_xid_catalogue(const Common& f) {
-    if (f.json) {
-        nlohmann::json out = nlohmann::json::array();
-        for (const auto& x : events::xid_catalogue())
-            out.push_back({{"xid", x.code},
-                           {"mnemonic", x.mnemonic},
-                           {"meaning", x.meaning},
-                           {"severity", events::severity_name(x.severity)},
-                           {"nvidia_action", x.immediate},
-                           {"action", x.action}});
-        std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-        return forensics::kExitOk;
-    }
-    std::printf("%5s  %-8s %-18s %s\n", "XID", "SEVERITY", "NVIDIA ACTION", "MEANING -> ACTION");
-    for (const auto& x : events::xid_catalogue())
-        std::printf("%5d  %-8s %-18s %s\n%35s-> %s\n", x.code, std::string(events::severity_name(x.severity)).c_str(),
-                    std::string(x.immediate).c_str(), std::string(x.meaning).c_str(), "",
-                    std::string(x.action).c_str());
+    if (f.json)
+        std::printf(
+            "%s\n",
+            forensics::xid_catalogue_json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    else
+        std::fputs(forensics::xid_catalogue_text().c_str(), stdout);
     return forensics::kExitOk;
 }
 
@@ -182,122 +164,22 @@ int cmd_xid(const Common& f, const std::string& since, const std::string& nodes)
     loki::Client client(endpoint(c, f));
     if (auto st = client.load_secrets(); !st.ok)
         std::fprintf(stderr, "jobtrail: %s (querying without those credentials)\n", st.error.c_str());
-    events::Extractor ex;
-    struct Row {
-        uint64_t count = 0;
-        int64_t first = 0, last = 0;
-        std::string meaning, action, severity;
-    };
-    std::map<std::pair<std::string, int>, Row> rows;
+    forensics::XidTable table;
     const int64_t now = realtime_ns();
     const std::string q = forensics::xid_query(config::stream_schema(c.shipper), split_nodes(nodes));
     const auto r = loki::query_range(client, q, now - *d * 1'000'000, now, f.query, [&](const loki::QueryEntry& e) {
-        const auto ev = ex.extract(e.line);
-        if (!ev || !ev->xid) return;
         auto it = e.labels->find("node");
-        Row& row = rows[{it == e.labels->end() ? "?" : it->second, ev->xid}];
-        if (!row.count) row.first = e.ts_ns;
-        ++row.count;
-        row.last = e.ts_ns;
-        row.meaning = ev->meaning;
-        row.action = ev->action;
-        row.severity = std::string(events::severity_name(ev->severity));
+        table.add(it == e.labels->end() ? "?" : it->second, e.ts_ns, e.line);
     });
     if (r.failed) {
         std::fprintf(stderr, "jobtrail: query failed: %s\n", r.error.c_str());
         return forensics::kExitPartial;
     }
-    if (f.json) {
-        nlohmann::json out = nlohmann::json::array();
-        for (const auto& [k, row] : rows)
-            out.push_back({{"node", k.first},
-                           {"xid", k.second},
-                           {"count", row.count},
-                           {"first", format_rfc3339_ns(row.first)},
-                           {"last", format_rfc3339_ns(row.last)},
-                           {"severity", row.severity},
-                           {"meaning", row.meaning},
-                           {"action", row.action}});
-        std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-    } else {
-        std::printf("%-16s %5s %6s  %-8s %-31s %s\n", "NODE", "XID", "COUNT", "SEVERITY", "LAST (UTC)",
-                    "MEANING / ACTION");
-        for (const auto& [k, row] : rows)
-            std::printf("%-16s %5d %6llu  %-8s %-31s %s\n%62s-> %s\n", k.first.c_str(), k.second,
-                        static_cast<unsigned long long>(row.count), row.severity.c_str(),
-                        format_rfc3339_ns(row.last).c_str(), row.meaning.c_str(), "", row.action.c_str());
-        if (rows.empty()) std::printf("no Xid in the last %s\n", since.c_str());
-    }
-    return rows.empty() ? forensics::kExitNotFound : forensics::kExitOk;
-}
-
-// "prolog device[unresolved] note=…" (a job log line as the shipper sends it) into its parts.
-bool split_job_line(std::string_view line, std::string_view& phase, std::string_view& tag, std::string_view& name,
-                    std::string_view& text) {
-    const size_t a = line.find(' ');
-    if (a == std::string_view::npos) return false;
-    phase = line.substr(0, a);
-    std::string_view rest = line.substr(a + 1);
-    const size_t b = rest.find(' ');
-    const std::string_view full = rest.substr(0, b);
-    text = b == std::string_view::npos ? std::string_view() : rest.substr(b + 1);
-    const size_t br = full.find('[');
-    tag = full.substr(0, br);
-    name = br == std::string_view::npos || full.back() != ']' ? std::string_view()
-                                                              : full.substr(br + 1, full.size() - br - 2);
-    return phase == "prolog" || phase == "epilog";
-}
-
-// This node's job logs: the jobs from their headers, the kernel records the collectors kept.
-int node_from_local(const config::Config& c, forensics::NodeView& v, int64_t from, int64_t to) {
-    struct Rec {
-        int64_t ts;
-        uint64_t seq;
-        std::string message;
-    };
-    std::map<uint64_t, Rec> kernel;  // by seq: every epilog after it holds the same record
-    const int64_t job_from = from - 2LL * 86'400 * 1'000'000'000;
-    int files = 0;
-    for (const auto phase : {node::Phase::kProlog, node::Phase::kEpilog}) {
-        const std::string dir = c.collector.layout().job_log_dir(phase);
-        std::error_code ec;
-        for (const auto& de : std::filesystem::directory_iterator(dir, ec)) {
-            const auto parsed = node::parse_job_log(de.path().string());
-            if (!parsed || !de.is_regular_file(ec)) continue;
-            struct stat st {};
-            // A log last written before the jobs' lookback holds nothing of the window.
-            if (::stat(de.path().c_str(), &st) != 0 ||
-                st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec < job_from)
-                continue;
-            const auto text = read_small_file(de.path().string(), 64ULL << 20);
-            if (!text) continue;
-            ++files;
-            size_t at = 0;
-            while (at < text->size()) {
-                size_t nl = text->find('\n', at);
-                if (nl == std::string::npos) nl = text->size();
-                const std::string_view raw(text->data() + at, nl - at);
-                at = nl + 1;
-                joblog::Line l;
-                if (!joblog::parse_line(raw, l) || l.ts_ns < job_from || l.ts_ns > to) continue;
-                const std::string_view ph = node::phase_name(parsed->phase);
-                if (l.tag == joblog::kKmsg || l.tag == joblog::kKmsgContext) {
-                    kmsg::Record rec;
-                    kmsg::ParseError perr;
-                    if (!kmsg::parse_record(unescape_hex(l.text), rec, perr) || rec.facility != 0) continue;
-                    const int64_t ts = kmsg::header_line_time(l.text).value_or(l.ts_ns);
-                    if (ts >= from && kernel.size() < 1'000'000) kernel[rec.seq] = Rec{ts, rec.seq, rec.message};
-                    continue;
-                }
-                v.add_job_line(parsed->job_id, ph, l.ts_ns, l.tag, l.name, l.text);
-            }
-        }
-    }
-    std::vector<Rec> recs;
-    for (auto& [seq, r] : kernel) recs.push_back(std::move(r));
-    std::stable_sort(recs.begin(), recs.end(), [](const Rec& a, const Rec& b) { return a.ts < b.ts; });
-    for (const auto& r : recs) v.add_kernel(r.ts, r.message);
-    return files;
+    if (f.json)
+        std::printf("%s\n", table.json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    else
+        std::fputs(table.text(since).c_str(), stdout);
+    return table.empty() ? forensics::kExitNotFound : forensics::kExitOk;
 }
 
 int cmd_node(const Common& f, const std::string& node_name, const std::string& since, bool local) {
@@ -314,7 +196,7 @@ int cmd_node(const Common& f, const std::string& node_name, const std::string& s
     int rc = forensics::kExitOk;
     if (local) {
         source = "this node's job logs under " + c.collector.log_dir;
-        if (node_from_local(c, v, from, to) == 0) {
+        if (forensics::node_from_local(c.collector.layout(), v, from, to) == 0) {
             std::fprintf(stderr, "jobtrail: no job logs under %s\n", c.collector.log_dir.c_str());
             rc = forensics::kExitNotFound;
         }
@@ -324,23 +206,11 @@ int cmd_node(const Common& f, const std::string& node_name, const std::string& s
         if (auto st = client.load_secrets(); !st.ok)
             std::fprintf(stderr, "jobtrail: %s (querying without those credentials)\n", st.error.c_str());
         source = "Loki " + redact_url_credentials(ep.url);
-        const auto schema = config::stream_schema(c.shipper);
-        // Jobs that started up to two days before the window still ran in it.
-        const auto jr =
-            loki::query_range(client, forensics::node_jobs_query(schema, node_name),
-                              from - 2LL * 86'400 * 1'000'000'000, to, f.query, [&](const loki::QueryEntry& e) {
-                                  auto it = e.labels->find(std::string(node::label::kJobId));
-                                  std::string_view phase, tag, name, text;
-                                  if (it == e.labels->end() || !split_job_line(e.line, phase, tag, name, text)) return;
-                                  v.add_job_line(it->second, phase, e.ts_ns, tag, name, text);
-                              });
-        const auto kr = loki::query_range(client, forensics::kernel_query(schema, node_name), from, to, f.query,
-                                          [&](const loki::QueryEntry& e) { v.add_kernel(e.ts_ns, e.line); });
-        for (const auto* r : {&jr, &kr})
-            if (r->failed) {
-                std::fprintf(stderr, "jobtrail: query failed: %s (what follows is partial)\n", r->error.c_str());
-                rc = forensics::kExitPartial;
-            }
+        for (const auto& error :
+             forensics::node_from_loki(client, config::stream_schema(c.shipper), node_name, from, to, f.query, v)) {
+            std::fprintf(stderr, "jobtrail: query failed: %s (what follows is partial)\n", error.c_str());
+            rc = forensics::kExitPartial;
+        }
         if (rc == forensics::kExitOk && v.jobs().empty() && v.events().empty()) rc = forensics::kExitNotFound;
     }
     if (f.json)

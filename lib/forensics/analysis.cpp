@@ -5,6 +5,8 @@
 #include "common/text.hpp"
 #include "common/time.hpp"
 #include "devices/gpus.hpp"
+#include "joblog/format.hpp"
+#include "joblog/shipped.hpp"
 
 namespace jobtrail::forensics {
 namespace {
@@ -65,24 +67,16 @@ void Analyzer::add(const std::string& node, const std::string& source, int64_t t
         return;
     }
     if (source == "prolog" || source == "epilog") {
-        // "<phase> <tag>[<name>] <text>" as the shipper sends job log lines.
-        std::string_view rest = line;
-        if (starts_with(rest, source)) rest.remove_prefix(source.size() + (rest.size() > source.size() ? 1 : 0));
-        const size_t sp = rest.find(' ');
-        const std::string_view tagfull = rest.substr(0, sp);
-        const std::string_view text = sp == std::string_view::npos ? std::string_view() : rest.substr(sp + 1);
-        const size_t br = tagfull.find('[');
-        const std::string_view tag = tagfull.substr(0, br);
-        const std::string_view name =
-            br == std::string_view::npos ? std::string_view() : tagfull.substr(br + 1, tagfull.size() - br - 2);
-        if (tag == "meta") {
+        const auto l = joblog::parse_shipped_line(line, source);
+        const std::string_view tag = l.tag, name = l.name, text = l.text;
+        if (tag == joblog::kMeta) {
             const std::string_view k = text.substr(0, text.find('='));
             const std::string v(text.substr(std::min(text.size(), k.size() + 1)));
             if (k == "user") facts_.user = v;
             if (k == "partition") facts_.partition = v;
             if (k == "nodelist") facts_.nodelist = v;
             if (k == "cluster") facts_.cluster = v;
-        } else if (tag == "status") {
+        } else if (tag == joblog::kStatus) {
             const std::string_view st = logfmt_field(text, "status");
             if (!st.empty() && st != "0" && st != "skipped") {
                 const Finding p = finding(
@@ -94,9 +88,9 @@ void Analyzer::add(const std::string& node, const std::string& source, int64_t t
                     line);
                 group(node + "|" + source + "|" + std::string(name), p);
             }
-        } else if (tag == "device" && source == "prolog" && name == "unresolved") {
+        } else if (tag == joblog::kDevice && source == "prolog" && name == "unresolved") {
             unresolved_.insert(node);
-        } else if (tag == "device" && source == "prolog" && name.empty()) {
+        } else if (tag == joblog::kDevice && source == "prolog" && name.empty()) {
             // kind=gpu index=1 bdf=0000:2a:00.0 serial=…: what Slurm gave the job on this node.
             const auto key = devices::bdf_key(logfmt_field(text, "bdf"));
             int index = -1;
@@ -109,7 +103,7 @@ void Analyzer::add(const std::string& node, const std::string& source, int64_t t
                                   escape_line(utf8_prefix(logfmt_field(text, "serial"), 64))};
                 devices_[node][key] = devices::describe(d);
             }
-        } else if (tag == "end" && source == "epilog") {
+        } else if (tag == joblog::kEnd && source == "epilog") {
             facts_.exit_by_node[node] = std::string(logfmt_field(text, "status"));
         }
         return;

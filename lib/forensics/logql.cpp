@@ -1,6 +1,8 @@
 #include "forensics/logql.hpp"
 
 #include "common/text.hpp"
+#include "joblog/format.hpp"
+#include "joblog/shipped.hpp"
 
 namespace jobtrail::forensics {
 namespace {
@@ -66,7 +68,8 @@ std::string kernel_query(const node::Schema& s, const std::string& node) {
 }
 
 std::string node_jobs_query(const node::Schema& s, const std::string& node) {
-    return selector(s, node::Stream::kJobLog, node_matcher({node})) + " |~ \"^(prolog|epilog) (meta|device|end)\"";
+    return selector(s, node::Stream::kJobLog, node_matcher({node})) + " |~ " +
+           logql_string(joblog::shipped_tags_pattern({joblog::kMeta, joblog::kDevice, joblog::kEnd}));
 }
 
 std::string slurmd_query(const node::Schema& s, const std::string& node, const std::string& job_id) {

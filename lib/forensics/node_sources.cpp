@@ -1,0 +1,91 @@
+#include "forensics/node_sources.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include "common/fs.hpp"
+#include "forensics/logql.hpp"
+#include "joblog/format.hpp"
+#include "joblog/kernel_line.hpp"
+#include "joblog/shipped.hpp"
+#include "node/schema.hpp"
+
+namespace jobtrail::forensics {
+namespace {
+
+// Jobs that started up to two days before the window still ran in it.
+constexpr int64_t kJobLookbackNs = 2LL * 86'400 * 1'000'000'000;
+
+}  // namespace
+
+int node_from_local(const node::Layout& layout, NodeView& v, int64_t from, int64_t to) {
+    struct Rec {
+        int64_t ts;
+        uint64_t seq;
+        std::string message;
+    };
+    std::map<uint64_t, Rec> kernel;  // by seq: every epilog after it holds the same record
+    const int64_t job_from = from - kJobLookbackNs;
+    int files = 0;
+    for (const auto phase : {node::Phase::kProlog, node::Phase::kEpilog}) {
+        const std::string dir = layout.job_log_dir(phase);
+        std::error_code ec;
+        for (const auto& de : std::filesystem::directory_iterator(dir, ec)) {
+            const auto parsed = node::parse_job_log(de.path().string());
+            if (!parsed || !de.is_regular_file(ec)) continue;
+            struct stat st {};
+            // A log last written before the jobs' lookback holds nothing of the window.
+            if (::stat(de.path().c_str(), &st) != 0 ||
+                st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec < job_from)
+                continue;
+            const auto text = read_small_file(de.path().string(), 64ULL << 20);
+            if (!text) continue;
+            ++files;
+            size_t at = 0;
+            while (at < text->size()) {
+                size_t nl = text->find('\n', at);
+                if (nl == std::string::npos) nl = text->size();
+                const std::string_view raw(text->data() + at, nl - at);
+                at = nl + 1;
+                joblog::Line l;
+                if (!joblog::parse_line(raw, l) || l.ts_ns < job_from || l.ts_ns > to) continue;
+                if (joblog::is_kernel_tag(l.tag)) {
+                    const auto k = joblog::decode_kernel_line(l.text, l.ts_ns);
+                    if (!k.record || k.record->facility != 0) continue;
+                    if (k.ts_ns >= from && kernel.size() < 1'000'000)
+                        kernel[k.record->seq] = Rec{k.ts_ns, k.record->seq, k.record->message};
+                    continue;
+                }
+                v.add_job_line(parsed->job_id, node::phase_name(parsed->phase), l.ts_ns, l.tag, l.name, l.text);
+            }
+        }
+    }
+    std::vector<Rec> recs;
+    for (auto& [seq, r] : kernel) recs.push_back(std::move(r));
+    std::stable_sort(recs.begin(), recs.end(), [](const Rec& a, const Rec& b) { return a.ts < b.ts; });
+    for (const auto& r : recs) v.add_kernel(r.ts, r.message);
+    return files;
+}
+
+std::vector<std::string> node_from_loki(loki::Client& client, const node::Schema& schema, const std::string& node,
+                                        int64_t from, int64_t to, const loki::QueryOptions& query, NodeView& v) {
+    const auto jr = loki::query_range(client, node_jobs_query(schema, node), from - kJobLookbackNs, to, query,
+                                      [&](const loki::QueryEntry& e) {
+                                          auto it = e.labels->find(std::string(node::label::kJobId));
+                                          if (it == e.labels->end()) return;
+                                          const auto l = joblog::parse_shipped_line(e.line);
+                                          if (l.phase.empty()) return;
+                                          v.add_job_line(it->second, l.phase, e.ts_ns, l.tag, l.name, l.text);
+                                      });
+    const auto kr = loki::query_range(client, kernel_query(schema, node), from, to, query,
+                                      [&](const loki::QueryEntry& e) { v.add_kernel(e.ts_ns, e.line); });
+    std::vector<std::string> failed;
+    for (const auto* r : {&jr, &kr})
+        if (r->failed) failed.push_back(r->error);
+    return failed;
+}
+
+}  // namespace jobtrail::forensics

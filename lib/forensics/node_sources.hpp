@@ -1,0 +1,24 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "forensics/node_view.hpp"
+#include "loki/client.hpp"
+#include "loki/query.hpp"
+#include "node/layout.hpp"
+#include "node/schema.hpp"
+
+// Where `jobtrail node` reads a node's story from: this node's job logs, or Loki.
+namespace jobtrail::forensics {
+
+// This node's prolog and epilog logs: the jobs from their headers, the kernel records the
+// collectors kept in them (a record once, however many logs hold it). Returns the files read.
+int node_from_local(const node::Layout& layout, NodeView& v, int64_t from_ns, int64_t to_ns);
+
+// The node's job log lines and kernel records in Loki. Returns each failed query's error.
+std::vector<std::string> node_from_loki(loki::Client& client, const node::Schema& schema, const std::string& node,
+                                        int64_t from_ns, int64_t to_ns, const loki::QueryOptions& query, NodeView& v);
+
+}  // namespace jobtrail::forensics

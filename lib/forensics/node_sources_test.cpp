@@ -1,0 +1,115 @@
+#include "forensics/node_sources.hpp"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "common/time.hpp"
+#include "joblog/format.hpp"
+#include "kmsg/record.hpp"
+#include "kmsgfs_mount.hpp"
+#include "loki/push.hpp"
+#include "loki_double.hpp"
+
+using namespace jobtrail;
+using namespace jobtrail::forensics;
+
+namespace {
+
+constexpr int64_t kSecond = 1'000'000'000;
+constexpr const char* kXidOn18 = "NVRM: Xid (PCI:0000:18:00): 79, pid=1, GPU has fallen off the bus.";
+
+// A job log line holding a kernel record, as the collectors write it.
+std::string kernel_line(int64_t stamped, std::string_view tag, uint8_t facility, uint64_t seq, int64_t at,
+                        const std::string& message) {
+    kmsg::Record r;
+    r.facility = facility;
+    r.level = 3;
+    r.seq = seq;
+    r.usec = seq * 1000;
+    r.message = message;
+    std::string out;
+    joblog::append_line(out, stamped, tag, "", kmsg::format_header_line(r, at));
+    return out;
+}
+
+std::string job_line(int64_t ts, std::string_view tag, std::string_view text) {
+    std::string out;
+    joblog::append_line(out, ts, tag, "", text);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("jobtrail node --local: jobs from their logs, each kernel record once at its own time", "[forensics][cli]") {
+    test::TempDir dir;
+    node::Layout layout;
+    layout.log_dir = dir.path();
+    std::filesystem::create_directories(layout.job_log_dir(node::Phase::kProlog));
+    std::filesystem::create_directories(layout.job_log_dir(node::Phase::kEpilog));
+    const int64_t t = realtime_ns() - 3600 * kSecond;
+    std::ofstream(layout.job_log(node::Phase::kProlog, "7"))
+        << job_line(t, joblog::kMeta, "user=alice")
+        << job_line(t + 1, joblog::kDevice, "kind=gpu index=0 bdf=0000:18:00.0 serial=S0")
+        << kernel_line(t + 2, joblog::kKmsgContext, 0, 10, t - 100 * kSecond, "a record from before the job");
+    // Each epilog holds the records since the one before: the same record in two of them.
+    const std::string during = kernel_line(t + 200 * kSecond, joblog::kKmsg, 0, 11, t + 50 * kSecond, kXidOn18);
+    std::ofstream(layout.job_log(node::Phase::kEpilog, "7"))
+        << during << kernel_line(t + 200 * kSecond, joblog::kKmsg, 1, 12, t + 60 * kSecond, kXidOn18)
+        << job_line(t + 300 * kSecond, joblog::kEnd, "status=0 duration_ms=1");
+    std::ofstream(layout.job_log(node::Phase::kEpilog, "8")) << during;
+    std::ofstream(dir.path() + "/prolog/not-a-job.log") << job_line(t, joblog::kMeta, "user=mallory");
+
+    NodeView v("n1");
+    CHECK(node_from_local(layout, v, t - 1000 * kSecond, realtime_ns()) == 3);
+    REQUIRE(v.jobs().count("7"));
+    CHECK(v.jobs().at("7").user == "alice");
+    CHECK(v.jobs().at("7").end_ns == t + 300 * kSecond);
+    // A user process's write to /dev/kmsg (facility 1) is no kernel event.
+    REQUIRE(v.events().size() == 1);
+    CHECK(v.events()[0].ts_ns == t + 50 * kSecond);
+    CHECK(v.events()[0].jobs == std::vector<std::string>{"7"});
+    CHECK(v.events()[0].basis == "device");
+}
+
+TEST_CASE("jobtrail node from Loki: the job lines the shipper sent and the node's kernel records",
+          "[forensics][cli][double]") {
+    test::LokiDouble loki;
+    loki::Endpoint ep;
+    ep.url = loki.url();
+    loki::Client c(ep);
+    const node::Schema schema;
+    const int64_t t = realtime_ns() - 3600 * kSecond;
+    std::vector<loki::Stream> streams(2);
+    // The schema's default `job` values.
+    streams[0].labels = {{"job", "slurm-prolog-epilog"}, {"node", "gpu01"}, {"job_id", "7"}};
+    streams[0].entries = {{t, "prolog meta user=alice", {}},
+                          {t + 1, "prolog device kind=gpu index=0 bdf=0000:18:00.0", {}},
+                          {t + 2, "prolog stdout[10-site.sh] left out by the query", {}},
+                          {t + 300 * kSecond, "epilog end status=0 duration_ms=1", {}}};
+    streams[1].labels = {{"job", "kmsg"}, {"node", "gpu01"}};
+    streams[1].entries = {{t + 50 * kSecond, kXidOn18, {}}};
+    REQUIRE(c.push(loki::encode_push(streams, false)).status == 204);
+
+    NodeView v("gpu01");
+    CHECK(node_from_loki(c, schema, "gpu01", t - 1000 * kSecond, realtime_ns(), {}, v).empty());
+    REQUIRE(v.jobs().count("7"));
+    CHECK(v.jobs().at("7").user == "alice");
+    CHECK(v.jobs().at("7").start_ns == t);
+    CHECK(v.jobs().at("7").end_ns == t + 300 * kSecond);
+    REQUIRE(v.events().size() == 1);
+    CHECK(v.events()[0].jobs == std::vector<std::string>{"7"});
+    CHECK(v.events()[0].device == "GPU 0 (0000:18:00.0)");
+}
+
+TEST_CASE("jobtrail node from Loki that cannot be reached says so for each query", "[forensics][cli]") {
+    loki::Endpoint ep;
+    ep.url = "http://127.0.0.1:1";
+    loki::Client c(ep);
+    NodeView v("gpu01");
+    loki::QueryOptions once;
+    once.max_attempts = 1;
+    const int64_t now = realtime_ns();
+    CHECK(node_from_loki(c, node::Schema{}, "gpu01", now - 3600 * kSecond, now, once, v).size() == 2);
+    CHECK(v.jobs().empty());
+}
