@@ -11,11 +11,9 @@ N=${2:-1000000}
 K=${3:-8}
 HERE=$(cd "$(dirname "$0")" && pwd)
 W=$(mktemp -d /var/tmp/jobtrail-bundlebench-XXXXXX)
-trap 'kill $LOKI 2>/dev/null || true; rm -rf "$W"' EXIT
-/usr/bin/python3 "$HERE/../tests/loki_double/loki_double.py" --port-file "$W/port" --ingestion-rate-mb 100000 \
-  --burst-mb 100000 --per-stream-rate-mb 100000 --per-stream-burst-mb 100000 --max-streams 100000 >/dev/null & LOKI=$!
-for _ in $(seq 200); do [ -s "$W/port" ] && break; sleep 0.05; done
-URL=http://127.0.0.1:$(cat "$W/port")
+trap 'kill "${LOKI:-}" 2>/dev/null || true; rm -rf "$W"' EXIT
+read -r LOKI URL < <(/usr/bin/python3 "$HERE/../tests/support/jtsupport.py" loki-double "$W" --ingestion-rate-mb 100000 \
+  --burst-mb 100000 --per-stream-rate-mb 100000 --per-stream-burst-mb 100000 --max-streams 100000)
 for spec in "small $((N / 10))" "full $N"; do
   set -- $spec
   /usr/bin/python3 "$HERE/bundle_load.py" "$URL" "$1" "$2" "$K"

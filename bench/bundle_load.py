@@ -2,7 +2,10 @@
 """Loads a job of N lines across K nodes into a Loki (the double) as the shipper would have:
 prolog/epilog records, 8 NCCL files per node, and a kernel log per node with one Xid.
   bundle_load.py URL JOB_ID LINES NODES"""
-import json, sys, time, urllib.request
+import json, os, sys, time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../tests/support"))
+from jtsupport import JSON, http  # noqa: E402
 
 url, job, lines, nodes = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 NS = 1_000_000_000
@@ -12,9 +15,8 @@ t0 = time.time_ns() - 2 * 3600 * NS
 def push(stream, values):
     for k in range(0, len(values), 10000):
         body = json.dumps({"streams": [{"stream": stream, "values": values[k:k + 10000]}]}).encode()
-        req = urllib.request.Request(url + "/loki/api/v1/push", data=body, headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=600) as r:
-            assert r.status == 204
+        st, answer = http("POST", url + "/loki/api/v1/push", body, JSON, timeout=600)
+        assert st == 204, answer
 
 
 per_file = lines // (nodes * 8)

@@ -30,10 +30,8 @@ cleanup() {
   rm -rf "$W"
 }
 trap cleanup EXIT
-/usr/bin/python3 "$HERE/../tests/loki_double/loki_double.py" --port-file "$W/port" --ingestion-rate-mb 64 \
-  --burst-mb 128 --per-stream-rate-mb 8 --per-stream-burst-mb 32 --max-streams 50000 >"$W/loki.log" 2>&1 & LOKI=$!
-for _ in $(seq 200); do [ -s "$W/port" ] && break; sleep 0.05; done
-URL=http://127.0.0.1:$(cat "$W/port")
+read -r LOKI URL < <(/usr/bin/python3 "$HERE/../tests/support/jtsupport.py" loki-double "$W" --ingestion-rate-mb 64 \
+  --burst-mb 128 --per-stream-rate-mb 8 --per-stream-burst-mb 32 --max-streams 50000)
 stats() { curl -s "$URL/-/stats"; }
 
 # Every node: its kmsg fixture, config, the real prolog of the job, its shipper.

@@ -8,55 +8,21 @@ max_partial_bytes and with it out of the way. Prints peak open descriptors (/pro
 sampled) and peak RSS (VmHWM) of each run, the lines the double stored and how many were
 duplicates. Figures, not assertions (tests/shipper has the asserting test).
     bench/shipper_files.py BUILD_DIR [FILES]      (as root: the files are given to uid 65534)"""
-import json, os, shutil, subprocess, sys, tempfile, threading, time, urllib.request
+import os, shutil, sys, tempfile, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def run_sampled(cmd):
-    """Runs cmd; returns (returncode, stderr, peak fds, peak RSS KiB), sampled every 10 ms."""
-    p = subprocess.Popen(cmd, stderr=subprocess.PIPE)
-    peak = {"fds": 0, "rss": 0}
-
-    def sample():
-        while p.poll() is None:
-            try:
-                peak["fds"] = max(peak["fds"], len(os.listdir("/proc/%d/fd" % p.pid)))
-                with open("/proc/%d/status" % p.pid) as f:
-                    for line in f:
-                        if line.startswith("VmHWM:"):
-                            peak["rss"] = max(peak["rss"], int(line.split()[1]))
-            except OSError:
-                pass
-            time.sleep(0.01)
-
-    t = threading.Thread(target=sample)
-    t.start()
-    _, err = p.communicate()
-    t.join()
-    return p.returncode, err.decode(errors="replace"), peak["fds"], peak["rss"]
-
-
-def store_lines(url, job):
-    with urllib.request.urlopen(url + "/-/store", timeout=60) as r:
-        doc = json.loads(r.read())
-    return [e[1] for s in doc if s["labels"].get("job") == job for e in s["entries"]]
+sys.path.insert(0, os.path.join(HERE, "../tests/support"))
+from jtsupport import LokiDouble, run_sampled  # noqa: E402
 
 
 def main():
     build = os.path.abspath(sys.argv[1])
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 10000
     w = tempfile.mkdtemp(prefix="jobtrail-filesbench-", dir="/var/tmp")
-    loki = subprocess.Popen(["/usr/bin/python3", HERE + "/../tests/loki_double/loki_double.py", "--port-file",
-                             w + "/port", "--ingestion-rate-mb", "256", "--burst-mb", "256", "--per-stream-rate-mb", "256",
-                             "--per-stream-burst-mb", "256"], stdout=subprocess.DEVNULL)
+    loki = LokiDouble("--ingestion-rate-mb", "256", "--burst-mb", "256", "--per-stream-rate-mb", "256",
+                      "--per-stream-burst-mb", "256", dir=w)
+    url = loki.url
     try:
-        for _ in range(200):
-            if os.path.exists(w + "/port") and os.path.getsize(w + "/port"):
-                break
-            time.sleep(0.05)
-        with open(w + "/port") as f:
-            url = "http://127.0.0.1:" + f.read()
         job = w + "/nccl/4242"
         os.makedirs(job)
         os.chown(job, 65534, 65534)
@@ -88,7 +54,7 @@ shipper:
         if rc != 0:
             sys.exit("shipper exited %d: %s" % (rc, err[-2000:]))
         print("default caps: %d of %d files read, peak %d open fds, peak RSS %.1f MiB"
-              % (len(store_lines(url, "nccl_default")), n, fds, rss / 1024))
+              % (len(loki.store_lines("nccl_default")), n, fds, rss / 1024))
         cmd = config("cfg.yaml", "nccl", ", max_files: %d, max_files_per_dir: %d, max_files_per_owner: %d"
                      % (caps, caps, caps))
         for rnd in range(2):
@@ -104,7 +70,7 @@ shipper:
                 sys.exit("shipper exited %d: %s" % (rc, err[-2000:]))
             print("all tracked, run %d: %d files, peak %d open fds, peak RSS %.1f MiB, wall %.1f s"
                   % (rnd + 1, n, fds, rss / 1024, wall))
-        lines = store_lines(url, "nccl")
+        lines = loki.store_lines("nccl")
         print("stored %d lines for %d written, %d duplicates" % (len(lines), 2 * n, len(lines) - len(set(lines))))
         # A user's growing lines without newline: 300 of 250 KiB (once 90 MB of RSS).
         long_job = w + "/nccl/4343"
@@ -120,14 +86,13 @@ shipper:
             rc, err, fds, rss = run_sampled(config("cfg-%s.yaml" % label, label, bounds, "nccl/4343/*.log"))
             if rc != 0:
                 sys.exit("shipper exited %d: %s" % (rc, err[-2000:]))
-            got = [l for l in store_lines(url, label) if l[:3].isdigit() or (l and not l.strip("y"))]
+            got = [l for l in loki.store_lines(label) if l[:3].isdigit() or (l and not l.strip("y"))]
             print("300 unterminated 250 KiB lines, max_partial_bytes %s: peak %d open fds, peak RSS %.1f MiB, "
                   "wall %.1f s; %d of %d bytes stored in %d lines"
                   % ("1GiB (as good as none)" if bounds else "8MiB (default)", fds, rss / 1024,
                      time.monotonic() - t0, sum(map(len, got)), 300 * 250 * 1024, len(got)))
     finally:
-        loki.terminate()
-        loki.wait()
+        loki.close()
         shutil.rmtree(w, ignore_errors=True)
 
 

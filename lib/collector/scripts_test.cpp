@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 
-#include "kmsgfs_mount.hpp"
+#include "temp_dir.hpp"
 
 using namespace jobtrail::collector;
 

@@ -8,7 +8,7 @@
 #include "common/fs.hpp"
 #include "common/text.hpp"
 #include "common/time.hpp"
-#include "kmsgfs_mount.hpp"
+#include "temp_dir.hpp"
 
 using namespace jobtrail;
 

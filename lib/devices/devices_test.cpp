@@ -1,12 +1,12 @@
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
-#include <cstdlib>
 #include <fstream>
 #include <string>
 
 #include "devices/attribution.hpp"
 #include "devices/gpus.hpp"
+#include "temp_dir.hpp"
 
 using namespace jobtrail::devices;
 using jobtrail::node::JobDevice;
@@ -28,12 +28,6 @@ std::string information(int minor, const std::string& bdf) {
            bdf + "\nDevice Minor: \t " + std::to_string(minor) +
            "\nGPU Firmware: \t 550.54.15\n"
            "GPU Excluded:\t No\n";
-}
-
-std::string temp_tree() {
-    char tmpl[] = "/tmp/jt-nvidia-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl));
-    return tmpl;
 }
 
 void add_gpu(const std::string& root, const std::string& dir_name, const std::string& text) {
@@ -90,7 +84,8 @@ TEST_CASE("devices: Slurm index lists", "[devices]") {
 }
 
 TEST_CASE("devices: a job's GPUs resolve to bus ids and serials, and what is missing is said", "[devices]") {
-    const std::string root = temp_tree();
+    const jobtrail::test::TempDir tree("nvidia");
+    const std::string& root = tree.path();
     add_gpu(root, "0000:1b:00.0", information(0, "0000:1b:00.0"));
     add_gpu(root, "0000:3b:00.0", information(1, "0000:3b:00.0"));
     add_gpu(root, "0000:5d:00.0", "garbage\n");
@@ -131,7 +126,6 @@ TEST_CASE("devices: a job's GPUs resolve to bus ids and serials, and what is mis
     note.clear();
     CHECK(read_nvidia_gpus(root + "/none", note).empty());
     CHECK(note.find("no GPU list at") != std::string::npos);
-    std::system(("rm -rf " + root).c_str());
 }
 
 TEST_CASE("devices: OOM kill lines of recent kernels name the job's cgroup", "[devices]") {

@@ -16,7 +16,7 @@
 #include "forensics/logql.hpp"
 #include "forensics/node_view.hpp"
 #include "forensics/report.hpp"
-#include "kmsgfs_mount.hpp"
+#include "temp_dir.hpp"
 
 using namespace jobtrail::forensics;
 
@@ -144,9 +144,8 @@ TEST_CASE("a value from Loki or a user's directory becomes one clean file name, 
 
 TEST_CASE("a local file is read up to the cap, then cut with a marker the manifest reports", "[forensics]") {
     namespace fs = std::filesystem;
-    char tmpl[] = "/tmp/jobtrail-cap-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    const std::string dir = tmpl;
+    const jobtrail::test::TempDir tmp("cap");
+    const std::string& dir = tmp.path();
     fs::create_directories(dir + "/logs/prolog");
     fs::create_directories(dir + "/logs/nccl/77");
     std::ofstream(dir + "/logs/prolog/77.log") << "2026-11-29T21:52:01.000000000Z meta node=n1\n";
@@ -177,7 +176,6 @@ TEST_CASE("a local file is read up to the cap, then cut with a marker the manife
     const std::string manifest((std::istreambuf_iterator<char>(mf)), std::istreambuf_iterator<char>());
     CHECK(manifest.find(R"("name": "local NCCL")") != std::string::npos);
     CHECK(manifest.find(R"("truncated": true)") != std::string::npos);
-    fs::remove_all(dir);
 }
 
 TEST_CASE("an event in the margin before the job ranks after the job's own events, and says so", "[forensics]") {

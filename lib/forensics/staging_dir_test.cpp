@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "kmsgfs_mount.hpp"
+#include "temp_dir.hpp"
 
 using namespace jobtrail;
 using namespace jobtrail::forensics;

@@ -8,7 +8,7 @@
 #include "common/time.hpp"
 #include "joblog/format.hpp"
 #include "joblog/writer.hpp"
-#include "kmsgfs_mount.hpp"
+#include "temp_dir.hpp"
 
 using namespace jobtrail;
 using namespace jobtrail::joblog;

@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "common/time.hpp"
-#include "kmsgfs_mount.hpp"
+#include "temp_dir.hpp"
 
 using jobtrail::kmsg::BootClock;
 

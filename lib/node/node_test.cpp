@@ -6,12 +6,12 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "kmsgfs_mount.hpp"
 #include "node/job_state.hpp"
 #include "node/layout.hpp"
 #include "node/nccl_file.hpp"
 #include "node/schema.hpp"
 #include "shipper/sources/registry.hpp"
+#include "temp_dir.hpp"
 
 using namespace jobtrail::node;
 

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <thread>
 
-#include "kmsgfs_mount.hpp"
+#include "temp_dir.hpp"
 
 using namespace jobtrail::process;
 

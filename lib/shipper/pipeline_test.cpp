@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/fs.hpp"
-#include "kmsgfs_mount.hpp"
 #include "shipper/recovery.hpp"
+#include "temp_dir.hpp"
 
 using namespace jobtrail::shipper;
 

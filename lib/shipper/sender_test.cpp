@@ -11,8 +11,8 @@
 #include <utility>
 
 #include "common/time.hpp"
-#include "kmsgfs_mount.hpp"
 #include "push.pb.h"
+#include "temp_dir.hpp"
 
 using namespace jobtrail;
 using jobtrail::loki::HttpResult;

@@ -15,7 +15,7 @@
 
 #include "common/crc32.hpp"
 #include "common/fs.hpp"
-#include "kmsgfs_mount.hpp"
+#include "temp_dir.hpp"
 
 using namespace jobtrail::spool;
 

@@ -2,14 +2,12 @@
 """`jobtrail bundle`, `xid` and `logql` against the Loki test double, and `bundle --local` on job
 log files: what an operator gets in the archive. Needs JOBTRAIL_BUILD (the build directory);
 the LogQL and browser checks need tests/js/node_modules (scripts/install-deps.sh) and chromium."""
-import glob, hashlib, json, os, shutil, stat, subprocess, sys, tarfile, tempfile, time, unittest, urllib.parse, urllib.request
+import glob, hashlib, json, os, shutil, stat, subprocess, sys, tarfile, tempfile, time, unittest, urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../support"))
 import skips  # noqa: E402
+from jtsupport import BUILD, JOBTRAIL, JSON, SRC, LokiDouble, http  # noqa: E402
 
-BUILD = os.environ.get("JOBTRAIL_BUILD", os.path.join(os.path.dirname(__file__), "../../build"))
-SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "../.."))
-JOBTRAIL = os.path.join(BUILD, "cli/jobtrail")
 JS = os.path.join(SRC, "tests/js")
 ARTIFACTS = os.path.join(BUILD, "test-artifacts")
 HAVE_JS = os.path.isdir(os.path.join(JS, "node_modules/@grafana/lezer-logql"))
@@ -18,41 +16,21 @@ NS = 1_000_000_000
 XID79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
 
 
-def http(method, url, body=None):
-    req = urllib.request.Request(url, data=body, method=method, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
+class Loki(LokiDouble):
+    """The double with limits no test here reaches, and pushes of what the shipper would send."""
 
-
-class Loki:
     def __init__(self, *args):
-        self.dir = tempfile.mkdtemp(prefix="jobtrail-cli-")
-        pf = self.dir + "/port"
-        self.proc = subprocess.Popen(["/usr/bin/python3", SRC + "/tests/loki_double/loki_double.py", "--port-file", pf,
-                                      "--ingestion-rate-mb", "1000", "--burst-mb", "1000", "--per-stream-rate-mb",
-                                      "1000", "--per-stream-burst-mb", "1000"] + list(args), stdout=subprocess.DEVNULL)
-        for _ in range(300):
-            if os.path.exists(pf):
-                break
-            time.sleep(0.02)
-        with open(pf) as f:
-            self.url = "http://127.0.0.1:" + f.read()
+        super().__init__("--ingestion-rate-mb", "1000", "--burst-mb", "1000", "--per-stream-rate-mb", "1000",
+                         "--per-stream-burst-mb", "1000", *args)
 
     def push(self, streams):
         for i in range(0, len(streams), 1):
             s = streams[i]
             for k in range(0, len(s["values"]), 5000):
                 st, body = http("POST", self.url + "/loki/api/v1/push",
-                                json.dumps({"streams": [{"stream": s["stream"], "values": s["values"][k:k + 5000]}]}).encode())
+                                json.dumps({"streams": [{"stream": s["stream"], "values": s["values"][k:k + 5000]}]}).encode(),
+                                JSON)
                 assert st == 204, body
-
-    def close(self):
-        self.proc.terminate()
-        self.proc.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def job_streams(job="4242", nodes=("gpu01", "gpu02"), nccl_lines=3000, t0=None):
@@ -243,7 +221,7 @@ class Bundle(unittest.TestCase):
             add("unknown.gpu01.2002.log", t0 + 30 * NS, "[t] gpu01:2002:2002 [0] NCCL WARN first line lost")
             vals.sort(key=lambda v: int(v[0]))
             st, body = http("POST", loki.url + "/loki/api/v1/push",
-                            json.dumps({"streams": [{"stream": lab, "values": vals}]}).encode())
+                            json.dumps({"streams": [{"stream": lab, "values": vals}]}).encode(), JSON)
             self.assertEqual(st, 204, body)
             r = self.run_cli("--loki-url", loki.url, "bundle", "4242", "-o", self.out)
             self.assertEqual(r.returncode, 0, r.stderr)
@@ -279,7 +257,7 @@ class Bundle(unittest.TestCase):
             def push(lo, hi):
                 vals = [[str(t0 + 20 * NS + i * 1000), lines[i]] for i in range(lo, hi)]
                 st, body = http("POST", loki.url + "/loki/api/v1/push",
-                                json.dumps({"streams": [{"stream": lab, "values": vals}]}).encode())
+                                json.dumps({"streams": [{"stream": lab, "values": vals}]}).encode(), JSON)
                 self.assertEqual(st, 204, body)
 
             def sharded():

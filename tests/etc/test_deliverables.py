@@ -11,9 +11,8 @@ import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../support"))
 import skips  # noqa: E402
+from jtsupport import JOBTRAIL, SHIPPER, SRC  # noqa: E402
 
-BUILD = os.environ.get("JOBTRAIL_BUILD", os.path.join(os.path.dirname(__file__), "../../build"))
-SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "../.."))
 DEBS = os.environ.get("JOBTRAIL_DEBS", "")
 JS = os.path.join(SRC, "tests/js")
 
@@ -130,8 +129,7 @@ class Files(unittest.TestCase):
 
     def test_the_shipped_configs_pass_the_shippers_own_check(self):
         for cfg in ("etc/jobtrail.yaml", "docker/jobtrail.yaml"):
-            r = subprocess.run([os.path.join(BUILD, "shipper/jobtrail-shipper"), "--config", src(cfg), "--check-config"],
-                               capture_output=True, text=True)
+            r = subprocess.run([SHIPPER, "--config", src(cfg), "--check-config"], capture_output=True, text=True)
             self.assertEqual(r.returncode, 0, cfg + ": " + r.stderr)
 
     def test_loki_values_have_what_a_gpu_cluster_needs(self):
@@ -182,8 +180,7 @@ class Files(unittest.TestCase):
                 self.assertRegex(r["annotations"]["runbook"], r"jobtrail (bundle|xid)|jobtrail-shipper", r["alert"])
 
     def test_the_fatal_xid_rule_lists_exactly_the_catalogues_fatal_codes(self):
-        r = subprocess.run([os.path.join(BUILD, "cli/jobtrail"), "--json", "xid", "--catalogue"], capture_output=True,
-                           text=True, check=True)
+        r = subprocess.run([JOBTRAIL, "--json", "xid", "--catalogue"], capture_output=True, text=True, check=True)
         fatal = {x["xid"] for x in json.loads(r.stdout) if x["severity"] == "fatal"}
         self.assertTrue({79, 48, 74, 95} <= fatal)
         expr = dict(rule_queries())["GPUFatalXid"]
@@ -195,8 +192,8 @@ class Files(unittest.TestCase):
         # user-chosen names (a crashing binary's) inside its lines: an unanchored "NVRM: Xid" is
         # a forgeable alert.
         named = rule_queries() + dashboard_queries() + readme_queries()
-        r = subprocess.run([os.path.join(BUILD, "cli/jobtrail"), "--config", "/dev/null", "--json", "logql", "4242",
-                            "--nodes", "gpu01,gpu02"], capture_output=True, text=True, check=True)
+        r = subprocess.run([JOBTRAIL, "--config", "/dev/null", "--json", "logql", "4242", "--nodes", "gpu01,gpu02"],
+                           capture_output=True, text=True, check=True)
         named += [("jobtrail logql: " + q["name"], q["logql"]) for q in json.loads(r.stdout)]
         checked = 0
         for name, q in named:
@@ -260,8 +257,8 @@ class LogQL(unittest.TestCase):
                     "Grafana's LogQL grammar missing (npm ci in tests/js)")
     def test_every_query_parses_and_uses_only_what_the_shipper_produces(self):
         named = rule_queries() + dashboard_queries() + readme_queries()
-        r = subprocess.run([os.path.join(BUILD, "cli/jobtrail"), "--config", "/dev/null", "--json", "logql", "4242",
-                            "--nodes", "gpu01,gpu02"], capture_output=True, text=True, check=True)
+        r = subprocess.run([JOBTRAIL, "--config", "/dev/null", "--json", "logql", "4242", "--nodes", "gpu01,gpu02"],
+                           capture_output=True, text=True, check=True)
         named += [("jobtrail logql: " + q["name"], q["logql"]) for q in json.loads(r.stdout)]
         self.assertGreater(len(named), 25)
         results = parse_logql([{"name": n, "logql": q} for n, q in named])

@@ -1,11 +1,13 @@
 #!/usr/bin/python3
 """The Loki test double answers like the real Loki 3.4 in ../shared/reference/loki3-observed-responses.md
 (section numbers below are that file's)."""
-import gzip, json, os, subprocess, sys, tempfile, time, unittest, urllib.error, urllib.parse, urllib.request
+import gzip, json, os, sys, time, unittest, urllib.parse
 
 import snappy
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "../support"))
+from jtsupport import LokiDouble, http  # noqa: E402
 NS = 1_000_000_000
 
 
@@ -41,30 +43,12 @@ def encode(streams):
     return snappy.compress(msg)
 
 
-class Double:
+class Double(LokiDouble):
     def __init__(self, *args):
-        self.tmp = tempfile.mkdtemp()
-        pf = os.path.join(self.tmp, "port")
-        self.p = subprocess.Popen([sys.executable, os.path.join(HERE, "loki_double.py"), "--port-file", pf] + list(args),
-                                  stdout=subprocess.DEVNULL)
-        for _ in range(200):
-            if os.path.exists(pf):
-                break
-            time.sleep(0.02)
-        with open(pf) as f:
-            self.url = "http://127.0.0.1:%s" % f.read()
-
-    def close(self):
-        self.p.terminate()
-        self.p.wait()
+        super().__init__(*args, python=sys.executable)
 
     def req(self, method, path, body=None, headers=None):
-        r = urllib.request.Request(self.url + path, data=body, method=method, headers=headers or {})
-        try:
-            with urllib.request.urlopen(r, timeout=10) as resp:
-                return resp.status, resp.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
+        return http(method, self.url + path, body, headers, timeout=10)
 
     def push_json(self, streams, headers=None):
         doc = {"streams": [{"stream": s, "values": v} for s, v in streams]}
@@ -229,7 +213,7 @@ class AuthAndRateTest(unittest.TestCase):
 
 
 def stored(d):
-    return {s["labels"].get("s", ""): [e[1] for e in s["entries"]] for s in json.loads(d.req("GET", "/-/store")[1])}
+    return {s["labels"].get("s", ""): [e[1] for e in s["entries"]] for s in d.store()}
 
 
 class Loki3Reference(unittest.TestCase):

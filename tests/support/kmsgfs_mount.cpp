@@ -9,28 +9,12 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
-#include <cstdlib>
-#include <filesystem>
 #include <thread>
 
 namespace jobtrail::test {
 
-TempDir::TempDir() {
-    char tmpl[] = "/tmp/jobtrail-test-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path_ = tmpl;
-}
-
-TempDir::~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-}
-
 KmsgfsMount::KmsgfsMount(size_t ring_bytes) {
-    char tmpl[] = "/tmp/jobtrail-kmsgfs-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    dir_ = tmpl;
-    const std::string mnt = dir_ + "/mnt";
+    const std::string mnt = dir() + "/mnt";
     REQUIRE(::mkdir(mnt.c_str(), 0755) == 0);
     const std::string rb = std::to_string(ring_bytes);
     pid_ = ::fork();
@@ -50,19 +34,18 @@ KmsgfsMount::KmsgfsMount(size_t ring_bytes) {
     FAIL("kmsgfs did not come up at " << mnt << " (is /dev/fuse available?)");
 }
 
+// The mount goes first: dir_ (a TempDir) is removed after this body.
 KmsgfsMount::~KmsgfsMount() {
-    const std::string mnt = dir_ + "/mnt";
+    const std::string mnt = dir() + "/mnt";
     ::umount2(mnt.c_str(), MNT_DETACH);
     if (pid_ > 0) {
         ::kill(pid_, SIGTERM);
         ::waitpid(pid_, nullptr, 0);
     }
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
 }
 
 void KmsgfsMount::ctl(const std::string& commands) const {
-    const std::string path = dir_ + "/mnt/ctl";
+    const std::string path = dir() + "/mnt/ctl";
     const int fd = ::open(path.c_str(), O_WRONLY);
     REQUIRE(fd >= 0);
     const ssize_t n = ::write(fd, commands.data(), commands.size());

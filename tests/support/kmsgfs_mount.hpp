@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "temp_dir.hpp"
+
 namespace jobtrail::test {
 
 // Mounts the kmsgfs fixture (tests/fixtures/kmsgfs) in a fresh temporary directory for one
@@ -15,25 +17,14 @@ public:
     KmsgfsMount(const KmsgfsMount&) = delete;
     KmsgfsMount& operator=(const KmsgfsMount&) = delete;
 
-    std::string kmsg() const { return dir_ + "/mnt/kmsg"; }
+    std::string kmsg() const { return dir() + "/mnt/kmsg"; }
     // Writes commands to ctl ("PRIO;TEXT" lines, "!drop N").
     void ctl(const std::string& commands) const;
-    const std::string& dir() const { return dir_; }
+    const std::string& dir() const { return dir_.path(); }
 
 private:
-    std::string dir_;
+    TempDir dir_{"kmsgfs"};
     pid_t pid_ = -1;
-};
-
-// A scratch directory removed at the end of the test.
-class TempDir {
-public:
-    TempDir();
-    ~TempDir();
-    const std::string& path() const { return path_; }
-
-private:
-    std::string path_;
 };
 
 }  // namespace jobtrail::test

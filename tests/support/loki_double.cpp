@@ -6,17 +6,13 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
-#include <filesystem>
 #include <fstream>
 #include <thread>
 
 namespace jobtrail::test {
 
 LokiDouble::LokiDouble(std::vector<std::string> args) {
-    char tmpl[] = "/tmp/jobtrail-loki-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    dir_ = tmpl;
-    const std::string port_file = dir_ + "/port";
+    const std::string port_file = dir_.path() + "/port";
     std::vector<std::string> argv = {"/usr/bin/python3", JOBTRAIL_SOURCE_DIR "/tests/loki_double/loki_double.py",
                                      "--port-file", port_file};
     argv.insert(argv.end(), args.begin(), args.end());
@@ -46,8 +42,6 @@ LokiDouble::~LokiDouble() {
         ::kill(pid_, SIGTERM);
         ::waitpid(pid_, nullptr, 0);
     }
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
 }
 
 }  // namespace jobtrail::test

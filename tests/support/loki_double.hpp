@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "temp_dir.hpp"
+
 namespace jobtrail::test {
 
 // Runs tests/loki_double/loki_double.py on a free loopback port for one test.
@@ -18,7 +20,7 @@ public:
     const std::string& url() const { return url_; }
 
 private:
-    std::string dir_;
+    TempDir dir_{"loki"};
     std::string url_;
     pid_t pid_ = -1;
 };

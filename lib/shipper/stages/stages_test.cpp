@@ -5,8 +5,8 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 
-#include "kmsgfs_mount.hpp"
 #include "node/job_state.hpp"
+#include "temp_dir.hpp"
 
 using namespace jobtrail::shipper;
 

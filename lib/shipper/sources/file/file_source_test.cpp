@@ -10,8 +10,8 @@
 #include <fstream>
 #include <set>
 
-#include "kmsgfs_mount.hpp"
 #include "node/nccl_file.hpp"
+#include "temp_dir.hpp"
 
 using namespace jobtrail::shipper;
 

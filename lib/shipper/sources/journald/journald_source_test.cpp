@@ -6,8 +6,8 @@
 #include <cstdio>
 
 #include "common/time.hpp"
-#include "kmsgfs_mount.hpp"
 #include "skip.hpp"
+#include "temp_dir.hpp"
 
 using namespace jobtrail::shipper;
 

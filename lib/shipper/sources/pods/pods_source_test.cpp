@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "kmsgfs_mount.hpp"
+#include "temp_dir.hpp"
 
 using namespace jobtrail::shipper;
 namespace fs = std::filesystem;
