@@ -297,9 +297,8 @@ std::vector<std::pair<std::string, std::string>> step_env(const StepEnvInput& in
     if (!user_file && in.nccl_dir_ok)
         env.emplace_back("NCCL_DEBUG_FILE", node::nccl_debug_file(layout_of(cfg), in.job_id, in.step));
     if (cfg.timestamps) {
-        // NCCL prints local time; %z records the offset, so the line is unambiguous without
-        // touching the job's TZ. Microseconds: enough to order lines of one process.
-        env.emplace_back("NCCL_DEBUG_TIMESTAMP_FORMAT", "[%FT%T.%6f%z] ");
+        // Local time with its offset (the job's TZ untouched), as the shipper parses it back.
+        env.emplace_back("NCCL_DEBUG_TIMESTAMP_FORMAT", node::kNcclStampFormat);
         env.emplace_back("NCCL_DEBUG_TIMESTAMP_LEVELS", "ALL");
     }
     return env;

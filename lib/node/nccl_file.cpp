@@ -57,18 +57,13 @@ bool plain_name_part(std::string_view s) {
 }
 
 std::optional<NcclLineOrigin> nccl_line_origin(std::string_view line) {
-    size_t pos = 0;
-    if (!line.empty() && line[0] == '[') {
-        const size_t close = line.find(']');
-        if (close == std::string_view::npos || close > 64) return std::nullopt;
-        pos = close + 1;
-        if (pos < line.size() && line[pos] == ' ') ++pos;
-    }
-    const size_t c1 = line.find(':', pos);
+    const auto text = NcclLine(line).text();
+    if (!text) return std::nullopt;
+    const size_t c1 = text->find(':');
     if (c1 == std::string_view::npos) return std::nullopt;
-    const size_t c2 = line.find(':', c1 + 1);
+    const size_t c2 = text->find(':', c1 + 1);
     if (c2 == std::string_view::npos) return std::nullopt;
-    NcclLineOrigin o{line.substr(pos, c1 - pos), line.substr(c1 + 1, c2 - c1 - 1)};
+    NcclLineOrigin o{text->substr(0, c1), text->substr(c1 + 1, c2 - c1 - 1)};
     if (!plain_name_part(o.host) || !digits(o.pid)) return std::nullopt;
     return o;
 }

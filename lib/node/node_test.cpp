@@ -1,7 +1,10 @@
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
+#include <ctime>
 #include <fstream>
+#include <iomanip>
+#include <sstream>
 #include <tuple>
 #include <vector>
 
@@ -33,6 +36,35 @@ TEST_CASE("NCCL file names: what the plugin sets is what the shipper parses back
     for (const char* bad : {"/x/nccl/4242/batch.gpu01.12a.log", "/x/nccl/4242/batch.1234.log", "/x/nccl/42x/0.h.1.log",
                             "/x/nccl/4242/.h.1.log", "/x/nccl/4242/0.h.1.txt", "/x/nccl/4242/0..1.log"})
         CHECK_FALSE(parse_nccl_file(bad));
+}
+
+TEST_CASE("NCCL line stamps: what the plugin asks NCCL for is what the shipper splits and reads back", "[node]") {
+    // NCCL expands %6f to the microseconds itself and the rest as strftime does.
+    std::string format = kNcclStampFormat;
+    format.replace(format.find("%6f"), 3, "867605");
+    std::tm tm{};
+    tm.tm_year = 2026 - 1900;
+    tm.tm_mon = 10;
+    tm.tm_mday = 29;
+    tm.tm_hour = 23;
+    tm.tm_min = 52;
+    tm.tm_sec = 22;
+    tm.tm_gmtoff = 2 * 3600;
+    std::ostringstream made;
+    made << std::put_time(&tm, format.c_str()) << "gpu01:1234:1240 [0] NCCL INFO Bootstrap";
+    const std::string line = made.str();
+    CHECK(line == "[2026-11-29T23:52:22.867605+0200] gpu01:1234:1240 [0] NCCL INFO Bootstrap");
+    jobtrail::Rfc3339Parser stamps;
+    CHECK(NcclLine(line).time(stamps) == 1795989142867605000);  // 21:52:22Z
+    CHECK(NcclLine(line).text() == "gpu01:1234:1240 [0] NCCL INFO Bootstrap");
+    const auto o = nccl_line_origin(line);
+    REQUIRE(o);
+    CHECK(nccl_file_name("0", o->host, o->pid) == "0.gpu01.1234.log");
+    // Without a stamp a line is all text; a bracket that does not close soon says nothing.
+    CHECK_FALSE(NcclLine("gpu01:1234:1240 [0] NCCL INFO x").time(stamps));
+    CHECK(NcclLine("gpu01:1234:1240 [0] NCCL INFO x").text() == "gpu01:1234:1240 [0] NCCL INFO x");
+    CHECK_FALSE(NcclLine("[" + std::string(80, 'x') + "] gpu01:1:2").text());
+    CHECK_FALSE(NcclLine("[not a time at all, but closed] gpu01:1:2").time(stamps));
 }
 
 TEST_CASE("job log paths and phases", "[node]") {

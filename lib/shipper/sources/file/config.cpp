@@ -1,5 +1,8 @@
 #include "shipper/sources/file/config.hpp"
 
+#include <algorithm>
+#include <iterator>
+
 #include "config/yaml_parser.hpp"
 #include "node/layout.hpp"
 
@@ -23,6 +26,17 @@ bool valid_label_name(const std::string& s) {
     return true;
 }
 
+// `format:` values, and the kind of stream each is unless `stream:` says otherwise.
+struct FormatName {
+    const char* name;
+    LineFormat format;
+    node::Stream stream;
+};
+constexpr FormatName kFormats[] = {{"plain", LineFormat::kPlain, node::Stream::kOther},
+                                   {"joblog", LineFormat::kJoblog, node::Stream::kJobLog},
+                                   {"nccl", LineFormat::kNccl, node::Stream::kNccl},
+                                   {"cri", LineFormat::kCri, node::Stream::kOther}};
+
 // The labels every stream gets from jobtrail: a source's `labels` may not replace them, or its
 // lines would pose as another node's, job's or stream kind.
 bool reserved_label(const std::string& s) {
@@ -38,12 +52,17 @@ std::vector<FileSourceConfig> FileKind::defaults() {
     const node::Layout layout;
     const node::Schema schema;
     using node::Stream;
-    return {{"prolog-epilog", {layout.job_logs_glob()}, schema.job(Stream::kJobLog), "joblog", {}, Stream::kJobLog},
-            {"nccl", {layout.nccl_files_glob()}, schema.job(Stream::kNccl), "nccl", {}, Stream::kNccl},
+    return {{"prolog-epilog",
+             {layout.job_logs_glob()},
+             schema.job(Stream::kJobLog),
+             LineFormat::kJoblog,
+             {},
+             Stream::kJobLog},
+            {"nccl", {layout.nccl_files_glob()}, schema.job(Stream::kNccl), LineFormat::kNccl, {}, Stream::kNccl},
             {"fabric-manager",
              {"/var/log/fabricmanager.log"},
              schema.job(Stream::kFabricManager),
-             "plain",
+             LineFormat::kPlain,
              {},
              Stream::kFabricManager}};
 }
@@ -83,7 +102,8 @@ void FileKind::parse(config::Parser& p, const YAML::Node& sources, const std::st
                 FileSourceConfig fs;
                 p.string(item, fw, "name", fs.name);
                 p.string(item, fw, "job", fs.job);
-                p.string(item, fw, "format", fs.format);
+                std::string format = "plain";
+                p.string(item, fw, "format", format);
                 if (item["paths"]) p.string_list(item["paths"], fw + ".paths", fs.paths);
                 int per_dir = static_cast<int>(fs.max_files_per_dir),
                     per_owner = static_cast<int>(fs.max_files_per_owner);
@@ -94,11 +114,14 @@ void FileKind::parse(config::Parser& p, const YAML::Node& sources, const std::st
                 parse_file_bounds(p, item, fw, fs);
                 if (fs.paths.empty()) p.error(item, fw + ".paths", "missing: at least one path or glob");
                 if (fs.job.empty()) p.error(item, fw + ".job", "missing: the Loki job label for these files");
-                if (fs.format != "plain" && fs.format != "joblog" && fs.format != "nccl" && fs.format != "cri")
+                const auto known = std::find_if(std::begin(kFormats), std::end(kFormats),
+                                                [&](const FormatName& n) { return format == n.name; });
+                if (known == std::end(kFormats)) {
                     p.error(item["format"], fw + ".format", "expected plain, joblog, nccl or cri");
-                fs.stream = fs.format == "joblog" ? node::Stream::kJobLog
-                            : fs.format == "nccl" ? node::Stream::kNccl
-                                                  : node::Stream::kOther;
+                } else {
+                    fs.format = known->format;
+                    fs.stream = known->stream;
+                }
                 if (item["stream"]) {
                     std::string kind;
                     p.string(item, fw, "stream", kind);

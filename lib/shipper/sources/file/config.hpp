@@ -10,13 +10,18 @@
 
 namespace jobtrail::shipper {
 
+// How a file's lines are read (`format:`): as they are; jobtrail's job logs (their own stamp and
+// tag); NCCL debug files (node/nccl_file.hpp's stamp, the step and file said once); kubelet's CRI
+// container logs (cri.hpp).
+enum class LineFormat { kPlain, kJoblog, kNccl, kCri };
+
 // One entry of shipper.sources.files: a set of files shipped as one kind of stream (the Loki
 // `job` label).
 struct FileSourceConfig {
     std::string name;
-    std::vector<std::string> paths;  // globs, {a,b} alternatives allowed
-    std::string job;                 // Loki `job` label: slurm-prolog-epilog, nccl, fabric-manager, ...
-    std::string format = "plain";    // plain | joblog (jobtrail's job logs) | nccl | cri
+    std::vector<std::string> paths;          // globs, {a,b} alternatives allowed
+    std::string job;                         // Loki `job` label: slurm-prolog-epilog, nccl, fabric-manager, ...
+    LineFormat format = LineFormat::kPlain;  // plain | joblog | nccl | cri
     std::vector<std::pair<std::string, std::string>> labels;  // extra static labels
     // What kind of stream these files are (`stream:`; default from the format): stages and the
     // CLI find "the NCCL stream" by kind, whatever `job` the site calls it.

@@ -3,33 +3,36 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
-#include <functional>
+#include <array>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "common/fs.hpp"
-#include "common/result.hpp"
 #include "common/time.hpp"
 #include "shipper/sources/file/config.hpp"
 #include "shipper/sources/file/cri.hpp"
+#include "shipper/sources/file/labels.hpp"
+#include "shipper/sources/file/watch.hpp"
 #include "shipper/sources/source.hpp"
 
 namespace jobtrail::shipper {
 
-// What a file's stream is, from its path: labels beyond cluster, node, job and service_name, the
-// metadata all its lines share, its Slurm job, and its kind for the stages. By default the node
-// contract's job logs and NCCL files; a kind of source built on this one (pods/) names its own.
-// An error refuses the file: counted and said like a link, never read.
-struct FileStream {
-    loki::LabelSet labels;
-    Metadata metadata;
-    std::string job_id;
-    node::Stream kind = node::Stream::kOther;
+// How a file source runs beyond its config section, from FileKind::build or a kind of source
+// built on it (pods/). Each has its default: a caller names what it changes.
+struct FileSourceOptions {
+    NodeInfo node{};
+    uint64_t max_line = config::ShipperConfig().max_line_bytes;  // longer lines are cut with a marker
+    Events events{};
+    int64_t idle_ms = 2000;           // a last line without newline waits this long for it
+    int64_t scan_interval_ms = 1000;  // how often the globs are listed again (new files appear within it)
+    Labeler labeler{};                // names each file's stream; empty: the node contract's
+    // The shipper's node, line cap and events.
+    static FileSourceOptions of(const SourceContext& c) {
+        return {.node = c.node, .max_line = c.cfg.shipper.max_line_bytes, .events = c.events};
+    }
 };
-using Labeler = std::function<Result<FileStream>(const std::string& path)>;
 
 // Tails files matching globs. A file is known by device, inode and a fingerprint of its first
 // bytes (an inode reused by a new file is a new file). Rename rotation: the old file is read to
@@ -39,11 +42,11 @@ using Labeler = std::function<Result<FileStream>(const std::string& path)>;
 // Bounded against a job's user: files tracked per source, directory and owner; descriptors held
 // (idle files are closed, their position kept, and opened again when they change); bytes of
 // unterminated lines held across all files (past it the longest are shipped as lines).
+// Its member functions are defined by job: scan.cpp, moves.cpp, labels.cpp, descriptors.cpp,
+// line_reader.cpp, line_formats.cpp, checkpoint.cpp, and the pass itself in file_source.cpp.
 class FileSource : public Source {
 public:
-    // scan_interval_ms: how often the globs are listed again (new files appear within it).
-    FileSource(FileSourceConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m, int64_t idle_ms = 2000,
-               Events events = {}, int64_t scan_interval_ms = 0, Labeler labeler = {});
+    FileSource(FileSourceConfig cfg, FileSourceOptions o, Metrics& m);
     const std::string& name() const override { return cfg_.name; }
     node::Stream kind() const override { return cfg_.stream; }
     bool poll(std::vector<Event>& out, size_t max_bytes) override;
@@ -52,13 +55,8 @@ public:
     void flush_partial(std::vector<Event>& out) override;
     int64_t backlog_bytes() const override { return backlog_; }
     void recycle(std::vector<Event>& done) override;
-    int wake_fd() const override { return inotify_.get(); }
-    void woken() override;
-
-    // Text of a file's line turned into a Loki line (exposed for tests); into `out`, keeping
-    // its buffer.
-    static std::string sanitize(std::string_view bytes);
-    static void sanitize(std::string_view bytes, std::string& out);
+    int wake_fd() const override { return watch_.fd(); }
+    void woken() override { watch_.drain(); }
 
 private:
     struct Tracked {
@@ -79,46 +77,56 @@ private:
         struct timespec mtime {};
         int64_t opened_ns = 0, closed_ns = 0;  // under the descriptor cap, files take turns
         bool stale = false;
-        bool seen = true;   // matched the globs in the last scan
-        std::string phase;  // prolog or epilog, for job log lines
-        std::string step;   // of an NCCL file
-        // "host:pid:" its lines begin with (after the stamp) when the name is one of ours: such
-        // lines carry only the step, the others the file's name as well.
-        std::string nccl_prefix, file_name;
+        bool seen = true;                           // matched the globs in the last scan
+        std::string phase, nccl_prefix, file_name;  // what its lines need (FileStream)
         std::shared_ptr<const Origin> origin;
         Rfc3339Parser stamps;  // its NCCL lines' timestamps
     };
+    using Files = std::map<std::string, Tracked>;
 
+    // scan.cpp: the globs listed, new files adopted or refused within the limits.
     void scan();
-    bool adopt(const std::string& path, const struct stat& st, bool seen);
-    void label(Tracked& t);
+    // One path the globs matched: tracked already, adopted, or refused (per_dir and per_owner:
+    // the files counted against each directory's and owner's limit so far).
+    void scan_path(const std::string& path, std::map<std::string, size_t>& per_dir, std::map<uid_t, size_t>& per_owner);
+    void say_refused();
+    bool adopt(const std::string& path, const struct stat& st, bool seen, FileStream stream);
     bool refuse(const std::string& path, const SafeFile& f, ino_t ino);
+    // moves.cpp: files renamed away from the globs, found again by inode beside their old name.
     void find_renamed();
     void find_moved();
+    // labels.cpp: a file's stream, from its labeler.
+    FileStream stream_of(const std::string& path) const;
+    void label(Tracked& t, FileStream s);
+    // descriptors.cpp: at most cfg_.max_open_files held, idle files closed and opened again.
+    void close_file(Tracked& t);
+    enum class Reopen { kOk, kGone, kOther, kRefused };
+    Reopen reopen(Tracked& t, SafeFile& f);
+    void make_room();
+    Files::iterator forget(Files::iterator it);  // erases, closing its descriptor
+    // line_reader.cpp: bytes into lines, partial lines held and cut.
     void read_file(Tracked& t, std::vector<Event>& out, size_t& budget);
+    void take_partial(Tracked& t, std::vector<Event>& out);
+    void cut_partials(std::vector<Event>& out, uint64_t held);
+    // line_formats.cpp: a line into an event, by cfg_.format.
     void emit_line(Tracked& t, std::string_view line, std::vector<Event>& out);
     void emit_cri(Tracked& t, cri::Joiner::Joined j, std::vector<Event>& out);
     void drain_cri(Tracked& t, std::vector<Event>& out);  // held P pieces, as they are
     void finish_line(Event e, std::string line, std::vector<Event>& out);
     void cut_long(std::string& line);  // past max_line, with a marker
-    void take_partial(Tracked& t, std::vector<Event>& out);
-    void cut_partials(std::vector<Event>& out, uint64_t held);
-    void close_file(Tracked& t);
-    enum class Reopen { kOk, kGone, kOther, kRefused };
-    Reopen reopen(Tracked& t, SafeFile& f);
-    void make_room();
-    using Files = std::map<std::string, Tracked>;
-    Files::iterator forget(Files::iterator it);  // erases, closing its descriptor
-    static std::string key_of(dev_t dev, ino_t ino) { return std::to_string(dev) + ":" + std::to_string(ino); }
 
-    enum class Format { kRaw, kJoblog, kNccl, kCri };
+    static std::string key_of(dev_t dev, ino_t ino) { return std::to_string(dev) + ":" + std::to_string(ino); }
+    static std::string dir_of(const std::string& path) { return path.substr(0, path.rfind('/')); }
+    static bool same_time(const struct timespec& a, const struct timespec& b) {
+        return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+    }
+
     FileSourceConfig cfg_;
-    Format format_ = Format::kRaw;
     NodeInfo node_;
     uint64_t max_line_;
     Metrics& m_;
     int64_t idle_ns_;
-    std::map<std::string, Tracked> files_;                           // by dev:ino
+    Files files_;                                                    // by dev:ino
     std::map<std::string, std::pair<std::string, uint64_t>> saved_;  // dev:ino -> (fingerprint, offset)
     std::map<std::string, std::string> saved_paths_;                 // dev:ino -> path when saved
     // CRI files saved while P pieces were held (their offset is the earliest held piece's):
@@ -148,11 +156,7 @@ private:
     int64_t cut_said_ns_ = 0;
     std::vector<std::string> spare_lines_;  // buffers of spooled lines, for the next ones
     size_t spare_bytes_ = 0;                // their capacity
-    // Writes into the directories of tracked files wake the idle pipeline (at most one watch
-    // per directory, so bounded by the files tracked).
-    Fd inotify_;
-    std::map<std::string, int> watched_;  // directory -> watch
-    void update_watches();
+    DirWatch watch_;                        // the directories of tracked files
 };
 
 }  // namespace jobtrail::shipper

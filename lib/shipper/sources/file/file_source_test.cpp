@@ -21,15 +21,22 @@ struct Fixture {
     jobtrail::test::TempDir dir;
     Metrics m;
     jobtrail::shipper::FileSourceConfig cfg;
-    Fixture(std::string format = "plain", std::string sub = "logs") {
+    Fixture(LineFormat format = LineFormat::kPlain, std::string sub = "logs") {
         for (size_t at = sub.find('/'); at != std::string::npos; at = sub.find('/', at + 1))
             ::mkdir((dir.path() + "/" + sub.substr(0, at)).c_str(), 0755);
         ::mkdir((dir.path() + "/" + sub).c_str(), 0755);
-        cfg = {"t", {dir.path() + "/" + sub + "/*.log"}, "test", std::move(format), {}};
+        cfg = {"t", {dir.path() + "/" + sub + "/*.log"}, "test", format, {}};
     }
     nlohmann::json saved;  // the checkpoint the pipeline would have written
+    static FileSourceOptions options(Events events = {}, int64_t idle_ms = 100000) {
+        return {.node = {"c", "n"},
+                .max_line = 1024,
+                .events = std::move(events),
+                .idle_ms = idle_ms,
+                .scan_interval_ms = 0};
+    }
     std::unique_ptr<FileSource> source(int64_t idle_ms = 100000) {
-        auto s = std::make_unique<FileSource>(cfg, NodeInfo{"c", "n"}, 1024, m, idle_ms);
+        auto s = std::make_unique<FileSource>(cfg, options({}, idle_ms), m);
         s->restore(saved);
         return s;
     }
@@ -115,7 +122,7 @@ TEST_CASE("long lines are cut with a marker, bad bytes stay visible", "[shipper]
 }
 
 TEST_CASE("job logs keep their own timestamps and get job_id and phase", "[shipper]") {
-    Fixture f("joblog", "prolog");
+    Fixture f(LineFormat::kJoblog, "prolog");
     std::ofstream(f.dir.path() + "/prolog/4242.log") << "2026-11-29T21:52:22.146801327Z stdout[10-site.sh] hello\n";
     auto s = f.source();
     std::vector<Event> ev;
@@ -130,7 +137,7 @@ TEST_CASE("job logs keep their own timestamps and get job_id and phase", "[shipp
 TEST_CASE(
     "NCCL lines: timestamp with UTC offset, the step said once per file, the file's name only where the line lacks it",
     "[shipper]") {
-    Fixture f("nccl", "nccl");
+    Fixture f(LineFormat::kNccl, "nccl");
     ::mkdir((f.dir.path() + "/nccl/77").c_str(), 0755);
     f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
     std::ofstream(f.dir.path() + "/nccl/77/0.gpu01.1234.log")
@@ -178,26 +185,8 @@ TEST_CASE(
     }
 }
 
-TEST_CASE("sanitize keeps plain text, shows NUL, replaces invalid UTF-8 wherever it sits", "[shipper]") {
-    const std::string plain = "[2026-11-29T21:52:22.000001+0000] gpu01:1:1 [0] NCCL INFO ok";
-    CHECK(FileSource::sanitize(plain) == plain);
-    // Every length up to 40 and every position, so the sixteen- and eight-byte fast paths, the
-    // overlapping tail and the byte loop all see the bad byte; 0x01 and 0x7f are plain.
-    for (size_t n = 1; n <= 40; ++n) {
-        for (size_t at = 0; at < n; ++at) {
-            const std::string a(at, 'a'), b(n - at - 1, 'a');
-            CHECK(FileSource::sanitize(a + '\0' + b) == a + "\\x00" + b);
-            CHECK(FileSource::sanitize(a + '\xff' + b) == a + "\xef\xbf\xbd" + b);
-            CHECK(FileSource::sanitize(a + '\x80' + b) == a + "\xef\xbf\xbd" + b);
-            CHECK(FileSource::sanitize(a + "\xc3\xa9" + b) == a + "\xc3\xa9" + b);  // é stays
-            CHECK(FileSource::sanitize(a + '\x01' + b) == a + '\x01' + b);
-            CHECK(FileSource::sanitize(a + '\x7f' + b) == a + '\x7f' + b);
-        }
-    }
-}
-
 TEST_CASE("CRI container logs: P pieces join their F line, timestamp and stream kept", "[shipper]") {
-    Fixture f("cri");
+    Fixture f(LineFormat::kCri);
     f.append("pod.log",
              "2026-11-29T21:52:22.146801327Z stdout P first half \n"
              "2026-11-29T21:52:22.246801327Z stdout F second half\n"
@@ -219,7 +208,7 @@ TEST_CASE("CRI container logs: P pieces join their F line, timestamp and stream 
 
 TEST_CASE("a job user's links, FIFOs and other owners' files are refused, counted, never read", "[shipper]") {
     // The job's NCCL directory belongs to its user (uid 65534 here); the tests run as root.
-    Fixture f("nccl", "nccl/42");
+    Fixture f(LineFormat::kNccl, "nccl/42");
     const std::string jobdir = f.dir.path() + "/nccl/42";
     f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
     REQUIRE(::chown(jobdir.c_str(), 65534, 65534) == 0);
@@ -240,12 +229,13 @@ TEST_CASE("a job user's links, FIFOs and other owners' files are refused, counte
     own("6.n1.106.log", "");
     REQUIRE(::chown((jobdir + "/6.n1.106.log").c_str(), 1234, 1234) == 0);  // another user's
     std::vector<std::string> logged;
-    FileSource s(f.cfg, NodeInfo{"c", "n"}, 1024, f.m, 100000, Events([&](const InternalEvent& e) {
-                     CHECK(e.severity == Severity::kWarning);
-                     CHECK(e.component == "t");
-                     CHECK(e.name == "file_refused");
-                     logged.push_back(e.message);
-                 }));
+    const Events events([&](const InternalEvent& e) {
+        CHECK(e.severity == Severity::kWarning);
+        CHECK(e.component == "t");
+        CHECK(e.name == "file_refused");
+        logged.push_back(e.message);
+    });
+    FileSource s(f.cfg, f.options(events), f.m);
     std::vector<std::string> lines;
     for (int pass = 0; pass < 3; ++pass) {  // refusals are counted once, not once per pass
         std::vector<Event> ev;
@@ -263,7 +253,7 @@ TEST_CASE("a job user's links, FIFOs and other owners' files are refused, counte
 }
 
 TEST_CASE("a symlinked job directory is not followed", "[shipper]") {
-    Fixture f("nccl", "nccl/7");
+    Fixture f(LineFormat::kNccl, "nccl/7");
     f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
     ::mkdir((f.dir.path() + "/elsewhere").c_str(), 0755);
     std::ofstream(f.dir.path() + "/elsewhere/0.n.1.log") << "not this job's\n";
@@ -275,7 +265,7 @@ TEST_CASE("a symlinked job directory is not followed", "[shipper]") {
 }
 
 TEST_CASE("files past a source's limits are refused and counted once, the others read", "[shipper]") {
-    Fixture f("nccl", "nccl/9");
+    Fixture f(LineFormat::kNccl, "nccl/9");
     f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
     f.cfg.max_files_per_dir = 3;
     f.cfg.max_files = 4;
@@ -283,8 +273,8 @@ TEST_CASE("files past a source's limits are refused and counted once, the others
     for (int i = 0; i < 5; ++i) std::ofstream(f.dir.path() + "/nccl/9/" + std::to_string(i) + ".n.1.log") << "a\n";
     for (int i = 0; i < 2; ++i) std::ofstream(f.dir.path() + "/nccl/10/" + std::to_string(i) + ".n.1.log") << "b\n";
     std::vector<std::string> said;
-    FileSource s(f.cfg, NodeInfo{"c", "n"}, 1024, f.m, 100000,
-                 Events([&](const InternalEvent& e) { said.push_back(e.name + ": " + e.message); }));
+    const Events events([&](const InternalEvent& e) { said.push_back(e.name + ": " + e.message); });
+    FileSource s(f.cfg, f.options(events), f.m);
     std::vector<std::string> lines;
     for (int pass = 0; pass < 3; ++pass) {
         std::vector<Event> ev;
@@ -307,7 +297,7 @@ size_t open_fds() {
 }  // namespace
 
 TEST_CASE("a source holds at most max_open_files descriptors, and every file is still read once", "[shipper]") {
-    Fixture f("nccl", "nccl/3");
+    Fixture f(LineFormat::kNccl, "nccl/3");
     f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
     f.cfg.max_open_files = 4;
     const std::string d = f.dir.path() + "/nccl/3/";
@@ -405,7 +395,7 @@ TEST_CASE("a closed file renamed away after its last lines is finished, running 
 }
 
 TEST_CASE("one owner's files take at most their share of a source, root's are not counted", "[shipper]") {
-    Fixture f("nccl", "nccl/0");
+    Fixture f(LineFormat::kNccl, "nccl/0");
     f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
     f.cfg.max_files = 9;
     f.cfg.max_files_per_owner = 3;
@@ -423,8 +413,8 @@ TEST_CASE("one owner's files take at most their share of a source, root's are no
     for (const char* id : {"1", "2", "3"}) job(id, 1001, 3);  // one user's many old jobs
     job("9", 1002, 2);                                        // another user's job, listed last
     std::vector<std::string> said;
-    FileSource s(f.cfg, NodeInfo{"c", "n"}, 1024, f.m, 100000,
-                 Events([&](const InternalEvent& e) { said.push_back(e.name + ": " + e.message); }));
+    const Events events([&](const InternalEvent& e) { said.push_back(e.name + ": " + e.message); });
+    FileSource s(f.cfg, f.options(events), f.m);
     std::vector<std::string> lines;
     for (int pass = 0; pass < 3; ++pass) {
         std::vector<Event> ev;
@@ -448,8 +438,8 @@ TEST_CASE("unterminated lines past max_partial_bytes are shipped as lines, nothi
     const std::string body(100, 'x');
     for (int i = 0; i < 300; ++i) f.append(std::to_string(i) + ".log", "f" + std::to_string(i) + body);
     std::vector<std::string> said;
-    FileSource s(f.cfg, NodeInfo{"c", "n"}, 1024, f.m, 100000,
-                 Events([&](const InternalEvent& e) { said.push_back(e.name); }));
+    const Events events([&](const InternalEvent& e) { said.push_back(e.name); });
+    FileSource s(f.cfg, f.options(events), f.m);
     auto drain = [&] {
         std::vector<std::string> got;
         for (int pass = 0; pass < 3; ++pass) {
@@ -483,15 +473,15 @@ TEST_CASE("unterminated lines past max_partial_bytes are shipped as lines, nothi
 }
 
 TEST_CASE("a directory full of links costs one line and no opens past its cap", "[shipper]") {
-    Fixture f("nccl", "nccl/5");
+    Fixture f(LineFormat::kNccl, "nccl/5");
     f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
     f.cfg.max_files_per_dir = 20;
     const std::string d = f.dir.path() + "/nccl/5";
     for (int i = 0; i < 200; ++i)
         REQUIRE(::symlink("/etc/shadow", (d + "/" + std::to_string(i) + ".n.1.log").c_str()) == 0);
     std::vector<std::string> said;
-    FileSource s(f.cfg, NodeInfo{"c", "n"}, 1024, f.m, 100000,
-                 Events([&](const InternalEvent& e) { said.push_back(e.message); }));
+    const Events events([&](const InternalEvent& e) { said.push_back(e.message); });
+    FileSource s(f.cfg, f.options(events), f.m);
     for (int pass = 0; pass < 3; ++pass) {
         std::vector<Event> ev;
         s.poll(ev, 1 << 20);

@@ -31,7 +31,7 @@ bool compiles(config::Parser& p, const YAML::Node& n, const std::string& key, co
 FileSourceConfig pod_file_defaults() {
     FileSourceConfig f;
     f.name = PodsKind::kName;
-    f.format = "cri";
+    f.format = LineFormat::kCri;
     f.stream = node::Stream::kPod;
     f.max_files_per_dir = 64;
     f.max_files_per_owner = f.max_files;  // kubelet's files are root's: the share does not apply

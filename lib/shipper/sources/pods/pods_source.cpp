@@ -3,6 +3,7 @@
 #include <re2/re2.h>
 
 #include <memory>
+#include <utility>
 
 #include "node/layout.hpp"
 #include "shipper/sources/pods/pod_path.hpp"
@@ -43,8 +44,9 @@ FileSourceConfig pod_files(const PodsConfig& c) {
 
 void PodsKind::build(const SourceContext& ctx, const Config& c, Sources& out) {
     if (!c.enabled) return;
-    out.push_back(std::make_unique<FileSource>(pod_files(c), ctx.node, ctx.cfg.shipper.max_line_bytes, ctx.metrics,
-                                               2000, ctx.events, 1000, pod_labeler(c)));
+    FileSourceOptions o = FileSourceOptions::of(ctx);
+    o.labeler = pod_labeler(c);
+    out.push_back(std::make_unique<FileSource>(pod_files(c), std::move(o), ctx.metrics));
 }
 
 }  // namespace jobtrail::shipper

@@ -29,8 +29,13 @@ struct Tree {
         return d;
     }
     std::unique_ptr<FileSource> source() {
-        auto s = std::make_unique<FileSource>(pod_files(cfg), NodeInfo{"c1", "gpu01"}, 1024, m, 100000, Events{}, 0,
-                                              pod_labeler(cfg));
+        auto s = std::make_unique<FileSource>(pod_files(cfg),
+                                              FileSourceOptions{.node = {"c1", "gpu01"},
+                                                                .max_line = 1024,
+                                                                .idle_ms = 100000,
+                                                                .scan_interval_ms = 0,
+                                                                .labeler = pod_labeler(cfg)},
+                                              m);
         s->restore(saved);
         return s;
     }

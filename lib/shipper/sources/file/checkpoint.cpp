@@ -1,0 +1,45 @@
+#include <nlohmann/json.hpp>
+
+#include "shipper/sources/file/file_source.hpp"
+
+namespace jobtrail::shipper {
+
+// A source's checkpoint: {"files": [...]}, one entry per tracked file, by dev:ino, with the
+// fingerprint and offset it is known by again after a restart (and where it was, for a rotation
+// while the shipper was down; and a CRI file's held pieces).
+nlohmann::json FileSource::checkpoint() const {
+    nlohmann::json files = nlohmann::json::array();
+    for (const auto& [k, t] : files_) {
+        if (!t.cri.holding()) {
+            files.push_back({{"key", k}, {"path", t.path}, {"fp", t.fingerprint}, {"offset", t.emitted_off}});
+            continue;
+        }
+        // P pieces only held here are read again at the next start, and joined again.
+        const auto held = t.cri.held_starts();
+        files.push_back({{"key", k},
+                         {"path", t.path},
+                         {"fp", t.fingerprint},
+                         {"offset", t.cri.resume_offset(t.emitted_off)},
+                         {"cri_done", t.emitted_off},
+                         {"cri_held", {held[0], held[1]}}});
+    }
+    return {{"files", files}};
+}
+
+void FileSource::restore(const nlohmann::json& j) {
+    if (!j.is_object() || !j.contains("files") || !j["files"].is_array()) return;
+    for (const auto& f : j["files"]) {
+        if (!f.is_object() || !f.contains("key") || !f.contains("fp") || !f.contains("offset")) continue;
+        if (!f["key"].is_string() || !f["fp"].is_string() || !f["offset"].is_number_unsigned()) continue;
+        saved_[f["key"].get<std::string>()] = {f["fp"].get<std::string>(), f["offset"].get<uint64_t>()};
+        if (f.contains("path") && f["path"].is_string())
+            saved_paths_[f["key"].get<std::string>()] = f["path"].get<std::string>();
+        if (f.contains("cri_done") && f["cri_done"].is_number_unsigned() && f.contains("cri_held") &&
+            f["cri_held"].is_array() && f["cri_held"].size() == 2 && f["cri_held"][0].is_number_integer() &&
+            f["cri_held"][1].is_number_integer())
+            saved_cri_[f["key"].get<std::string>()] = {
+                f["cri_done"].get<uint64_t>(), {f["cri_held"][0].get<int64_t>(), f["cri_held"][1].get<int64_t>()}};
+    }
+}
+
+}  // namespace jobtrail::shipper

@@ -1,0 +1,43 @@
+#include "shipper/sources/file/labels.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "node/layout.hpp"
+
+using namespace jobtrail::shipper;
+using jobtrail::node::Stream;
+
+TEST_CASE("the node contract's labeler: job logs give job and phase, NCCL files job and step", "[file]") {
+    const jobtrail::node::Layout layout;
+    const auto joblog = contract_labeler(LineFormat::kJoblog, Stream::kJobLog);
+    const auto r = joblog(layout.job_log(jobtrail::node::Phase::kEpilog, "4242"));
+    REQUIRE(r.ok);
+    CHECK(r.value.job_id == "4242");
+    CHECK(r.value.phase == "epilog");
+    CHECK(r.value.kind == Stream::kJobLog);
+    CHECK(r.value.metadata == Metadata{{"phase", "epilog"}});
+    CHECK(r.value.labels.empty());
+
+    const auto nccl = contract_labeler(LineFormat::kNccl, Stream::kNccl);
+    const auto ours = nccl(layout.nccl_job_dir("77") + "/0.gpu01.1234.log");
+    REQUIRE(ours.ok);
+    CHECK(ours.value.job_id == "77");
+    CHECK(ours.value.step == "0");
+    // The step once per file; a line that says host:pid needs no more to name its file.
+    CHECK(ours.value.first_line_metadata == Metadata{{"step", "0"}});
+    CHECK(ours.value.nccl_prefix == "gpu01:1234:");
+    CHECK(ours.value.metadata.empty());
+    // A name that is not one of ours: every line carries it.
+    const auto mine = nccl(layout.nccl_job_dir("77") + "/mine.log");
+    REQUIRE(mine.ok);
+    CHECK(mine.value.job_id.empty());
+    CHECK(mine.value.nccl_prefix.empty());
+    CHECK(mine.value.metadata == Metadata{{"file", "mine.log"}});
+
+    // Any other file is only its kind: refused by nothing.
+    const auto plain = contract_labeler(LineFormat::kPlain, Stream::kFabricManager)("/var/log/fabricmanager.log");
+    REQUIRE(plain.ok);
+    CHECK(plain.value.kind == Stream::kFabricManager);
+    CHECK(plain.value.job_id.empty());
+    CHECK(plain.value.metadata.empty());
+}
