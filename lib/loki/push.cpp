@@ -154,16 +154,6 @@ std::string format_labels(const LabelSet& labels) {
     return s;
 }
 
-bool valid_label_name(std::string_view n) {
-    if (n.empty() || (n.size() >= 2 && n[0] == '_' && n[1] == '_')) return false;
-    for (size_t i = 0; i < n.size(); ++i) {
-        const char c = n[i];
-        const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-        if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return false;
-    }
-    return true;
-}
-
 void encode_push(const std::vector<StreamRef>& streams, bool with_metadata, PushScratch& scratch, Buffer& out,
                  size_t* size) {
     // The wire format written directly: libprotobuf's message building (a heap string per line

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/buffer.hpp"
+#include "loki/label_name.hpp"  // valid_label_name
 
 namespace jobtrail::loki {
 
@@ -29,9 +30,6 @@ struct Stream {
 
 // {a="b", c="d\"e"}: the Prometheus text form Loki parses (escapes \\, \" and \n).
 std::string format_labels(const LabelSet& labels);
-
-// Label names Loki accepts: [a-zA-Z_][a-zA-Z0-9_]*, not starting with "__".
-bool valid_label_name(std::string_view name);
 
 // A snappy-compressed (block format) logproto.PushRequest, for Content-Type
 // application/x-protobuf. Structured metadata is left out when the server does not take it.
