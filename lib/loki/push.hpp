@@ -71,7 +71,7 @@ void encode_push(const std::vector<StreamRef>& streams, bool with_metadata, Push
 // compressed runs): snappy's elements copy back only within what they produce, so the runs'
 // elements follow one another as they are, behind a literal holding the request's own header.
 // `elements`: each run's snappy block without its length preamble; `raw_entries`: the runs'
-// entries uncompressed, in bytes (StreamAdapter.entries, each 0x12 | length | EntryAdapter).
+// entries uncompressed, in bytes (StreamAdapter.entries fields, lib/loki/entry_wire.hpp).
 void encode_push_runs(std::string_view labels, std::span<const std::string_view> elements, uint64_t raw_entries,
                       Buffer& out, size_t* size);
 

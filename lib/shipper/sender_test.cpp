@@ -13,6 +13,7 @@
 #include "common/time.hpp"
 #include "kmsgfs_mount.hpp"
 #include "push.pb.h"
+#include "spool_frames.hpp"
 
 using namespace jobtrail;
 using jobtrail::loki::HttpResult;

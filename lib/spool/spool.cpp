@@ -466,10 +466,7 @@ size_t Spool::read(ReadBatch& out, size_t max_records, size_t max_bytes, Positio
             }
             if (st == DecodeStatus::kNeedMore && pos == 0 && data.size() < left && data.size() >= kFrameHeader) {
                 // One frame larger than what was read: read exactly that frame.
-                const uint32_t len = static_cast<uint32_t>(static_cast<unsigned char>(data[4])) |
-                                     static_cast<uint32_t>(static_cast<unsigned char>(data[5])) << 8 |
-                                     static_cast<uint32_t>(static_cast<unsigned char>(data[6])) << 16 |
-                                     static_cast<uint32_t>(static_cast<unsigned char>(data[7])) << 24;
+                const uint32_t len = frame_payload_length(data);
                 if (len <= kMaxPayload && kFrameHeader + len <= left && kFrameHeader + len > data.size()) {
                     out.drop_last_block();
                     data = out.read_block(fd, read_.offset, kFrameHeader + len);

@@ -17,6 +17,7 @@
 #include "common/crc32.hpp"
 #include "common/fs.hpp"
 #include "kmsgfs_mount.hpp"
+#include "spool_frames.hpp"
 
 using namespace jobtrail::spool;
 
