@@ -275,7 +275,8 @@ DecodeStatus decode_frame(std::string_view in, std::vector<RecordView>& out, std
         runs.push_back(run);
         out.push_back(v);
     } else {
-        return corrupt("unknown payload version");
+        if (why) *why = "unknown payload version";
+        return DecodeStatus::kUnknownVersion;
     }
     if (pos != payload.size()) return corrupt("trailing bytes in payload");
     if (version) *version = static_cast<unsigned char>(payload[0]);

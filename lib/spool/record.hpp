@@ -111,7 +111,9 @@ void put_frame_header(char* frame, size_t len);
 // The payload length a frame's header says (`frame` holds at least kFrameHeader bytes).
 uint32_t frame_payload_length(std::string_view frame);
 
-enum class DecodeStatus { kOk, kNeedMore, kCorrupt };
+// kUnknownVersion: whole and summed right, but a payload version this build does not know
+// (written by a newer shipper).
+enum class DecodeStatus { kOk, kNeedMore, kCorrupt, kUnknownVersion };
 // Decodes the frame at the start of `in`; on kOk sets *consumed to its length and appends its
 // records (one, or a run's) to `out`: views into `in`, their metadata appended to `metadata`; a
 // compressed run is one RecordView, its RunView appended to `runs`. On any other status all are

@@ -884,6 +884,9 @@ TEST_CASE("a spool written in a newer format is refused at open, not cut as a to
     frame[kFrameHeader] = '\x09';
     const uint32_t crc = jobtrail::crc32(std::string_view(frame).substr(kFrameHeader));
     for (int i = 0; i < 4; ++i) frame[8 + i] = static_cast<char>((crc >> (8 * i)) & 0xff);
+    std::vector<Record> back;
+    size_t used = 0;
+    CHECK(decode_frame(frame, back, &used) == DecodeStatus::kUnknownVersion);
     const std::string seg = dir.path() + "/seg-0000000000000001";
     std::ofstream(seg, std::ios::binary) << frame;
     Spool s;
