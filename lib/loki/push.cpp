@@ -9,20 +9,35 @@
 #include "common/protowire.hpp"
 #include "common/text.hpp"
 #include "common/varint.hpp"
+#include "loki/entry_wire.hpp"
 
 namespace jobtrail::loki {
 namespace {
 
-using protowire::field_size;
 using protowire::string_field_size;
 
-// Writes into a buffer sized exactly beforehand (the sizes pass below).
-struct Writer {
-    char* p;
-    void varint(uint64_t v) { p = put_varint(p, v); }
-    void tag_len(int field, size_t len) { p = protowire::put_tag_len(p, field, len); }
-    void string(int field, std::string_view s) { p = protowire::put_string(p, field, s); }
-};
+// An entry's metadata pairs, f(name, value) each, or none when the server does not take them.
+template <typename F>
+void for_metadata(const EntryRef& e, bool with_metadata, F&& f) {
+    if (!with_metadata) return;
+    if (e.metadata) {
+        for (const auto& [k, v] : *e.metadata) f(std::string_view(k), std::string_view(v));
+    } else {
+        for (const auto& [k, v] : e.metadata_views) f(k, v);
+    }
+}
+
+// PushRequest.streams: its tag and length, then StreamAdapter.labels; its entries follow.
+size_t stream_size(std::string_view labels, size_t entries) {
+    return string_field_size(labels.size()) + entries;
+}
+size_t stream_header_size(std::string_view labels, size_t stream) {
+    return 1 + varint_size(stream) + string_field_size(labels.size());
+}
+char* put_stream_header(char* p, std::string_view labels, size_t stream) {
+    p = protowire::put_tag_len(p, 1, stream);    // PushRequest.streams
+    return protowire::put_string(p, 1, labels);  // StreamAdapter.labels
+}
 
 // The request body made as snappy reads it: whole items (a stream's header, an entry) written
 // into scratch.raw until a block is ready, so snappy compresses from there without a copy and
@@ -69,21 +84,15 @@ private:
         while (end_ < kBlock && i_ < streams_.size()) {
             const StreamRef& st = streams_[i_];
             if (!head_) {
-                // Its tag and length, then its labels.
-                const size_t n = 1 + varint_size(scratch_.stream_sizes[i_]) + string_field_size(st.labels.size());
+                const size_t n = stream_header_size(st.labels, scratch_.stream_sizes[i_]);
                 buf = room(n);
-                Writer w{buf + end_};
-                w.tag_len(1, scratch_.stream_sizes[i_]);  // PushRequest.streams
-                w.string(1, st.labels);                   // StreamAdapter.labels
-                advance(w, buf, n);
+                advance(put_stream_header(buf + end_, st.labels, scratch_.stream_sizes[i_]), buf, n);
                 head_ = true;
             }
             for (; j_ < st.entries.size() && end_ < kBlock; ++j_, ++k_) {
-                const size_t n = field_size(scratch_.entry_sizes[k_]);
+                const size_t n = entry_wire::field_size(scratch_.entry_sizes[k_]);
                 buf = room(n);
-                Writer w{buf + end_};
-                write_entry(w, st.entries[j_]);
-                advance(w, buf, n);
+                advance(write_entry(buf + end_, st.entries[j_]), buf, n);
             }
             if (j_ == st.entries.size()) {
                 ++i_;
@@ -95,37 +104,16 @@ private:
     char* room(size_t n) {
         return end_ + n <= scratch_.raw.capacity() ? scratch_.raw.data() : scratch_.raw.grow(end_ + n, end_);
     }
-    void advance(const Writer& w, const char* buf, size_t n) {
-        if (w.p != buf + end_ + n) std::abort();  // the sizing pass said otherwise: a bug
+    // Items are written into room sized exactly beforehand (the sizes pass below).
+    void advance(const char* p, const char* buf, size_t n) {
+        if (p != buf + end_ + n) std::abort();  // the sizing pass said otherwise: a bug
         end_ += n;
         made_ += n;
     }
 
-    void write_entry(Writer& w, const EntryRef& e) {
-        w.tag_len(2, scratch_.entry_sizes[k_]);  // StreamAdapter.entries
-        const auto sec = static_cast<uint64_t>(e.ts_ns / 1'000'000'000);
-        const auto nanos = static_cast<uint64_t>(e.ts_ns % 1'000'000'000);
-        w.tag_len(1, scratch_.ts_sizes[k_]);  // EntryAdapter.timestamp
-        if (sec) {
-            *w.p++ = '\x08';  // Timestamp.seconds
-            w.varint(sec);
-        }
-        if (nanos) {
-            *w.p++ = '\x10';  // Timestamp.nanos
-            w.varint(nanos);
-        }
-        w.string(2, e.line);  // EntryAdapter.line
-        const auto md = [&](std::string_view mk, std::string_view mv) {
-            w.tag_len(3, string_field_size(mk.size()) + string_field_size(mv.size()));  // structuredMetadata
-            w.string(1, mk);
-            w.string(2, mv);
-        };
-        if (!with_metadata_) return;
-        if (e.metadata) {
-            for (const auto& [k, v] : *e.metadata) md(k, v);
-        } else {
-            for (const auto& [k, v] : e.metadata_views) md(k, v);
-        }
+    char* write_entry(char* p, const EntryRef& e) {
+        return entry_wire::put_entry(p, scratch_.entry_sizes[k_], scratch_.ts_sizes[k_], e.ts_ns, e.line,
+                                     [&](auto&& f) { for_metadata(e, with_metadata_, f); });
     }
 
     const std::vector<StreamRef>& streams_;
@@ -154,16 +142,6 @@ std::string format_labels(const LabelSet& labels) {
     return s;
 }
 
-bool valid_label_name(std::string_view n) {
-    if (n.empty() || (n.size() >= 2 && n[0] == '_' && n[1] == '_')) return false;
-    for (size_t i = 0; i < n.size(); ++i) {
-        const char c = n[i];
-        const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-        if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return false;
-    }
-    return true;
-}
-
 void encode_push(const std::vector<StreamRef>& streams, bool with_metadata, PushScratch& scratch, Buffer& out,
                  size_t* size) {
     // The wire format written directly: libprotobuf's message building (a heap string per line
@@ -172,12 +150,13 @@ void encode_push(const std::vector<StreamRef>& streams, bool with_metadata, Push
     // A run of entries mostly shares its second: its varint is sized once.
     uint64_t last_sec = 0;
     size_t last_sec_size = 0;
-    auto ts_size = [&](uint64_t sec, uint64_t nanos) {
+    auto ts_size = [&](int64_t ts_ns) {
+        const uint64_t sec = entry_wire::ts_seconds(ts_ns), nanos = entry_wire::ts_nanos(ts_ns);
         if (sec != last_sec) {
             last_sec = sec;
-            last_sec_size = sec ? 1 + varint_size(sec) : 0;
+            last_sec_size = entry_wire::seconds_size(sec);
         }
-        return last_sec_size + (nanos ? 1 + varint_size(nanos) : 0);
+        return last_sec_size + entry_wire::nanos_size(nanos);
     };
     // Sizes first (protobuf prefixes every message with its length), then one writing pass.
     auto& entry_sizes = scratch.entry_sizes;
@@ -185,30 +164,18 @@ void encode_push(const std::vector<StreamRef>& streams, bool with_metadata, Push
     entry_sizes.clear();
     scratch.ts_sizes.clear();
     stream_sizes.assign(streams.size(), 0);
-    const auto for_metadata = [&](const EntryRef& e, auto&& f) {
-        if (!with_metadata) return;
-        if (e.metadata) {
-            for (const auto& [k, v] : *e.metadata) f(std::string_view(k), std::string_view(v));
-        } else {
-            for (const auto& [k, v] : e.metadata_views) f(k, v);
-        }
-    };
     size_t total = 0;
     for (size_t i = 0; i < streams.size(); ++i) {
-        size_t n = string_field_size(streams[i].labels.size());
+        size_t entries = 0;
         for (const auto& e : streams[i].entries) {
-            const size_t ts =
-                ts_size(static_cast<uint64_t>(e.ts_ns / 1'000'000'000), static_cast<uint64_t>(e.ts_ns % 1'000'000'000));
+            const size_t ts = ts_size(e.ts_ns);
             scratch.ts_sizes.push_back(static_cast<uint8_t>(ts));
-            size_t en = field_size(ts) + string_field_size(e.line.size());
-            for_metadata(e, [&](std::string_view k, std::string_view v) {
-                en += field_size(string_field_size(k.size()) + string_field_size(v.size()));
-            });
+            const size_t en = entry_wire::entry_size(ts, e.line, [&](auto&& f) { for_metadata(e, with_metadata, f); });
             entry_sizes.push_back(en);
-            n += field_size(en);
+            entries += entry_wire::field_size(en);
         }
-        stream_sizes[i] = n;
-        total += field_size(n);
+        stream_sizes[i] = stream_size(streams[i].labels, entries);
+        total += stream_header_size(streams[i].labels, stream_sizes[i]) + entries;
     }
     BodySource body(streams, with_metadata, scratch, total);
     snappy::UncheckedByteArraySink sink(out.reserve(snappy::MaxCompressedLength(total)));
@@ -218,31 +185,29 @@ void encode_push(const std::vector<StreamRef>& streams, bool with_metadata, Push
 
 void encode_push_runs(std::string_view labels, std::span<const std::string_view> elements, uint64_t raw_entries,
                       Buffer& out, size_t* size) {
-    const size_t stream_size = string_field_size(labels.size()) + raw_entries;
-    const size_t header = 1 + varint_size(stream_size) + string_field_size(labels.size());
+    const size_t stream = stream_size(labels, raw_entries);
+    const size_t header = stream_header_size(labels, stream);
     const size_t total = header + raw_entries;
     size_t n = varint_size(total) + 5 + header;  // preamble, the literal's tag (at most 5 bytes)
     for (const auto e : elements) n += e.size();
-    Writer w{out.reserve(n)};
-    const char* start = w.p;
-    w.varint(total);  // snappy's preamble: the uncompressed length
+    char* const start = out.reserve(n);
+    char* p = put_varint(start, total);  // snappy's preamble: the uncompressed length
     // A literal element: tag 00, its length less one in the tag's six bits below 60, or in the
     // 1 to 4 bytes after a tag of 60 to 63.
     const size_t lit = header - 1;
     if (lit < 60) {
-        *w.p++ = static_cast<char>(lit << 2);
+        *p++ = static_cast<char>(lit << 2);
     } else {
         const int bytes = lit < (1u << 8) ? 1 : lit < (1u << 16) ? 2 : lit < (1u << 24) ? 3 : 4;
-        *w.p++ = static_cast<char>((59 + bytes) << 2);
-        for (int i = 0; i < bytes; ++i) *w.p++ = static_cast<char>((lit >> (8 * i)) & 0xff);
+        *p++ = static_cast<char>((59 + bytes) << 2);
+        for (int i = 0; i < bytes; ++i) *p++ = static_cast<char>((lit >> (8 * i)) & 0xff);
     }
-    w.tag_len(1, stream_size);  // PushRequest.streams
-    w.string(1, labels);        // StreamAdapter.labels
+    p = put_stream_header(p, labels, stream);
     for (const auto e : elements) {
-        std::memcpy(w.p, e.data(), e.size());
-        w.p += e.size();
+        std::memcpy(p, e.data(), e.size());
+        p += e.size();
     }
-    *size = static_cast<size_t>(w.p - start);
+    *size = static_cast<size_t>(p - start);
 }
 
 std::string encode_push(const std::vector<StreamRef>& streams, bool with_metadata) {

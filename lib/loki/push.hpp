@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/buffer.hpp"
+#include "loki/label_name.hpp"  // valid_label_name
 
 namespace jobtrail::loki {
 
@@ -29,9 +30,6 @@ struct Stream {
 
 // {a="b", c="d\"e"}: the Prometheus text form Loki parses (escapes \\, \" and \n).
 std::string format_labels(const LabelSet& labels);
-
-// Label names Loki accepts: [a-zA-Z_][a-zA-Z0-9_]*, not starting with "__".
-bool valid_label_name(std::string_view name);
 
 // A snappy-compressed (block format) logproto.PushRequest, for Content-Type
 // application/x-protobuf. Structured metadata is left out when the server does not take it.
@@ -73,7 +71,7 @@ void encode_push(const std::vector<StreamRef>& streams, bool with_metadata, Push
 // compressed runs): snappy's elements copy back only within what they produce, so the runs'
 // elements follow one another as they are, behind a literal holding the request's own header.
 // `elements`: each run's snappy block without its length preamble; `raw_entries`: the runs'
-// entries uncompressed, in bytes (StreamAdapter.entries, each 0x12 | length | EntryAdapter).
+// entries uncompressed, in bytes (StreamAdapter.entries fields, lib/loki/entry_wire.hpp).
 void encode_push_runs(std::string_view labels, std::span<const std::string_view> elements, uint64_t raw_entries,
                       Buffer& out, size_t* size);
 

@@ -12,6 +12,7 @@
 #include "loki_double.hpp"
 #include "push.pb.h"
 #include "spool/record.hpp"
+#include "spool_frames.hpp"
 
 using namespace jobtrail::loki;
 

@@ -12,6 +12,7 @@
 
 #include "common/time.hpp"
 #include "push.pb.h"
+#include "spool_frames.hpp"
 #include "temp_dir.hpp"
 
 using namespace jobtrail;

@@ -50,8 +50,8 @@ struct RecordView {
     uint32_t run = kNoRun;
 };
 
-// A compressed run as read: its records are push-ready logproto entries (StreamAdapter.entries,
-// each 0x12 | length | EntryAdapter), snappy-compressed, so the sender puts its snappy elements
+// A compressed run as read: its records are push-ready logproto entries (StreamAdapter.entries
+// fields, lib/loki/entry_wire.hpp), snappy-compressed, so the sender puts its snappy elements
 // into a request as they are, behind a push header of its own: no decode, no second compression.
 struct RunView {
     std::string_view stream;
@@ -101,25 +101,19 @@ private:
 // to the payload's end: one checksum and one copy of the stream per run, not per line.
 // Payload 3, a compressed run (RunView; what the spool writes now; all three are read):
 // 0x03 | stream | count | line bytes | metadata bytes | oldest ts (zigzag) | flags (1: metadata) |
-// raw size | snappy block.
+// raw size | snappy block. Payloads 1 and 2 are written only by older shippers (and, for the
+// tests, by tests/support/spool_frames.hpp).
 inline constexpr size_t kFrameHeader = 12;
 inline constexpr uint32_t kMaxPayload = 8u << 20;
 
-void append_frame(std::string& out, const RecordRef& r);  // payload 1
-void append_frame(std::string& out, const Record& r);
+// Fills the header of the frame at `frame`, its payload the `len` bytes after the header.
+void put_frame_header(char* frame, size_t len);
+// The payload length a frame's header says (`frame` holds at least kFrameHeader bytes).
+uint32_t frame_payload_length(std::string_view frame);
 
-// A run built in place: begin_run() appends the header (filled by end_run()) and the stream;
-// each append_to_run() one record (its stream is the run's).
-size_t begin_run(std::string& out, std::string_view stream);  // where the frame starts
-void append_to_run(std::string& out, const RecordRef& r);
-void append_to_run(std::string& out, const RecordRef& r, size_t size);  // size: run_record_size(r)
-void end_run(std::string& out, size_t start);
-size_t run_header_size(std::string_view stream);                                   // frame header, version and stream
-size_t run_record_size(const RecordRef& r);                                        // what append_to_run adds
-void append_run(std::string& out, const std::vector<Record>& records);             // one stream's, at least one
-void append_compressed_run(std::string& out, const std::vector<Record>& records);  // the same, payload 3
-
-enum class DecodeStatus { kOk, kNeedMore, kCorrupt };
+// kUnknownVersion: whole and summed right, but a payload version this build does not know
+// (written by a newer shipper).
+enum class DecodeStatus { kOk, kNeedMore, kCorrupt, kUnknownVersion };
 // Decodes the frame at the start of `in`; on kOk sets *consumed to its length and appends its
 // records (one, or a run's) to `out`: views into `in`, their metadata appended to `metadata`; a
 // compressed run is one RecordView, its RunView appended to `runs`. On any other status all are

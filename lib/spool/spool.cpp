@@ -101,11 +101,11 @@ Status Spool::open(const Options& opts, Recovery* rec) {
             views.clear();
             md.clear();
             runs.clear();
-            std::string why;
-            if (decode_frame(std::string_view(data).substr(pos), views, md, runs, &used, &why) != DecodeStatus::kOk) {
+            const auto st = decode_frame(std::string_view(data).substr(pos), views, md, runs, &used);
+            if (st != DecodeStatus::kOk) {
                 // Whole and summed right, but of a format this build does not know: written by a
                 // newer shipper. Not a torn tail to cut: those records were never sent.
-                if (why == "unknown payload version")
+                if (st == DecodeStatus::kUnknownVersion)
                     return Status::failure(path + " holds records in a newer spool format (at offset " +
                                            std::to_string(pos) +
                                            "): this jobtrail-shipper is older than the one that wrote them; "
@@ -466,18 +466,17 @@ size_t Spool::read(ReadBatch& out, size_t max_records, size_t max_bytes, Positio
             }
             if (st == DecodeStatus::kNeedMore && pos == 0 && data.size() < left && data.size() >= kFrameHeader) {
                 // One frame larger than what was read: read exactly that frame.
-                const uint32_t len = static_cast<uint32_t>(static_cast<unsigned char>(data[4])) |
-                                     static_cast<uint32_t>(static_cast<unsigned char>(data[5])) << 8 |
-                                     static_cast<uint32_t>(static_cast<unsigned char>(data[6])) << 16 |
-                                     static_cast<uint32_t>(static_cast<unsigned char>(data[7])) << 24;
+                const uint32_t len = frame_payload_length(data);
                 if (len <= kMaxPayload && kFrameHeader + len <= left && kFrameHeader + len > data.size()) {
                     out.drop_last_block();
                     data = out.read_block(fd, read_.offset, kFrameHeader + len);
                     continue;
                 }
             }
-            if (st == DecodeStatus::kCorrupt || (st == DecodeStatus::kNeedMore && pos == 0 && data.size() >= left)) {
+            if (st == DecodeStatus::kCorrupt || st == DecodeStatus::kUnknownVersion ||
+                (st == DecodeStatus::kNeedMore && pos == 0 && data.size() >= left)) {
                 // Damage inside durable data (a disk error): skip the rest of this segment, say so.
+                // A payload version unknown here (open() checks only the last segment) is skipped so too.
                 ++corrupt_skipped_;
                 error_ = "corrupt record in " + segment_path(read_.segment) + " at offset " +
                          std::to_string(read_.offset + pos) + "; skipped the rest of the segment";

@@ -10,11 +10,13 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
 #include "common/crc32.hpp"
 #include "common/fs.hpp"
+#include "spool_frames.hpp"
 #include "temp_dir.hpp"
 
 using namespace jobtrail::spool;
@@ -193,6 +195,68 @@ TEST_CASE("a spool written one record per frame (before runs) is read on, and ap
     const auto got = read_all(s, end);
     REQUIRE(got.size() == 100);
     for (int i = 0; i < 100; ++i) CHECK(got[static_cast<size_t>(i)] == rec(i, 40));
+}
+
+TEST_CASE("a spool the previous release wrote is read back record for record", "[spool]") {
+    // tests/fixtures/spool-v3 (its README says how it was made): payloads 1 and 2 as an older
+    // shipper left them, then compressed runs, over two segments, the first frame acknowledged.
+    // A copy: opening may cut a torn tail and acknowledging deletes segments.
+    jobtrail::test::TempDir dir;
+    std::filesystem::copy(std::string(JOBTRAIL_SOURCE_DIR) + "/tests/fixtures/spool-v3", dir.path());
+    std::vector<int> versions;
+    for (const char* seg : {"/seg-0000000000000001", "/seg-0000000000000002"}) {
+        std::ifstream in(dir.path() + seg, std::ios::binary);
+        const std::string bytes(std::istreambuf_iterator<char>(in), {});
+        for (std::string_view rest = bytes; !rest.empty();) {
+            std::vector<Record> frame;
+            size_t used = 0;
+            int version = 0;
+            REQUIRE(decode_frame(rest, frame, &used, nullptr, &version) == DecodeStatus::kOk);
+            versions.push_back(version);
+            rest.remove_prefix(used);
+        }
+    }
+    CHECK(versions == std::vector<int>{1, 1, 2, 3, 3, 3});
+    const std::string kmsg = "{job=\"kmsg\", node=\"gpu01\"}";
+    const std::string slurm = "{job=\"slurm\", node=\"gpu01\"}";
+    const std::string nccl = "{job=\"nccl\", node=\"gpu01\", slurm_job_id=\"42\"}";
+    const std::vector<Record> want = {
+        // payload 1 (the one before it is acknowledged)
+        {1'700'000'001'000'000'000,
+         kmsg,
+         "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.",
+         {{"pci_bdf", "0000:3b:00.0"}}},
+        // payload 2
+        {1'700'000'002'000'000'001, slurm, "job 42 started", {{"slurm_job_id", "42"}, {"step", "batch"}}},
+        {1'700'000'002'500'000'000, slurm, "job 42 step 0 started", {}},
+        // payload 3: an empty line and an empty value are fields left out on the wire
+        {1'700'000'003'000'000'000,
+         nccl,
+         "gpu01:1234:1234 [0] NCCL INFO Bootstrap : Using eth0",
+         {{"file", "0.gpu01.7.log"}, {"step", "0"}}},
+        {1'700'000'003'000'000'007, nccl, "", {{"file", "0.gpu01.7.log"}, {"step", "0"}, {"gpu", ""}}},
+        {1'700'000'003'999'999'999,
+         nccl,
+         "gpu01:1234:1234 [0] NCCL INFO comm 0x5 rank 0 nranks 8",
+         {{"file", "0.gpu01.7.log"}, {"step", "0"}}},
+        {1'700'000'004'000'000'000,
+         kmsg,
+         "NVRM: Xid (PCI:0000:3b:00): 48, An uncorrectable double bit error",
+         {{"pci_bdf", "0000:3b:00.0"}, {"attribution", "job"}}},
+        {1'700'000'004'000'000'100, kmsg, "pcieport 0000:00:01.0: AER: Uncorrectable (Fatal) error received", {}},
+        {1'700'000'005'000'000'000, slurm, "job 42 ended", {{"slurm_job_id", "42"}}},
+    };
+    Spool s;
+    Spool::Recovery rv;
+    REQUIRE(s.open({dir.path()}, &rv));
+    CHECK(rv.truncated_bytes == 0);
+    CHECK(rv.segments_removed == 0);
+    CHECK(s.acked() == Position{1, 97});
+    Position end;
+    CHECK(read_all(s, end) == want);
+    CHECK(end == Position{2, 344});
+    CHECK(s.corrupt_skipped() == 0);
+    CHECK(s.error().empty());
 }
 
 TEST_CASE("a run holds one stream's consecutive records: another stream starts a new frame", "[spool]") {
@@ -818,8 +882,10 @@ TEST_CASE("a spool written in a newer format is refused at open, not cut as a to
     append_frame(frame, rec(1));
     // Payload version 9, summed right: whole, just not a format this build knows.
     frame[kFrameHeader] = '\x09';
-    const uint32_t crc = jobtrail::crc32(std::string_view(frame).substr(kFrameHeader));
-    for (int i = 0; i < 4; ++i) frame[8 + i] = static_cast<char>((crc >> (8 * i)) & 0xff);
+    put_frame_header(frame.data(), frame.size() - kFrameHeader);
+    std::vector<Record> back;
+    size_t used = 0;
+    CHECK(decode_frame(frame, back, &used) == DecodeStatus::kUnknownVersion);
     const std::string seg = dir.path() + "/seg-0000000000000001";
     std::ofstream(seg, std::ios::binary) << frame;
     Spool s;

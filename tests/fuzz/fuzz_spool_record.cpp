@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "spool/record.hpp"
+#include "spool_frames.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string_view in(reinterpret_cast<const char*>(data), size);

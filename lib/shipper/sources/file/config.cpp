@@ -4,6 +4,7 @@
 #include <iterator>
 
 #include "config/yaml_parser.hpp"
+#include "loki/label_name.hpp"
 #include "node/layout.hpp"
 
 namespace jobtrail::shipper {
@@ -14,17 +15,6 @@ using config::kKiB;
 using config::kSec;
 
 namespace {
-
-// Loki label names; Loki refuses a push (every line of the stream) with any other.
-bool valid_label_name(const std::string& s) {
-    if (s.empty() || s.rfind("__", 0) == 0) return false;  // __name__ and the like are Loki's own
-    for (size_t i = 0; i < s.size(); ++i) {
-        const char c = s[i];
-        const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-        if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return false;
-    }
-    return true;
-}
 
 // `format:` values, and the kind of stream each is unless `stream:` says otherwise.
 struct FormatName {
@@ -139,7 +129,7 @@ void FileKind::parse(config::Parser& p, const YAML::Node& sources, const std::st
                         for (const auto& kv : lb) {
                             const std::string name = kv.first.as<std::string>("");
                             const std::string lk = fw + ".labels." + name;
-                            if (!valid_label_name(name))
+                            if (!loki::valid_label_name(name))
                                 p.error(kv.first, lk,
                                         "'" + name +
                                             "' is not a Loki label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting "
