@@ -3,6 +3,7 @@
 #include "common/text.hpp"
 #include "common/time.hpp"
 #include "joblog/format.hpp"
+#include "joblog/shipped.hpp"
 #include "node/nccl_file.hpp"
 #include "shipper/sources/file/file_source.hpp"
 #include "shipper/sources/file/sanitize.hpp"
@@ -45,8 +46,7 @@ void FileSource::emit_line(Tracked& t, std::string_view raw, std::vector<Event>&
             joblog::Line l;
             if (joblog::parse_line(text, l)) {
                 e.ts_ns = l.ts_ns;
-                line = (t.phase.empty() ? "" : t.phase + " ") + std::string(l.tag) +
-                       (l.name.empty() ? "" : "[" + std::string(l.name) + "]") + " " + std::string(l.text);
+                line = joblog::make_shipped_line(t.phase, l.tag, l.name, l.text);
                 e.metadata.emplace_back("tag", std::string(l.tag));
             } else {
                 line = std::string(text);
