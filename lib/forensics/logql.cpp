@@ -106,10 +106,10 @@ std::vector<NamedQuery> job_queries(const node::Schema& s, const std::string& jo
         // The shipper's attribution (devices/attribution.hpp): the job's own records are one
         // equality; node-wide ones list it among the jobs running then.
         q.push_back({"kernel records of this job: its devices, its memory cgroup (structured metadata)",
-                     selector(s, Stream::kKernel) + " | slurm_job_id=" + logql_string(job_id)});
+                     selector(s, Stream::kKernel) + " | " + node::metadata::kSlurmJobId + "=" + logql_string(job_id)});
         q.push_back({"node-wide kernel records while the job ran (structured metadata)",
-                     selector(s, Stream::kKernel) + " | attribution=\"node\" | slurm_jobs_running=~" +
-                         logql_string("(.*,)?" + job_id + "(,.*)?")});
+                     selector(s, Stream::kKernel) + " | " + node::metadata::kAttribution + "=\"node\" | " +
+                         node::metadata::kSlurmJobsRunning + "=~" + logql_string("(.*,)?" + job_id + "(,.*)?")});
     }
     return q;
 }

@@ -59,6 +59,9 @@ struct Event {
     Metadata metadata;  // this line's own, after the origin's (kernel seq, xid, slurm_job_id)
     bool dropped = false;
     bool kernel_facility = false;  // a kmsg record the kernel wrote (not a root process's text)
+    // The device a kernel record names (events::Event::pci_bdf), what the stages attribute it by;
+    // also sent, as metadata.
+    std::string pci_bdf = {};
     const loki::LabelSet& labels() const { return origin->labels; }
 };
 

@@ -238,7 +238,8 @@ namespace {
 // A kernel record as the kmsg source makes it: the extractor's pci_bdf, and the kernel's facility.
 Event kernel(std::string line, int64_t ts, std::string bdf = "", bool kernel_facility = true) {
     Event e = ev("kmsg", std::move(line), "", ts);
-    if (!bdf.empty()) e.metadata.emplace_back("pci_bdf", bdf);
+    if (!bdf.empty()) e.metadata.emplace_back(jobtrail::node::metadata::kPciBdf, bdf);
+    e.pci_bdf = std::move(bdf);
     e.kernel_facility = kernel_facility;
     return e;
 }

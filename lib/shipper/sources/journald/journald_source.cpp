@@ -6,6 +6,7 @@
 #include "common/text.hpp"
 #include "common/time.hpp"
 #include "kmsg/record.hpp"
+#include "node/schema.hpp"
 
 #ifdef JOBTRAIL_HAVE_JOURNALD
 #include <systemd/sd-journal.h>
@@ -130,7 +131,8 @@ bool JournaldSource::poll(std::vector<Event>& out, size_t max_bytes) {
         e.ts_ns = static_cast<int64_t>(usec) * 1000;
         e.origin = origin(std::string(field(j_, "_SYSTEMD_UNIT", 13)), level);
         e.line = escape_line(utf8_prefix(msg, max_line_));
-        if (const auto pid = field(j_, "_PID", 4); !pid.empty()) e.metadata.emplace_back("pid", std::string(pid));
+        if (const auto pid = field(j_, "_PID", 4); !pid.empty())
+            e.metadata.emplace_back(node::metadata::kPid, std::string(pid));
         bytes += e.line.size() + 64;
         out.push_back(std::move(e));
     }
