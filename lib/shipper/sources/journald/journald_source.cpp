@@ -76,7 +76,7 @@ Status JournaldSource::open() {
         Status st = Status::failure("cannot open the journal" +
                                     (cfg_.directory.empty() ? "" : " in " + cfg_.directory) + ": " + std::strerror(-r));
         // Retried every pass; said once until it works again.
-        if (!open_failed_) events_.emit(Severity::kError, name_, "open_failed", st.error);
+        if (!open_failed_) events_.emit(Severity::kError, name_, event::kOpenFailed, st.error);
         open_failed_ = true;
         return st;
     }
@@ -164,7 +164,7 @@ bool JournaldSource::poll(std::vector<Event>&, size_t) {
 void JournaldKind::build(const SourceContext& c, const Config& j, Sources& out) {
     if (!j.enabled) return;
     if (!JournaldSource::available()) {
-        c.events.emit(Severity::kWarning, "journald", "not_built",
+        c.events.emit(Severity::kWarning, "journald", event::kNotBuilt,
                       "shipper.sources.journald is enabled but this build has no libsystemd: not read");
         return;
     }

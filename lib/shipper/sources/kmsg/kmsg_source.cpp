@@ -43,11 +43,11 @@ Status KmsgSource::open_reader() {
         reader_.close();
         // Retried every pass; said once until it works again.
         if (!open_failed_)
-            events_.emit(Severity::kError, name_, "open_failed", "cannot read " + path_ + ": " + st.error);
+            events_.emit(Severity::kError, name_, event::kOpenFailed, "cannot read " + path_ + ": " + st.error);
         open_failed_ = true;
         return st;
     }
-    if (open_failed_) events_.emit(Severity::kInfo, name_, "opened", "reading " + path_ + " again");
+    if (open_failed_) events_.emit(Severity::kInfo, name_, event::kOpened, "reading " + path_ + " again");
     open_failed_ = false;
     return st;
 }
