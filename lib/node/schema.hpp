@@ -57,12 +57,12 @@ inline constexpr const char* kAttribution = "attribution";
 inline constexpr const char* kGpu = "gpu";
 }  // namespace metadata
 
-enum class Stream { kKernel, kJobLog, kNccl, kJournal, kFabricManager, kShipper, kPod, kOther };
+enum class StreamKind { kKernel, kJobLog, kNccl, kJournal, kFabricManager, kShipper, kPod, kOther };
 inline constexpr size_t kStreamKinds = 8;
 
 // The names of the kinds in the config (`stream:` of a file source).
-std::string_view stream_kind_name(Stream s);
-std::optional<Stream> parse_stream_kind(std::string_view s);
+std::string_view stream_kind_name(StreamKind s);
+std::optional<StreamKind> parse_stream_kind(std::string_view s);
 
 class Schema {
 public:
@@ -70,8 +70,8 @@ public:
                // jobtrail-shipper, kubernetes-pods
     // The defaults, for the streams whose `job` the site cannot rename (kernel, journal, shipper).
     static const Schema& defaults();
-    void set_job(Stream s, std::string job) { jobs_[static_cast<size_t>(s)] = std::move(job); }
-    const std::string& job(Stream s) const { return jobs_[static_cast<size_t>(s)]; }
+    void set_job(StreamKind s, std::string job) { jobs_[static_cast<size_t>(s)] = std::move(job); }
+    const std::string& job(StreamKind s) const { return jobs_[static_cast<size_t>(s)]; }
 
 private:
     std::array<std::string, kStreamKinds> jobs_;

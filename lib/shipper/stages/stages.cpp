@@ -141,7 +141,7 @@ void Stages::apply(std::vector<Event>& events) {
         }
         if (e.dropped) continue;
         const Origin& o = *e.origin;
-        if (o.kind == node::Stream::kNccl) {
+        if (o.kind == node::StreamKind::kNccl) {
             // Unknown jobs keep their lines: dropping is only for jobs known not to trace.
             if (nccl_noise_ && !o.job_id.empty() && jobs_.traced(o.job_id, o.step) == 0 &&
                 RE2::PartialMatch(e.line, noise_)) {
@@ -150,7 +150,7 @@ void Stages::apply(std::vector<Event>& events) {
             } else if (!budget_.take(e)) {
                 e.dropped = true;
             }
-        } else if (o.kind == node::Stream::kKernel) {
+        } else if (o.kind == node::StreamKind::kKernel) {
             tag_kernel(e);
         }
     }

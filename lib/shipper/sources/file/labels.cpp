@@ -9,7 +9,7 @@
 
 namespace jobtrail::shipper {
 
-Labeler contract_labeler(LineFormat format, node::Stream kind) {
+Labeler contract_labeler(LineFormat format, node::StreamKind kind) {
     return [format, kind](const std::string& path) -> Result<FileStream> {
         FileStream s;
         s.kind = kind;

@@ -29,7 +29,7 @@ nlohmann::json JournaldSource::checkpoint() const {
 const std::shared_ptr<const Origin>& JournaldSource::origin(const std::string& unit, int priority) {
     auto& o = origins_[{unit, priority}];
     if (!o) {
-        const std::string& job = node::Schema::defaults().job(node::Stream::kJournal);
+        const std::string& job = node::Schema::defaults().job(node::StreamKind::kJournal);
         loki::LabelSet labels = {{node::label::kCluster, node_.cluster},
                                  {node::label::kNode, node_.node},
                                  {node::label::kJob, job},
@@ -41,7 +41,7 @@ const std::shared_ptr<const Origin>& JournaldSource::origin(const std::string& u
         } else {
             labels[node::label::kServiceName] = job;
         }
-        o = make_origin(std::move(labels), {}, node::Stream::kJournal);
+        o = make_origin(std::move(labels), {}, node::StreamKind::kJournal);
     }
     return o;
 }

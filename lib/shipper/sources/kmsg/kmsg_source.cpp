@@ -29,10 +29,10 @@ const std::shared_ptr<const Origin>& KmsgSource::origin(int level) {
     if (!o)
         o = make_origin({{node::label::kCluster, node_.cluster},
                          {node::label::kNode, node_.node},
-                         {node::label::kJob, node::Schema::defaults().job(node::Stream::kKernel)},
+                         {node::label::kJob, node::Schema::defaults().job(node::StreamKind::kKernel)},
                          {node::label::kPriority, kmsg::level_name(static_cast<uint8_t>(level & 7))},
-                         {node::label::kServiceName, node::Schema::defaults().job(node::Stream::kKernel)}},
-                        {}, node::Stream::kKernel);
+                         {node::label::kServiceName, node::Schema::defaults().job(node::StreamKind::kKernel)}},
+                        {}, node::StreamKind::kKernel);
     return o;
 }
 

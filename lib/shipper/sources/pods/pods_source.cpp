@@ -28,9 +28,9 @@ Labeler pod_labeler(const PodsConfig& c) {
         std::string id;
         if (job_id->ok() && RE2::PartialMatch(p.value.pod, *job_id, &id) && node::valid_job_id(id))
             s.job_id = std::move(id);
-        s.kind = node::Stream::kPod;
+        s.kind = node::StreamKind::kPod;
         for (const auto& re : nccl)
-            if (re->ok() && RE2::FullMatch(p.value.container, *re)) s.kind = node::Stream::kNccl;
+            if (re->ok() && RE2::FullMatch(p.value.container, *re)) s.kind = node::StreamKind::kNccl;
         return s;
     };
 }
