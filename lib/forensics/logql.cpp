@@ -17,7 +17,7 @@ std::string regex_quote(std::string_view v) {
 }
 
 // {job="<the schema's job for this kind>"<, more matchers>}
-std::string selector(const node::Schema& s, node::Stream kind, const std::string& more = "") {
+std::string selector(const node::Schema& s, node::StreamKind kind, const std::string& more = "") {
     return "{" + std::string(node::label::kJob) + "=" + logql_string(s.job(kind)) + (more.empty() ? "" : ", " + more) +
            "}";
 }
@@ -52,11 +52,12 @@ std::string node_matcher(const std::vector<std::string>& nodes) {
 }
 
 std::string prolog_epilog_query(const node::Schema& s, const std::string& job_id) {
-    return selector(s, node::Stream::kJobLog, job_id_matcher(job_id));
+    return selector(s, node::StreamKind::kJobLog, job_id_matcher(job_id));
 }
 
 std::string nccl_query(const node::Schema& s, const std::string& job_id, const std::string& node) {
-    return selector(s, node::Stream::kNccl, job_id_matcher(job_id) + (node.empty() ? "" : ", " + node_matcher({node})));
+    return selector(s, node::StreamKind::kNccl,
+                    job_id_matcher(job_id) + (node.empty() ? "" : ", " + node_matcher({node})));
 }
 
 std::string nccl_step_query(const node::Schema& s, const std::string& job_id, const std::string& node) {
@@ -64,52 +65,54 @@ std::string nccl_step_query(const node::Schema& s, const std::string& job_id, co
 }
 
 std::string kernel_query(const node::Schema& s, const std::string& node) {
-    return selector(s, node::Stream::kKernel, node_matcher({node}));
+    return selector(s, node::StreamKind::kKernel, node_matcher({node}));
 }
 
 std::string node_jobs_query(const node::Schema& s, const std::string& node) {
-    return selector(s, node::Stream::kJobLog, node_matcher({node})) + " |~ " +
+    return selector(s, node::StreamKind::kJobLog, node_matcher({node})) + " |~ " +
            logql_string(joblog::shipped_tags_pattern({joblog::kMeta, joblog::kDevice, joblog::kEnd}));
 }
 
 std::string slurmd_query(const node::Schema& s, const std::string& node, const std::string& job_id) {
-    return selector(s, node::Stream::kJournal, slurmd_matchers(node_matcher({node}))) + job_word(job_id);
+    return selector(s, node::StreamKind::kJournal, slurmd_matchers(node_matcher({node}))) + job_word(job_id);
 }
 
 std::string fabric_manager_query(const node::Schema& s, const std::string& node) {
-    return selector(s, node::Stream::kFabricManager, node_matcher({node}));
+    return selector(s, node::StreamKind::kFabricManager, node_matcher({node}));
 }
 
 std::string xid_query(const node::Schema& s, const std::vector<std::string>& nodes) {
-    return selector(s, node::Stream::kKernel, nodes.empty() ? std::string() : node_matcher(nodes)) +
+    return selector(s, node::StreamKind::kKernel, nodes.empty() ? std::string() : node_matcher(nodes)) +
            " |~ \"^NVRM: Xid|^nvidia-nvswitch[0-9]*: SXid\"";
 }
 
 std::vector<NamedQuery> job_queries(const node::Schema& s, const std::string& job_id,
                                     const std::vector<std::string>& nodes, bool structured_metadata) {
-    using node::Stream;
+    using node::StreamKind;
     std::vector<NamedQuery> q;
     q.push_back({"prolog and epilog", prolog_epilog_query(s, job_id)});
     q.push_back({"NCCL warnings", nccl_query(s, job_id) + " |= \"NCCL WARN\""});
     q.push_back({"NCCL, all lines", nccl_query(s, job_id)});
     if (!nodes.empty()) {
         const std::string nm = node_matcher(nodes);
-        q.push_back({"kernel log of the job's nodes", selector(s, Stream::kKernel, nm)});
+        q.push_back({"kernel log of the job's nodes", selector(s, StreamKind::kKernel, nm)});
         q.push_back({"Xid and SXid on the job's nodes",
-                     selector(s, Stream::kKernel, nm) + " |~ \"^NVRM: Xid|^nvidia-nvswitch[0-9]*: SXid\""});
-        q.push_back({"slurmd about this job", selector(s, Stream::kJournal, slurmd_matchers(nm)) + job_word(job_id)});
-        q.push_back({"fabric manager on the job's nodes", selector(s, Stream::kFabricManager, nm)});
-        q.push_back({"Xid count by node", "sum by (node) (count_over_time(" + selector(s, Stream::kKernel, nm) +
+                     selector(s, StreamKind::kKernel, nm) + " |~ \"^NVRM: Xid|^nvidia-nvswitch[0-9]*: SXid\""});
+        q.push_back(
+            {"slurmd about this job", selector(s, StreamKind::kJournal, slurmd_matchers(nm)) + job_word(job_id)});
+        q.push_back({"fabric manager on the job's nodes", selector(s, StreamKind::kFabricManager, nm)});
+        q.push_back({"Xid count by node", "sum by (node) (count_over_time(" + selector(s, StreamKind::kKernel, nm) +
                                               " |~ \"^NVRM: Xid\" [5m]))"});
     }
     if (structured_metadata) {
         // The shipper's attribution (devices/attribution.hpp): the job's own records are one
         // equality; node-wide ones list it among the jobs running then.
-        q.push_back({"kernel records of this job: its devices, its memory cgroup (structured metadata)",
-                     selector(s, Stream::kKernel) + " | slurm_job_id=" + logql_string(job_id)});
+        q.push_back(
+            {"kernel records of this job: its devices, its memory cgroup (structured metadata)",
+             selector(s, StreamKind::kKernel) + " | " + node::metadata::kSlurmJobId + "=" + logql_string(job_id)});
         q.push_back({"node-wide kernel records while the job ran (structured metadata)",
-                     selector(s, Stream::kKernel) + " | attribution=\"node\" | slurm_jobs_running=~" +
-                         logql_string("(.*,)?" + job_id + "(,.*)?")});
+                     selector(s, StreamKind::kKernel) + " | " + node::metadata::kAttribution + "=\"node\" | " +
+                         node::metadata::kSlurmJobsRunning + "=~" + logql_string("(.*,)?" + job_id + "(,.*)?")});
     }
     return q;
 }

@@ -127,10 +127,10 @@ TEST_CASE("the stream schema takes the site's job values from the config", "[nod
     const auto r = jobtrail::config::load_config(path, jobtrail::shipper::source_sections());
     REQUIRE(r.errors.empty());
     const Schema s = jobtrail::config::stream_schema(r.config.shipper);
-    CHECK(s.job(Stream::kJobLog) == "gpu-jobs");
-    CHECK(s.job(Stream::kNccl) == "gpu-nccl");
-    CHECK(s.job(Stream::kFabricManager) == "gpu-fm");
-    CHECK(s.job(Stream::kKernel) == "kmsg");
+    CHECK(s.job(StreamKind::kJobLog) == "gpu-jobs");
+    CHECK(s.job(StreamKind::kNccl) == "gpu-nccl");
+    CHECK(s.job(StreamKind::kFabricManager) == "gpu-fm");
+    CHECK(s.job(StreamKind::kKernel) == "kmsg");
     std::ofstream(path) << R"(shipper:
   sources:
     files:

@@ -8,13 +8,13 @@ constexpr std::array<std::string_view, kStreamKinds> kNames = {"kernel",        
 
 }  // namespace
 
-std::string_view stream_kind_name(Stream s) {
+std::string_view stream_kind_name(StreamKind s) {
     return kNames[static_cast<size_t>(s)];
 }
 
-std::optional<Stream> parse_stream_kind(std::string_view s) {
+std::optional<StreamKind> parse_stream_kind(std::string_view s) {
     for (size_t i = 0; i < kNames.size(); ++i)
-        if (kNames[i] == s) return static_cast<Stream>(i);
+        if (kNames[i] == s) return static_cast<StreamKind>(i);
     return std::nullopt;
 }
 
@@ -24,13 +24,13 @@ const Schema& Schema::defaults() {
 }
 
 Schema::Schema() {
-    set_job(Stream::kKernel, "kmsg");
-    set_job(Stream::kJobLog, "slurm-prolog-epilog");
-    set_job(Stream::kNccl, "nccl");
-    set_job(Stream::kJournal, "systemd-journal");
-    set_job(Stream::kFabricManager, "fabric-manager");
-    set_job(Stream::kShipper, "jobtrail-shipper");
-    set_job(Stream::kPod, "kubernetes-pods");
+    set_job(StreamKind::kKernel, "kmsg");
+    set_job(StreamKind::kJobLog, "slurm-prolog-epilog");
+    set_job(StreamKind::kNccl, "nccl");
+    set_job(StreamKind::kJournal, "systemd-journal");
+    set_job(StreamKind::kFabricManager, "fabric-manager");
+    set_job(StreamKind::kShipper, "jobtrail-shipper");
+    set_job(StreamKind::kPod, "kubernetes-pods");
 }
 
 }  // namespace jobtrail::node

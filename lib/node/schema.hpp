@@ -25,12 +25,44 @@ inline constexpr const char* kPod = "pod";
 inline constexpr const char* kContainer = "container";
 }  // namespace label
 
-enum class Stream { kKernel, kJobLog, kNccl, kJournal, kFabricManager, kShipper, kPod, kOther };
+// Structured-metadata keys (Loki 3): per line, not part of the stream. The shipper writes them,
+// the bundle, `jobtrail node`'s queries and analysis read them back.
+namespace metadata {
+// Job logs (sources/file): the file's phase, and a job-log line's tag.
+inline constexpr const char* kPhase = "phase";
+inline constexpr const char* kTag = "tag";
+// NCCL files: the step, on a file's first line shipped; the file's name, on a line that does not
+// say its host:pid.
+inline constexpr const char* kStep = "step";
+inline constexpr const char* kFile = "file";
+// A CRI line's stream (stdout, stderr); a journal entry's pid; a pod's uid.
+inline constexpr const char* kStream = "stream";
+inline constexpr const char* kPid = "pid";
+inline constexpr const char* kPodUid = "pod_uid";
+// Kernel records (sources/kmsg): the record's sequence number and dictionary, the event
+// recognised in it.
+inline constexpr const char* kSeq = "seq";
+inline constexpr const char* kSubsystem = "subsystem";
+inline constexpr const char* kDevice = "device";
+inline constexpr const char* kXid = "xid";
+inline constexpr const char* kSxid = "sxid";
+inline constexpr const char* kPciBdf = "pci_bdf";
+inline constexpr const char* kEvent = "event";
+inline constexpr const char* kSeverity = "severity";
+// The job a kernel record concerns (stages, devices/attribution.hpp), the jobs running then, how
+// that was decided (device, memcg, node) and the GPU's index.
+inline constexpr const char* kSlurmJobId = "slurm_job_id";
+inline constexpr const char* kSlurmJobsRunning = "slurm_jobs_running";
+inline constexpr const char* kAttribution = "attribution";
+inline constexpr const char* kGpu = "gpu";
+}  // namespace metadata
+
+enum class StreamKind { kKernel, kJobLog, kNccl, kJournal, kFabricManager, kShipper, kPod, kOther };
 inline constexpr size_t kStreamKinds = 8;
 
 // The names of the kinds in the config (`stream:` of a file source).
-std::string_view stream_kind_name(Stream s);
-std::optional<Stream> parse_stream_kind(std::string_view s);
+std::string_view stream_kind_name(StreamKind s);
+std::optional<StreamKind> parse_stream_kind(std::string_view s);
 
 class Schema {
 public:
@@ -38,8 +70,8 @@ public:
                // jobtrail-shipper, kubernetes-pods
     // The defaults, for the streams whose `job` the site cannot rename (kernel, journal, shipper).
     static const Schema& defaults();
-    void set_job(Stream s, std::string job) { jobs_[static_cast<size_t>(s)] = std::move(job); }
-    const std::string& job(Stream s) const { return jobs_[static_cast<size_t>(s)]; }
+    void set_job(StreamKind s, std::string job) { jobs_[static_cast<size_t>(s)] = std::move(job); }
+    const std::string& job(StreamKind s) const { return jobs_[static_cast<size_t>(s)]; }
 
 private:
     std::array<std::string, kStreamKinds> jobs_;

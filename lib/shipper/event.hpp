@@ -22,8 +22,8 @@ struct Origin {
     loki::LabelSet labels;
     std::string stream;  // {cluster="c1", job="nccl", ...}
     Metadata metadata;
-    node::Stream kind = node::Stream::kOther;  // what stages key on, whatever `job` is called
-    std::string job_id, step;                  // the Slurm job (and step) the lines belong to, if one
+    node::StreamKind kind = node::StreamKind::kOther;  // what stages key on, whatever `job` is called
+    std::string job_id, step;                          // the Slurm job (and step) the lines belong to, if one
     // Said on the first of its lines that reaches the spool, and again once ten minutes of its
     // lines' time have passed (NCCL's step: the lines' own host:pid prefix names the process,
     // the process one step, and Loki pays for every byte of every line). Not on every line.
@@ -38,8 +38,9 @@ struct Origin {
 };
 
 inline std::shared_ptr<const Origin> make_origin(loki::LabelSet labels, Metadata metadata = {},
-                                                 node::Stream kind = node::Stream::kOther, std::string job_id = {},
-                                                 std::string step = {}, Metadata first_line_metadata = {}) {
+                                                 node::StreamKind kind = node::StreamKind::kOther,
+                                                 std::string job_id = {}, std::string step = {},
+                                                 Metadata first_line_metadata = {}) {
     auto o = std::make_shared<Origin>();
     o->stream = loki::format_labels(labels);
     o->labels = std::move(labels);
@@ -59,6 +60,9 @@ struct Event {
     Metadata metadata;  // this line's own, after the origin's (kernel seq, xid, slurm_job_id)
     bool dropped = false;
     bool kernel_facility = false;  // a kmsg record the kernel wrote (not a root process's text)
+    // The device a kernel record names (events::Event::pci_bdf), what the stages attribute it by;
+    // also sent, as metadata.
+    std::string pci_bdf = {};
     const loki::LabelSet& labels() const { return origin->labels; }
 };
 

@@ -15,8 +15,8 @@ namespace jobtrail::shipper {
 enum class Lane : unsigned char { kNode, kJobs };
 inline constexpr size_t kLanes = 2;
 
-inline constexpr Lane lane_of(node::Stream kind) {
-    return kind == node::Stream::kNccl || kind == node::Stream::kPod ? Lane::kJobs : Lane::kNode;
+inline constexpr Lane lane_of(node::StreamKind kind) {
+    return kind == node::StreamKind::kNccl || kind == node::StreamKind::kPod ? Lane::kJobs : Lane::kNode;
 }
 
 inline constexpr std::string_view lane_name(Lane l) {

@@ -60,7 +60,7 @@ void Pipeline::on_event(const InternalEvent& e) {
     if (self_ && e.severity != Severity::kInfo) self_->note(text);
 }
 
-void Pipeline::note(Severity s, const std::string& name, const std::string& msg) const {
+void Pipeline::note(Severity s, std::string_view name, const std::string& msg) const {
     events_.emit(s, "pipeline", name, msg);
 }
 
@@ -95,7 +95,7 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush, bool closing) 
             // Only this lane's sources pause; kmsg keeps its position (the ring overrunning is
             // reported as loss).
             if (!l.full_logged)
-                note(Severity::kWarning, "spool_full",
+                note(Severity::kWarning, event::kSpoolFull,
                      "spool lane '" + std::string(lane_name(static_cast<Lane>(i))) + "' is full (" +
                          std::to_string(used) + " bytes); its sources paused until Loki takes more");
             l.full_logged = true;
@@ -174,7 +174,7 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush, bool closing) 
     appended = uncommitted_;
     for (auto& l : lanes_)
         if (auto st = l.spool.sync(); !st.ok) {
-            note(Severity::kError, "spool_sync_failed", "spool: " + st.error + "; positions not advanced");
+            note(Severity::kError, event::kSpoolSyncFailed, "spool: " + st.error + "; positions not advanced");
             // A failed write-back cannot be trusted again: exit, and the restart (systemd) cuts
             // the spool back to the checkpoint and reads on from there. Otherwise the next pass
             // tries again: what was read is still to be made durable.
@@ -189,7 +189,7 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush, bool closing) 
     if (auto st = write_file_atomic(checkpoint_path_, checkpoint_text(ends, sources_), 0644,
                                     /*durable=*/cfg_.shipper.spool_fsync);
         !st.ok) {
-        note(Severity::kError, "checkpoint_failed", "checkpoint: " + st.error);
+        note(Severity::kError, event::kCheckpointFailed, "checkpoint: " + st.error);
         commit_failed_ = true;
         return true;  // tried again next pass
     }
@@ -206,10 +206,10 @@ int Pipeline::run(const RunOptions& opts, const std::atomic<bool>& stop) {
     const auto& sc = cfg_.shipper;
     const std::string state = cfg_.collector.state_dir;
     if (auto st = make_dirs(state, 0755); !st.ok) {
-        note(Severity::kError, "state_dir", st.error);
+        note(Severity::kError, event::kStateDir, st.error);
         return 1;
     }
-    if (auto st = clock_.load(state); !st.ok) note(Severity::kWarning, "boot_clock", "boot clock: " + st.error);
+    if (auto st = clock_.load(state); !st.ok) note(Severity::kWarning, event::kBootClock, "boot clock: " + st.error);
     const SourceContext ctx{cfg_, node_, metrics_, events_, clock_};
     sources_ = make_sources_ ? make_sources_(ctx) : build_sources(ctx);
     auto self = std::make_unique<SelfSource>(node_, metrics_, sc.heartbeat_ms);
@@ -234,7 +234,7 @@ int Pipeline::run(const RunOptions& opts, const std::atomic<bool>& stop) {
     // Two shippers on one checkpoint and spool would each send every line.
     auto lock = lock_exclusive(state + "/shipper.lock");
     if (!lock.ok) {
-        note(Severity::kError, "state_locked", lock.error + "; refusing to share " + state + " with it");
+        note(Severity::kError, event::kStateLocked, lock.error + "; refusing to share " + state + " with it");
         return 1;
     }
     state_lock_ = std::move(lock.value);
@@ -248,12 +248,12 @@ int Pipeline::run(const RunOptions& opts, const std::atomic<bool>& stop) {
         const uint64_t segment = std::clamp<uint64_t>(l.max_bytes / 4, 1 << 20, 16ULL << 20);
         spool::Spool::Recovery rec;
         if (auto st = l.spool.open({dir, segment, l.max_bytes, true, sc.spool_fsync, kAckPersistMs}, &rec); !st.ok) {
-            note(Severity::kError, "spool_open_failed", "spool: " + st.error);
+            note(Severity::kError, event::kSpoolOpenFailed, "spool: " + st.error);
             return 1;
         }
-        if (!rec.note.empty()) note(Severity::kInfo, "spool_recovered", "spool " + dir + " recovery: " + rec.note);
+        if (!rec.note.empty()) note(Severity::kInfo, event::kSpoolRecovered, "spool " + dir + " recovery: " + rec.note);
         if (auto st = recover_spool(l.spool, lane, cp); !st.ok) {
-            note(Severity::kError, "spool_recovery_failed", "spool " + dir + ": " + st.error);
+            note(Severity::kError, event::kSpoolRecoveryFailed, "spool " + dir + ": " + st.error);
             return 1;
         }
         // What a lane holds from before (the single spool before lanes, a larger max_size) does
@@ -271,7 +271,7 @@ int Pipeline::main_loop(const RunOptions& opts, const std::atomic<bool>& stop) {
     MetricsServer metrics_server;
     if (!opts.once && !sc.metrics_listen.empty())
         if (auto st = metrics_server.start(sc.metrics_listen, [this] { return render_metrics(); }); !st.ok)
-            note(Severity::kWarning, "metrics_listen_failed", "metrics: " + st.error);
+            note(Severity::kWarning, event::kMetricsListenFailed, "metrics: " + st.error);
 
     std::atomic<bool> sender_stop{false};
     std::array<std::unique_ptr<Sender>, kLanes> senders;
@@ -286,7 +286,7 @@ int Pipeline::main_loop(const RunOptions& opts, const std::atomic<bool>& stop) {
             sender_threads[i] = std::jthread([&, i] { senders[i]->run(sender_stop); });
         }
     } else {
-        note(Severity::kInfo, "no_loki", "no shipper.loki.url configured: spooling only (logs stay on this node)");
+        note(Severity::kInfo, event::kNoLoki, "no shipper.loki.url configured: spooling only (logs stay on this node)");
     }
     struct StopSender {
         std::atomic<bool>& stop;
@@ -304,7 +304,7 @@ int Pipeline::main_loop(const RunOptions& opts, const std::atomic<bool>& stop) {
         try {
             more = pass(scratch, opts.once && drained_pass);
             if (spool_broken_) {
-                note(Severity::kError, "spool_broken",
+                note(Severity::kError, event::kSpoolBroken,
                      "spool: a write-back to disk failed; exiting so that a restart resumes from the last checkpoint");
                 status = 3;
                 break;
@@ -313,7 +313,7 @@ int Pipeline::main_loop(const RunOptions& opts, const std::atomic<bool>& stop) {
         } catch (const std::exception& e) {
             // Nothing a source reads may end the shipper: the pass is tried again, and the
             // kernel and the other sources keep shipping.
-            note(Severity::kError, "pass_failed", std::string("a pass failed and is retried: ") + e.what());
+            note(Severity::kError, event::kPassFailed, std::string("a pass failed and is retried: ") + e.what());
             std::this_thread::sleep_for(std::chrono::seconds(1));
         }
         if (opts.once) {
@@ -322,7 +322,7 @@ int Pipeline::main_loop(const RunOptions& opts, const std::atomic<bool>& stop) {
             if (!more && drained_pass && (pending_bytes() == 0 || sc.loki_url.empty()) && !sending) break;
             drained_pass = !more;
             if (monotonic_ns() > deadline) {
-                note(Severity::kError, "once_timeout",
+                note(Severity::kError, event::kOnceTimeout,
                      "--once: " + std::to_string(pending_bytes()) +
                          " bytes not acknowledged by Loki within the timeout; they stay in the spool");
                 status = 2;
@@ -345,7 +345,7 @@ int Pipeline::main_loop(const RunOptions& opts, const std::atomic<bool>& stop) {
         try {
             pass(scratch, false, /*closing=*/true);
         } catch (const std::exception& e) {
-            note(Severity::kError, "pass_failed", std::string("the last pass failed: ") + e.what());
+            note(Severity::kError, event::kPassFailed, std::string("the last pass failed: ") + e.what());
         }
     }
     if (!opts.once) service.stopping();
@@ -354,7 +354,7 @@ int Pipeline::main_loop(const RunOptions& opts, const std::atomic<bool>& stop) {
         if (t.joinable()) t.join();
     for (auto& l : lanes_)
         if (auto st = l.spool.flush_ack(); !st.ok)
-            note(Severity::kWarning, "ack_persist_failed",
+            note(Severity::kWarning, event::kAckPersistFailed,
                  "spool: " + st.error + " (records sent again at the next start)");
     metrics_server.stop();
     return status;

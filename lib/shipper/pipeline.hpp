@@ -59,7 +59,7 @@ private:
     uint64_t pending_bytes() const;
 
     void on_event(const InternalEvent& e);
-    void note(Severity s, const std::string& name, const std::string& msg) const;
+    void note(Severity s, std::string_view name, const std::string& msg) const;
     int main_loop(const RunOptions& opts, const std::atomic<bool>& stop);
     // closing: no source is read; what the stages still have to say is committed (at stop).
     bool pass(std::vector<Event>& scratch, bool final_flush, bool closing = false);

@@ -20,7 +20,8 @@ namespace {
 class CountingSource : public Source {
 public:
     CountingSource(uint64_t end, NodeInfo node)
-        : end_(end), origin_(make_origin({{"job", "test"}, {"node", node.node}}, {}, jobtrail::node::Stream::kOther)) {}
+        : end_(end),
+          origin_(make_origin({{"job", "test"}, {"node", node.node}}, {}, jobtrail::node::StreamKind::kOther)) {}
     const std::string& name() const override { return name_; }
     bool poll(std::vector<Event>& out, size_t) override {
         // A few at a time, so a run takes several passes and group commits.
@@ -145,9 +146,9 @@ class FloodSource : public Source {
 public:
     explicit FloodSource(NodeInfo node)
         : origin_(make_origin({{"job", "nccl"}, {"job_id", "4242"}, {"node", node.node}}, {},
-                              jobtrail::node::Stream::kNccl, "4242")) {}
+                              jobtrail::node::StreamKind::kNccl, "4242")) {}
     const std::string& name() const override { return name_; }
-    jobtrail::node::Stream kind() const override { return jobtrail::node::Stream::kNccl; }
+    jobtrail::node::StreamKind kind() const override { return jobtrail::node::StreamKind::kNccl; }
     bool poll(std::vector<Event>& out, size_t max_bytes) override {
         for (size_t b = 0; b < max_bytes; ++next_) {
             out.push_back({1'700'000'000'000'000'000 + static_cast<int64_t>(next_),
@@ -244,8 +245,8 @@ namespace {
 class TwoFilesSource : public Source {
 public:
     TwoFilesSource()
-        : a_(make_origin({{"job", "nccl"}}, {}, jobtrail::node::Stream::kOther, "77", "0", {{"step", "0"}})),
-          b_(make_origin({{"job", "nccl"}}, {}, jobtrail::node::Stream::kOther, "77", "1", {{"step", "1"}})) {}
+        : a_(make_origin({{"job", "nccl"}}, {}, jobtrail::node::StreamKind::kOther, "77", "0", {{"step", "0"}})),
+          b_(make_origin({{"job", "nccl"}}, {}, jobtrail::node::StreamKind::kOther, "77", "1", {{"step", "1"}})) {}
     const std::string& name() const override { return name_; }
     bool poll(std::vector<Event>& out, size_t) override {
         // The first line of each is one the stages drop; "a" goes on in a second pass, 100, 500
@@ -339,7 +340,7 @@ std::string noise(size_t n, uint64_t seed) {
 class WatchedSource : public Source {
 public:
     WatchedSource(uint64_t end, const Pipeline* const* p)
-        : end_(end), p_(p), origin_(make_origin({{"job", "test"}}, {}, jobtrail::node::Stream::kOther)) {}
+        : end_(end), p_(p), origin_(make_origin({{"job", "test"}}, {}, jobtrail::node::StreamKind::kOther)) {}
     const std::string& name() const override { return name_; }
     bool poll(std::vector<Event>& out, size_t) override {
         const uint64_t failed = failures();

@@ -17,7 +17,7 @@ Sender::Sender(const config::ShipperConfig& cfg, spool::Spool& spool, Metrics& m
         auto c = std::make_unique<loki::Client>(config::loki_endpoint(cfg_));
         if (auto st = c->load_secrets(); !st.ok)
             std::call_once(*once, [&] {
-                events_.emit(Severity::kError, "sender", "credentials_unreadable",
+                events_.emit(Severity::kError, "sender", event::kCredentialsUnreadable,
                              st.error + " (pushing without those credentials)");
             });
         return c;
@@ -116,7 +116,7 @@ void Sender::handle(const Job& job) {
     }
     if (d.stream_rate_limit) m_.loki_stream_rate_limit_bytes = d.stream_rate_limit;
     if (d.tenant_rate_limit) m_.loki_tenant_rate_limit_bytes = d.tenant_rate_limit;
-    if (d.say) events_.emit(d.say->severity, "sender", std::string(d.say->event), std::move(d.say->text));
+    if (d.say) events_.emit(d.say->severity, "sender", d.say->event, std::move(d.say->text));
     if (d.settles()) settle(s);
 }
 
@@ -131,7 +131,7 @@ void Sender::run(const std::atomic<bool>& stop) {
             // Drained: what Loki acknowledged goes to disk now, not at the next ack (which on a
             // quiet node may come hours later, when Loki no longer drops a re-sent line).
             if (auto st = spool_.flush_ack(); !st.ok)
-                events_.emit(Severity::kWarning, "sender", "ack_failed", "spool: " + st.error);
+                events_.emit(Severity::kWarning, "sender", event::kAckFailed, "spool: " + st.error);
             if (spool_.wait_readable(0, stop)) {
                 // Readable, yet nothing was read (a segment it cannot open): retry after
                 // max_wait, not in a spin.

@@ -14,6 +14,7 @@
 #include "joblog/format.hpp"
 #include "joblog/kernel_line.hpp"
 #include "joblog/shipped.hpp"
+#include "node/nccl_file.hpp"
 
 namespace jobtrail::forensics::bundle {
 namespace {
@@ -125,13 +126,12 @@ QueryRecord from_nccl_files(Collection& col, const Window& w, const std::string&
         ++files_read;
         BoundedLines in(f.fd.get(), std::min(o.max_file_bytes, o.max_local_bytes - bytes_read));
         std::string raw;
+        // A line without the plugin's stamp (a user's own print, a continuation) takes the time
+        // of the line before it, so that it stays beside it in the timeline.
         int64_t last = w.start_ns;
+        Rfc3339Parser stamps;
         while (in.next(raw)) {
-            if (raw.size() > 2 && raw[0] == '[') {
-                const size_t close = raw.find(']');
-                if (close != std::string::npos)
-                    if (auto t = parse_rfc3339_ns(std::string_view(raw).substr(1, close - 1))) last = *t;
-            }
+            if (const auto t = node::NcclLine(raw).time(stamps)) last = *t;
             ++nr.lines;
             col.record(path_component(node), "nccl", rel, last, raw);
         }

@@ -15,6 +15,7 @@
 #include "forensics/logql.hpp"
 #include "joblog/shipped.hpp"
 #include "node/nccl_file.hpp"
+#include "node/schema.hpp"
 
 namespace jobtrail::forensics::bundle {
 namespace {
@@ -59,8 +60,8 @@ std::vector<Task> tasks_of(Collection& col, const Window& w) {
     const BundleOptions& o = col.options();
     std::vector<Task> tasks;
     tasks.push_back({"prolog and epilog", prolog_epilog_query(o.schema, o.job_id), [&col](const loki::QueryEntry& e) {
-                         const std::string node = path_component(label(e, "node"));
-                         std::string phase = label(e, "phase");
+                         const std::string node = path_component(label(e, node::label::kNode));
+                         std::string phase = label(e, node::metadata::kPhase);
                          // Without the label (structured metadata off), the line's own.
                          if (phase.empty()) phase = joblog::parse_shipped_line(e.line).phase;
                          if (phase.empty()) phase = "prolog";
@@ -79,9 +80,9 @@ std::vector<Task> tasks_of(Collection& col, const Window& w) {
                [&col, node, steps](const loki::QueryEntry& e) {
                    // Its name, or its step and what the line says (the shipper sends the
                    // name only when the line does not).
-                   std::string file = label(e, "file");
+                   std::string file = label(e, node::metadata::kFile);
                    if (const auto origin = node::nccl_line_origin(e.line); origin && file.empty()) {
-                       std::string step = label(e, "step");  // every line's, from older shippers
+                       std::string step = label(e, node::metadata::kStep);  // every line's, from older shippers
                        if (!NcclSteps::usable(step)) step = steps->step_of(origin->host, origin->pid, e.ts_ns);
                        file = node::nccl_file_name(step, origin->host, origin->pid);
                    }
@@ -90,7 +91,9 @@ std::vector<Task> tasks_of(Collection& col, const Window& w) {
                }};
         // From ten minutes before the window: a file says its step again after ten minutes.
         t.before = {nccl_step_query(o.schema, o.job_id, n),
-                    [steps](const loki::QueryEntry& e) { steps->add(e, label(e, "step"), label(e, "file")); },
+                    [steps](const loki::QueryEntry& e) {
+                        steps->add(e, label(e, node::metadata::kStep), label(e, node::metadata::kFile));
+                    },
                     NcclSteps::kSaidEveryNs};
         t.after_before = [steps] { steps->done(); };
         tasks.push_back(std::move(t));

@@ -13,7 +13,7 @@ bool may_say(int64_t& said_ns, int64_t now) {
 }
 
 ResponsePolicy::Say held_back(std::string text) {
-    return {Severity::kWarning, "stream_rate_limited", std::move(text) + " (data stays in the spool)"};
+    return {Severity::kWarning, event::kStreamRateLimited, std::move(text) + " (data stays in the spool)"};
 }
 
 }  // namespace
@@ -83,7 +83,7 @@ ResponsePolicy::Decision ResponsePolicy::decide(Stream& s, std::string_view stre
             const uint64_t other_rejected = n - known_n;
             d.stored_entries = sent.entries - n;
             d.stored_bytes = rest_n ? rest_b - rest_b * other_rejected / rest_n : 0;
-            d.say = Say{Severity::kWarning, "rejected",
+            d.say = Say{Severity::kWarning, event::kRejected,
                         "Loki rejected " + std::to_string(n) + " of " + std::to_string(sent.entries) +
                             " entries (HTTP " + std::to_string(v.status) + "), not retried: " + v.first_message};
             pace(s, sent, now);
@@ -94,7 +94,7 @@ ResponsePolicy::Decision ResponsePolicy::decide(Stream& s, std::string_view stre
             if (sent.entries <= 1) {
                 d.action = Action::kDropped;
                 d.dropped_reason = "request_too_large";
-                d.say = Say{Severity::kWarning, "entry_too_large",
+                d.say = Say{Severity::kWarning, event::kEntryTooLarge,
                             "Loki refused a single entry as too large (HTTP 413); dropped"};
                 s.attempt = 0;
                 return d;
@@ -117,7 +117,7 @@ ResponsePolicy::Decision ResponsePolicy::decide(Stream& s, std::string_view stre
         const bool auth = v.verdict == loki::Verdict::kAuthFailure;
         // Loki without a tenant says "no org id": name the setting that fixes it.
         const bool no_tenant = v.status == 401 && v.first_message.find("no org id") != std::string::npos;
-        d.say = Say{auth ? Severity::kError : Severity::kWarning, auth ? "auth_failed" : "push_failed",
+        d.say = Say{auth ? Severity::kError : Severity::kWarning, auth ? event::kAuthFailed : event::kPushFailed,
                     std::string(no_tenant ? "Loki wants a tenant: set shipper.loki.tenant (sent as X-Scope-OrgID)"
                                 : auth    ? "Loki refused our credentials"
                                           : "Loki push failed") +
@@ -152,7 +152,7 @@ void ResponsePolicy::rate_limited(Stream& s, std::string_view stream, const Sent
             tenant_.cap = tenant_.cap ? std::min(tenant_.cap, below) : below;
         }
         if (may_say(tenant_.said_ns, now))
-            d.say = Say{Severity::kWarning, "tenant_rate_limited",
+            d.say = Say{Severity::kWarning, event::kTenantRateLimited,
                         "Loki's ingestion rate limit for the tenant (" + std::to_string(v.tenant_rate_limit) +
                             " bytes/s) refused a push of " + std::to_string(sent.bytes) +
                             " bytes; sending smaller pushes, data stays in the spool: " + v.first_message};
@@ -176,7 +176,7 @@ void ResponsePolicy::rate_limited(Stream& s, std::string_view stream, const Sent
             // One entry the stream's limit never lets in: counted, not retried forever.
             d.action = Action::kDropped;
             d.dropped_reason = "per_stream_rate_limit";
-            d.say = Say{Severity::kWarning, "entry_over_stream_limit",
+            d.say = Say{Severity::kWarning, event::kEntryOverStreamLimit,
                         "Loki's per-stream rate limit refused one entry of " + std::to_string(sent.bytes - 1) +
                             " bytes three times; dropped: " + v.first_message};
             s.single_refusals = 0;

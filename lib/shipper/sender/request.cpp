@@ -85,7 +85,7 @@ bool Sender::build_partial(const std::string& name, StreamState& s, uint64_t cap
         std::string why;
         if (spool::expand_run(run, run_raw_, run_records_, run_metadata_, &why)) return true;
         m_.drop("spool_corrupt", run.count - s.run_done);
-        events_.emit(Severity::kError, "sender", "spool_corrupt",
+        events_.emit(Severity::kError, "sender", event::kSpoolCorrupt,
                      "a spooled run of " + std::to_string(run.count) + " records of " + name + " does not decode (" +
                          why + "); dropped");
         return false;

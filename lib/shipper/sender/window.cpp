@@ -108,7 +108,7 @@ void Sender::ack_done() {
         if (auto st = spool_.ack(end); !st.ok)
             // Not fatal: Loki has the records; after a restart they are sent again and dropped
             // by Loki as duplicates.
-            events_.emit(Severity::kWarning, "sender", "ack_failed", "spool: " + st.error);
+            events_.emit(Severity::kWarning, "sender", event::kAckFailed, "spool: " + st.error);
     m_.oldest_pending_ns[lane_index(lane_)] =
         window_.empty() || window_.front().records.empty() ? 0 : window_.front().records.records().front().ts_ns;
 }

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <any>
+#include <concepts>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,19 +15,29 @@ namespace jobtrail::config {
 class Parser;
 }
 
-// What a kind of source is. Each kind is a type K in its own folder, sources/<kind>/:
-//   K::kName                  its section, shipper.sources.<kName>
-//   K::Config                 what the section holds (<kind>/config.hpp)
-//   K::defaults()             the value when the section is absent      } <kind>/config.cpp: no
-//   K::parse(p, sources, w, c) the section, strictly (file:line:key)    } source code, so the CLI
-//   K::schema(c, s)           the `job` values of the streams it makes  } and collectors link it
-//   K::build(ctx, c, out)     its sources (<kind>/<kind>_source.cpp, the shipper)
-// and one row in registry.hpp's SourceKinds.
+// What a kind of source is: a type K in its own folder, sources/<kind>/, and one row in
+// registry.hpp's SourceKinds (which checks SourceKind below).
 namespace jobtrail::shipper {
 
 class Source;
 struct SourceContext;
 using Sources = std::vector<std::unique_ptr<Source>>;
+
+template <class K>
+concept SourceKind = requires(config::Parser& p, const YAML::Node& sources, const std::string& where,
+                              typename K::Config& parsed, const typename K::Config& c, node::Schema& schema,
+                              const SourceContext& ctx, Sources& out) {
+    // Its section, shipper.sources.<kName>, and what the section holds (<kind>/config.hpp).
+    { K::kName } -> std::convertible_to<const char*>;
+    // <kind>/config.cpp, no source code, so that the CLI and the collectors link it: the value
+    // when the section is absent, the section parsed strictly (file:line:key), the `job` values
+    // of the streams it makes.
+    { K::defaults() } -> std::same_as<typename K::Config>;
+    K::parse(p, sources, where, parsed);
+    K::schema(c, schema);
+    // Its sources (<kind>/<kind>_source.cpp, the shipper).
+    K::build(ctx, c, out);
+};
 
 // K's parsed value in `c`, or K's defaults when `c` was not parsed with K's section.
 template <class K>

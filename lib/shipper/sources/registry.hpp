@@ -9,10 +9,10 @@
 
 // The kinds of source, one row each (fluent-bit's plugin table): each row names its section,
 // its parse (<kind>/config.cpp) and its build (<kind>/<kind>_source.cpp) through the kind's type
-// (kind.hpp). Adding a source is one folder and one row here.
+// (kind.hpp's SourceKind, checked here). Adding a source is one folder and one row here.
 namespace jobtrail::shipper {
 
-template <class... K>
+template <SourceKind... K>
 struct KindList {};
 
 using SourceKinds = KindList<KmsgKind, FileKind, JournaldKind, PodsKind>;

@@ -22,7 +22,7 @@ public:
     virtual ~Source() = default;
     virtual const std::string& name() const = 0;
     // What it reads, which decides its spool lane (lanes.hpp).
-    virtual node::Stream kind() const { return node::Stream::kOther; }
+    virtual node::StreamKind kind() const { return node::StreamKind::kOther; }
     // Appends what is readable now (bounded by max_bytes); returns true if more is waiting.
     virtual bool poll(std::vector<Event>& out, size_t max_bytes) = 0;
     // The position after everything poll() returned, and its restoration at start.

@@ -6,6 +6,7 @@
 
 #include "common/time.hpp"
 #include "node/job_state.hpp"
+#include "node/schema.hpp"
 
 namespace jobtrail::shipper {
 
@@ -140,7 +141,7 @@ void Stages::apply(std::vector<Event>& events) {
         }
         if (e.dropped) continue;
         const Origin& o = *e.origin;
-        if (o.kind == node::Stream::kNccl) {
+        if (o.kind == node::StreamKind::kNccl) {
             // Unknown jobs keep their lines: dropping is only for jobs known not to trace.
             if (nccl_noise_ && !o.job_id.empty() && jobs_.traced(o.job_id, o.step) == 0 &&
                 RE2::PartialMatch(e.line, noise_)) {
@@ -149,27 +150,24 @@ void Stages::apply(std::vector<Event>& events) {
             } else if (!budget_.take(e)) {
                 e.dropped = true;
             }
-        } else if (o.kind == node::Stream::kKernel) {
+        } else if (o.kind == node::StreamKind::kKernel) {
             tag_kernel(e);
         }
     }
 }
 
 void Stages::tag_kernel(Event& e) {
-    std::string_view bdf;
-    for (const auto& [k, v] : e.metadata)
-        if (k == "pci_bdf") bdf = v;
     // Text a root process wrote into the ring is judged by its time only.
-    const auto a = e.kernel_facility ? jobs_.attribute(e.ts_ns, e.line, bdf) : jobs_.attribute(e.ts_ns, {}, {});
+    const auto a = e.kernel_facility ? jobs_.attribute(e.ts_ns, e.line, e.pci_bdf) : jobs_.attribute(e.ts_ns, {}, {});
     if (a.running.empty() && a.owner.empty()) return;
     // The one job it concerns; a node-wide record concerns the only job running, if one is.
     const std::string owner = !a.owner.empty() ? a.owner : (a.running.size() == 1 ? a.running[0] : std::string());
     std::string running;
     for (const auto& id : a.running) running += (running.empty() ? "" : ",") + id;
-    if (!owner.empty()) e.metadata.emplace_back("slurm_job_id", owner);
-    if (!running.empty()) e.metadata.emplace_back("slurm_jobs_running", running);
-    e.metadata.emplace_back("attribution", std::string(devices::basis_name(a.basis)));
-    if (a.device) e.metadata.emplace_back("gpu", std::to_string(a.device->index));
+    if (!owner.empty()) e.metadata.emplace_back(node::metadata::kSlurmJobId, owner);
+    if (!running.empty()) e.metadata.emplace_back(node::metadata::kSlurmJobsRunning, running);
+    e.metadata.emplace_back(node::metadata::kAttribution, std::string(devices::basis_name(a.basis)));
+    if (a.device) e.metadata.emplace_back(node::metadata::kGpu, std::to_string(a.device->index));
 }
 
 }  // namespace jobtrail::shipper

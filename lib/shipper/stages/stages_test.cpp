@@ -11,7 +11,7 @@
 using namespace jobtrail::shipper;
 
 namespace {
-using jobtrail::node::Stream;
+using jobtrail::node::StreamKind;
 
 // An event as the sources make it: the kind of stream comes from the source, not the label.
 Event ev(std::string job, std::string line, std::string job_id = "", int64_t ts = 2000, std::string step = "") {
@@ -19,9 +19,9 @@ Event ev(std::string job, std::string line, std::string job_id = "", int64_t ts 
     e.ts_ns = ts;
     jobtrail::loki::LabelSet labels = {{"job", job}};
     if (!job_id.empty()) labels["job_id"] = job_id;
-    const Stream kind = job.find("nccl") != std::string::npos   ? Stream::kNccl
-                        : job.find("kmsg") != std::string::npos ? Stream::kKernel
-                                                                : Stream::kOther;
+    const StreamKind kind = job.find("nccl") != std::string::npos   ? StreamKind::kNccl
+                            : job.find("kmsg") != std::string::npos ? StreamKind::kKernel
+                                                                    : StreamKind::kOther;
     e.origin = make_origin(std::move(labels), {}, kind, job_id, step);
     e.line = std::move(line);
     return e;
@@ -126,7 +126,7 @@ TEST_CASE("stages: a job's NCCL lines past its budget are dropped, counted and s
           "(shipper.stages.nccl_budget)");
     CHECK(said[0].origin->label("job") == "nccl");
     CHECK(said[0].origin->label("job_id") == "4242");
-    CHECK(said[0].origin->kind == Stream::kNccl);
+    CHECK(said[0].origin->kind == StreamKind::kNccl);
 
     // A new window: the job has its budget again, and a window without drops says nothing.
     std::vector<Event> next = {ev("nccl", line, "4242")};
@@ -205,7 +205,7 @@ TEST_CASE("stages: one-byte NCCL lines with long metadata pay for the metadata, 
     int64_t now = 1'000'000'000;
     Stages st(cfg, layout(run.path()), m, [&] { return now; });
     const auto origin = make_origin({{"job", "nccl"}, {"job_id", "9"}},
-                                    {{"file", "0." + std::string(230, 'h') + ".1.log"}}, Stream::kNccl, "9");
+                                    {{"file", "0." + std::string(230, 'h') + ".1.log"}}, StreamKind::kNccl, "9");
     std::vector<Event> e;
     for (int i = 0; i < 1000; ++i) e.push_back({1, origin, "7", {}, false});
     st.apply(e);
@@ -238,7 +238,8 @@ namespace {
 // A kernel record as the kmsg source makes it: the extractor's pci_bdf, and the kernel's facility.
 Event kernel(std::string line, int64_t ts, std::string bdf = "", bool kernel_facility = true) {
     Event e = ev("kmsg", std::move(line), "", ts);
-    if (!bdf.empty()) e.metadata.emplace_back("pci_bdf", bdf);
+    if (!bdf.empty()) e.metadata.emplace_back(jobtrail::node::metadata::kPciBdf, bdf);
+    e.pci_bdf = std::move(bdf);
     e.kernel_facility = kernel_facility;
     return e;
 }

@@ -20,12 +20,12 @@ namespace {
 struct FormatName {
     const char* name;
     LineFormat format;
-    node::Stream stream;
+    node::StreamKind stream;
 };
-constexpr FormatName kFormats[] = {{"plain", LineFormat::kPlain, node::Stream::kOther},
-                                   {"joblog", LineFormat::kJoblog, node::Stream::kJobLog},
-                                   {"nccl", LineFormat::kNccl, node::Stream::kNccl},
-                                   {"cri", LineFormat::kCri, node::Stream::kOther}};
+constexpr FormatName kFormats[] = {{"plain", LineFormat::kPlain, node::StreamKind::kOther},
+                                   {"joblog", LineFormat::kJoblog, node::StreamKind::kJobLog},
+                                   {"nccl", LineFormat::kNccl, node::StreamKind::kNccl},
+                                   {"cri", LineFormat::kCri, node::StreamKind::kOther}};
 
 // The labels every stream gets from jobtrail: a source's `labels` may not replace them, or its
 // lines would pose as another node's, job's or stream kind.
@@ -41,25 +41,26 @@ bool reserved_label(const std::string& s) {
 std::vector<FileSourceConfig> FileKind::defaults() {
     const node::Layout layout;
     const node::Schema schema;
-    using node::Stream;
-    return {{"prolog-epilog",
-             {layout.job_logs_glob()},
-             schema.job(Stream::kJobLog),
-             LineFormat::kJoblog,
-             {},
-             Stream::kJobLog},
-            {"nccl", {layout.nccl_files_glob()}, schema.job(Stream::kNccl), LineFormat::kNccl, {}, Stream::kNccl},
-            {"fabric-manager",
-             {"/var/log/fabricmanager.log"},
-             schema.job(Stream::kFabricManager),
-             LineFormat::kPlain,
-             {},
-             Stream::kFabricManager}};
+    using node::StreamKind;
+    return {
+        {"prolog-epilog",
+         {layout.job_logs_glob()},
+         schema.job(StreamKind::kJobLog),
+         LineFormat::kJoblog,
+         {},
+         StreamKind::kJobLog},
+        {"nccl", {layout.nccl_files_glob()}, schema.job(StreamKind::kNccl), LineFormat::kNccl, {}, StreamKind::kNccl},
+        {"fabric-manager",
+         {"/var/log/fabricmanager.log"},
+         schema.job(StreamKind::kFabricManager),
+         LineFormat::kPlain,
+         {},
+         StreamKind::kFabricManager}};
 }
 
 void FileKind::schema(const Config& c, node::Schema& s) {
     for (const auto& f : c)
-        if (f.stream != node::Stream::kOther) s.set_job(f.stream, f.job);
+        if (f.stream != node::StreamKind::kOther) s.set_job(f.stream, f.job);
 }
 
 void parse_file_bounds(config::Parser& p, const YAML::Node& n, const std::string& where, FileSourceConfig& fs) {
@@ -116,8 +117,8 @@ void FileKind::parse(config::Parser& p, const YAML::Node& sources, const std::st
                     std::string kind;
                     p.string(item, fw, "stream", kind);
                     const auto k = node::parse_stream_kind(kind);
-                    if (!k || *k == node::Stream::kKernel || *k == node::Stream::kJournal ||
-                        *k == node::Stream::kShipper || *k == node::Stream::kPod)
+                    if (!k || *k == node::StreamKind::kKernel || *k == node::StreamKind::kJournal ||
+                        *k == node::StreamKind::kShipper || *k == node::StreamKind::kPod)
                         p.error(item["stream"], fw + ".stream", "expected job-log, nccl, fabric-manager or other");
                     else
                         fs.stream = *k;

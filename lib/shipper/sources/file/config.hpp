@@ -25,7 +25,7 @@ struct FileSourceConfig {
     std::vector<std::pair<std::string, std::string>> labels;  // extra static labels
     // What kind of stream these files are (`stream:`; default from the format): stages and the
     // CLI find "the NCCL stream" by kind, whatever `job` the site calls it.
-    node::Stream stream = node::Stream::kOther;
+    node::StreamKind stream = node::StreamKind::kOther;
     // Bounds against a job's user with ten thousand files: files tracked by this source, and in
     // any one directory (a job's NCCL directory). Files past them are refused and counted.
     size_t max_files = 4096;

@@ -97,7 +97,7 @@ bool FileSource::poll(std::vector<Event>& out, size_t max_bytes) {
     if (held > cfg_.max_partial_bytes) cut_partials(out, held);
     if (cut_unsaid_ && (cut_said_ns_ == 0 || monotonic_ns() - cut_said_ns_ >= 10'000'000'000)) {
         cut_said_ns_ = monotonic_ns();
-        events_.emit(Severity::kWarning, cfg_.name, "partial_lines_cut",
+        events_.emit(Severity::kWarning, cfg_.name, event::kPartialLinesCut,
                      "shipped " + std::to_string(cut_unsaid_) + " unterminated lines (" +
                          std::to_string(cut_bytes_unsaid_) + " bytes) before their end: its files held more than " +
                          std::to_string(cfg_.max_partial_bytes) +

@@ -48,7 +48,7 @@ class FileSource : public Source {
 public:
     FileSource(FileSourceConfig cfg, FileSourceOptions o, Metrics& m);
     const std::string& name() const override { return cfg_.name; }
-    node::Stream kind() const override { return cfg_.stream; }
+    node::StreamKind kind() const override { return cfg_.stream; }
     bool poll(std::vector<Event>& out, size_t max_bytes) override;
     nlohmann::json checkpoint() const override;
     void restore(const nlohmann::json& state) override;

@@ -4,11 +4,12 @@
 
 #include "node/layout.hpp"
 #include "node/nccl_file.hpp"
+#include "node/schema.hpp"
 #include "shipper/sources/file/file_source.hpp"
 
 namespace jobtrail::shipper {
 
-Labeler contract_labeler(LineFormat format, node::Stream kind) {
+Labeler contract_labeler(LineFormat format, node::StreamKind kind) {
     return [format, kind](const std::string& path) -> Result<FileStream> {
         FileStream s;
         s.kind = kind;
@@ -16,7 +17,7 @@ Labeler contract_labeler(LineFormat format, node::Stream kind) {
         if (const auto jl = node::parse_job_log(path)) {
             s.phase = std::string(node::phase_name(jl->phase));
             s.job_id = jl->job_id;
-            s.metadata.emplace_back("phase", s.phase);
+            s.metadata.emplace_back(node::metadata::kPhase, s.phase);
         } else if ((nccl = node::parse_nccl_file(path))) {
             s.job_id = nccl->job_id;
             s.step = nccl->step;
@@ -29,10 +30,10 @@ Labeler contract_labeler(LineFormat format, node::Stream kind) {
             // that does not say where it came from (Loki pays for every byte of every line).
             s.file_name = path.substr(path.rfind('/') + 1);
             if (nccl && node::plain_name_part(nccl->step) && node::plain_name_part(nccl->host)) {
-                s.first_line_metadata.emplace_back("step", nccl->step);
+                s.first_line_metadata.emplace_back(node::metadata::kStep, nccl->step);
                 s.nccl_prefix = nccl->host + ":" + nccl->pid + ":";
             } else {
-                s.metadata.emplace_back("file", s.file_name);
+                s.metadata.emplace_back(node::metadata::kFile, s.file_name);
             }
         }
         return s;

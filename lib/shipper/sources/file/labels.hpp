@@ -20,7 +20,7 @@ struct FileStream {
     loki::LabelSet labels;
     Metadata metadata;  // every line's
     std::string job_id;
-    node::Stream kind = node::Stream::kOther;
+    node::StreamKind kind = node::StreamKind::kOther;
     std::string step;              // the Slurm step, for the stages
     Metadata first_line_metadata;  // said on its first line shipped (Origin), not on every line
     std::string phase;             // prolog or epilog: put before each job log line
@@ -33,6 +33,6 @@ using Labeler = std::function<Result<FileStream>(const std::string& path)>;
 // The node contract's names: job logs give their job and phase, NCCL files their job and step.
 // Of the `nccl` format, which file a line came from is metadata (never a label: it would
 // multiply streams). Every file is `kind`; none is refused.
-Labeler contract_labeler(LineFormat format, node::Stream kind);
+Labeler contract_labeler(LineFormat format, node::StreamKind kind);
 
 }  // namespace jobtrail::shipper

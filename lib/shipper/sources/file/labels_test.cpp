@@ -5,20 +5,20 @@
 #include "node/layout.hpp"
 
 using namespace jobtrail::shipper;
-using jobtrail::node::Stream;
+using jobtrail::node::StreamKind;
 
 TEST_CASE("the node contract's labeler: job logs give job and phase, NCCL files job and step", "[file]") {
     const jobtrail::node::Layout layout;
-    const auto joblog = contract_labeler(LineFormat::kJoblog, Stream::kJobLog);
+    const auto joblog = contract_labeler(LineFormat::kJoblog, StreamKind::kJobLog);
     const auto r = joblog(layout.job_log(jobtrail::node::Phase::kEpilog, "4242"));
     REQUIRE(r.ok);
     CHECK(r.value.job_id == "4242");
     CHECK(r.value.phase == "epilog");
-    CHECK(r.value.kind == Stream::kJobLog);
+    CHECK(r.value.kind == StreamKind::kJobLog);
     CHECK(r.value.metadata == Metadata{{"phase", "epilog"}});
     CHECK(r.value.labels.empty());
 
-    const auto nccl = contract_labeler(LineFormat::kNccl, Stream::kNccl);
+    const auto nccl = contract_labeler(LineFormat::kNccl, StreamKind::kNccl);
     const auto ours = nccl(layout.nccl_job_dir("77") + "/0.gpu01.1234.log");
     REQUIRE(ours.ok);
     CHECK(ours.value.job_id == "77");
@@ -35,9 +35,9 @@ TEST_CASE("the node contract's labeler: job logs give job and phase, NCCL files 
     CHECK(mine.value.metadata == Metadata{{"file", "mine.log"}});
 
     // Any other file is only its kind: refused by nothing.
-    const auto plain = contract_labeler(LineFormat::kPlain, Stream::kFabricManager)("/var/log/fabricmanager.log");
+    const auto plain = contract_labeler(LineFormat::kPlain, StreamKind::kFabricManager)("/var/log/fabricmanager.log");
     REQUIRE(plain.ok);
-    CHECK(plain.value.kind == Stream::kFabricManager);
+    CHECK(plain.value.kind == StreamKind::kFabricManager);
     CHECK(plain.value.job_id.empty());
     CHECK(plain.value.metadata.empty());
 }

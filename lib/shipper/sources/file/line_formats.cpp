@@ -3,7 +3,9 @@
 #include "common/text.hpp"
 #include "common/time.hpp"
 #include "joblog/format.hpp"
+#include "joblog/shipped.hpp"
 #include "node/nccl_file.hpp"
+#include "node/schema.hpp"
 #include "shipper/sources/file/file_source.hpp"
 #include "shipper/sources/file/sanitize.hpp"
 
@@ -24,7 +26,8 @@ void FileSource::emit_line(Tracked& t, std::string_view raw, std::vector<Event>&
             // file); any other line of the file carries the file's name.
             if (!t.nccl_prefix.empty()) {
                 const auto said = nccl.text();
-                if (!said || !said->starts_with(t.nccl_prefix)) e.metadata.emplace_back("file", t.file_name);
+                if (!said || !said->starts_with(t.nccl_prefix))
+                    e.metadata.emplace_back(node::metadata::kFile, t.file_name);
             }
         }
         if (e.ts_ns == 0) e.ts_ns = realtime_ns();
@@ -45,9 +48,8 @@ void FileSource::emit_line(Tracked& t, std::string_view raw, std::vector<Event>&
             joblog::Line l;
             if (joblog::parse_line(text, l)) {
                 e.ts_ns = l.ts_ns;
-                line = (t.phase.empty() ? "" : t.phase + " ") + std::string(l.tag) +
-                       (l.name.empty() ? "" : "[" + std::string(l.name) + "]") + " " + std::string(l.text);
-                e.metadata.emplace_back("tag", std::string(l.tag));
+                line = joblog::make_shipped_line(t.phase, l.tag, l.name, l.text);
+                e.metadata.emplace_back(node::metadata::kTag, std::string(l.tag));
             } else {
                 line = std::string(text);
             }
@@ -99,7 +101,7 @@ void FileSource::emit_cri(Tracked& t, cri::Joiner::Joined j, std::vector<Event>&
     Event e;
     e.origin = t.origin;
     e.ts_ns = j.ts_ns;
-    e.metadata.emplace_back("stream", std::move(j.stream));
+    e.metadata.emplace_back(node::metadata::kStream, std::move(j.stream));
     if (j.cut) ++m_.cri_lines_cut;
     finish_line(std::move(e), std::move(j.text), out);
 }

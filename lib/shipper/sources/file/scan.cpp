@@ -32,7 +32,7 @@ void FileSource::scan() {
     if (failed) {
         for (auto& g : found) globfree(&g);
         if (!glob_failed_)
-            events_.emit(Severity::kWarning, cfg_.name, "glob_failed",
+            events_.emit(Severity::kWarning, cfg_.name, event::kGlobFailed,
                          "cannot list the files of " + cfg_.paths.front() +
                              "...: " + (glob_errno ? errno_text(glob_errno) : std::string("out of memory")) +
                              "; keeping the files already tracked");
@@ -137,19 +137,19 @@ void FileSource::scan_path(const std::string& path, std::map<std::string, size_t
 // What this scan refused beyond the ten it said one by one, in a line per reason.
 void FileSource::say_refused() {
     if (unsaid_now_)
-        events_.emit(Severity::kWarning, cfg_.name, "file_refused",
+        events_.emit(Severity::kWarning, cfg_.name, event::kFileRefused,
                      "not reading " + std::to_string(unsaid_now_) +
                          " more files (links, FIFOs, devices, hard links or "
                          "other owners' files; counted in jobtrail_shipper_files_refused_total)");
     said_now_ = unsaid_now_ = 0;
     if (over_limit_now_)
-        events_.emit(Severity::kWarning, cfg_.name, "too_many_files",
+        events_.emit(Severity::kWarning, cfg_.name, event::kTooManyFiles,
                      "not reading " + std::to_string(over_limit_now_) + " more files: over the limit of " +
                          std::to_string(cfg_.max_files) + " files for this source or " +
                          std::to_string(cfg_.max_files_per_dir) + " in one directory");
     over_limit_now_ = 0;
     for (const auto& [uid, n] : owner_over_now_)
-        events_.emit(Severity::kWarning, cfg_.name, "too_many_files",
+        events_.emit(Severity::kWarning, cfg_.name, event::kTooManyFiles,
                      "not reading " + std::to_string(n) + " more files of uid " + std::to_string(uid) +
                          ": over its share of " + std::to_string(cfg_.max_files_per_owner) +
                          " files per owner, kept for the others");
@@ -174,7 +174,7 @@ bool FileSource::refuse(const std::string& path, const SafeFile& f, ino_t ino) {
         ++unsaid_now_;
         return true;
     }
-    events_.emit(Severity::kWarning, cfg_.name, "file_refused", "not reading " + f.error);
+    events_.emit(Severity::kWarning, cfg_.name, event::kFileRefused, "not reading " + f.error);
     return true;
 }
 

@@ -6,6 +6,7 @@
 #include "common/text.hpp"
 #include "common/time.hpp"
 #include "kmsg/record.hpp"
+#include "node/schema.hpp"
 
 #ifdef JOBTRAIL_HAVE_JOURNALD
 #include <systemd/sd-journal.h>
@@ -28,7 +29,7 @@ nlohmann::json JournaldSource::checkpoint() const {
 const std::shared_ptr<const Origin>& JournaldSource::origin(const std::string& unit, int priority) {
     auto& o = origins_[{unit, priority}];
     if (!o) {
-        const std::string& job = node::Schema::defaults().job(node::Stream::kJournal);
+        const std::string& job = node::Schema::defaults().job(node::StreamKind::kJournal);
         loki::LabelSet labels = {{node::label::kCluster, node_.cluster},
                                  {node::label::kNode, node_.node},
                                  {node::label::kJob, job},
@@ -40,7 +41,7 @@ const std::shared_ptr<const Origin>& JournaldSource::origin(const std::string& u
         } else {
             labels[node::label::kServiceName] = job;
         }
-        o = make_origin(std::move(labels), {}, node::Stream::kJournal);
+        o = make_origin(std::move(labels), {}, node::StreamKind::kJournal);
     }
     return o;
 }
@@ -75,7 +76,7 @@ Status JournaldSource::open() {
         Status st = Status::failure("cannot open the journal" +
                                     (cfg_.directory.empty() ? "" : " in " + cfg_.directory) + ": " + std::strerror(-r));
         // Retried every pass; said once until it works again.
-        if (!open_failed_) events_.emit(Severity::kError, name_, "open_failed", st.error);
+        if (!open_failed_) events_.emit(Severity::kError, name_, event::kOpenFailed, st.error);
         open_failed_ = true;
         return st;
     }
@@ -130,7 +131,8 @@ bool JournaldSource::poll(std::vector<Event>& out, size_t max_bytes) {
         e.ts_ns = static_cast<int64_t>(usec) * 1000;
         e.origin = origin(std::string(field(j_, "_SYSTEMD_UNIT", 13)), level);
         e.line = escape_line(utf8_prefix(msg, max_line_));
-        if (const auto pid = field(j_, "_PID", 4); !pid.empty()) e.metadata.emplace_back("pid", std::string(pid));
+        if (const auto pid = field(j_, "_PID", 4); !pid.empty())
+            e.metadata.emplace_back(node::metadata::kPid, std::string(pid));
         bytes += e.line.size() + 64;
         out.push_back(std::move(e));
     }
@@ -162,7 +164,7 @@ bool JournaldSource::poll(std::vector<Event>&, size_t) {
 void JournaldKind::build(const SourceContext& c, const Config& j, Sources& out) {
     if (!j.enabled) return;
     if (!JournaldSource::available()) {
-        c.events.emit(Severity::kWarning, "journald", "not_built",
+        c.events.emit(Severity::kWarning, "journald", event::kNotBuilt,
                       "shipper.sources.journald is enabled but this build has no libsystemd: not read");
         return;
     }

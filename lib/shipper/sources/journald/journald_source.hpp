@@ -22,7 +22,7 @@ public:
     JournaldSource& operator=(const JournaldSource&) = delete;
 
     const std::string& name() const override { return name_; }
-    node::Stream kind() const override { return node::Stream::kJournal; }
+    node::StreamKind kind() const override { return node::StreamKind::kJournal; }
     bool poll(std::vector<Event>& out, size_t max_bytes) override;
     nlohmann::json checkpoint() const override;
     void restore(const nlohmann::json& state) override;

@@ -4,6 +4,7 @@
 
 #include "common/text.hpp"
 #include "common/time.hpp"
+#include "node/schema.hpp"
 
 namespace jobtrail::shipper {
 
@@ -28,10 +29,10 @@ const std::shared_ptr<const Origin>& KmsgSource::origin(int level) {
     if (!o)
         o = make_origin({{node::label::kCluster, node_.cluster},
                          {node::label::kNode, node_.node},
-                         {node::label::kJob, node::Schema::defaults().job(node::Stream::kKernel)},
+                         {node::label::kJob, node::Schema::defaults().job(node::StreamKind::kKernel)},
                          {node::label::kPriority, kmsg::level_name(static_cast<uint8_t>(level & 7))},
-                         {node::label::kServiceName, node::Schema::defaults().job(node::Stream::kKernel)}},
-                        {}, node::Stream::kKernel);
+                         {node::label::kServiceName, node::Schema::defaults().job(node::StreamKind::kKernel)}},
+                        {}, node::StreamKind::kKernel);
     return o;
 }
 
@@ -42,11 +43,11 @@ Status KmsgSource::open_reader() {
         reader_.close();
         // Retried every pass; said once until it works again.
         if (!open_failed_)
-            events_.emit(Severity::kError, name_, "open_failed", "cannot read " + path_ + ": " + st.error);
+            events_.emit(Severity::kError, name_, event::kOpenFailed, "cannot read " + path_ + ": " + st.error);
         open_failed_ = true;
         return st;
     }
-    if (open_failed_) events_.emit(Severity::kInfo, name_, "opened", "reading " + path_ + " again");
+    if (open_failed_) events_.emit(Severity::kInfo, name_, event::kOpened, "reading " + path_ + " again");
     open_failed_ = false;
     return st;
 }
@@ -57,14 +58,18 @@ void KmsgSource::emit(const kmsg::Record& r, std::vector<Event>& out) {
     e.origin = origin(r.level);
     e.line = escape_line(r.message);
     e.kernel_facility = r.facility == 0;
-    e.metadata.emplace_back("seq", std::to_string(r.seq));
-    if (auto v = r.dict_value("SUBSYSTEM"); !v.empty()) e.metadata.emplace_back("subsystem", std::string(v));
-    if (auto v = r.dict_value("DEVICE"); !v.empty()) e.metadata.emplace_back("device", std::string(v));
+    e.metadata.emplace_back(node::metadata::kSeq, std::to_string(r.seq));
+    if (auto v = r.dict_value("SUBSYSTEM"); !v.empty())
+        e.metadata.emplace_back(node::metadata::kSubsystem, std::string(v));
+    if (auto v = r.dict_value("DEVICE"); !v.empty()) e.metadata.emplace_back(node::metadata::kDevice, std::string(v));
     if (auto ev = extractor_.extract(r)) {
-        if (ev->xid) e.metadata.emplace_back(ev->kind == "sxid" ? "sxid" : "xid", std::to_string(ev->xid));
-        if (!ev->pci_bdf.empty()) e.metadata.emplace_back("pci_bdf", ev->pci_bdf);
-        e.metadata.emplace_back("event", ev->kind);
-        e.metadata.emplace_back("severity", std::string(events::severity_name(ev->severity)));
+        if (ev->xid)
+            e.metadata.emplace_back(ev->kind == "sxid" ? node::metadata::kSxid : node::metadata::kXid,
+                                    std::to_string(ev->xid));
+        if (!ev->pci_bdf.empty()) e.metadata.emplace_back(node::metadata::kPciBdf, ev->pci_bdf);
+        e.pci_bdf = std::move(ev->pci_bdf);
+        e.metadata.emplace_back(node::metadata::kEvent, ev->kind);
+        e.metadata.emplace_back(node::metadata::kSeverity, std::string(events::severity_name(ev->severity)));
     }
     out.push_back(std::move(e));
 }

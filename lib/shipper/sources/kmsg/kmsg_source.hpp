@@ -21,7 +21,7 @@ class KmsgSource : public Source {
 public:
     KmsgSource(std::string path, const kmsg::BootClock& clock, NodeInfo node, Metrics& m, Events events = {});
     const std::string& name() const override { return name_; }
-    node::Stream kind() const override { return node::Stream::kKernel; }
+    node::StreamKind kind() const override { return node::StreamKind::kKernel; }
     bool poll(std::vector<Event>& out, size_t max_bytes) override;
     nlohmann::json checkpoint() const override;
     void restore(const nlohmann::json& state) override;

@@ -32,7 +32,7 @@ FileSourceConfig pod_file_defaults() {
     FileSourceConfig f;
     f.name = PodsKind::kName;
     f.format = LineFormat::kCri;
-    f.stream = node::Stream::kPod;
+    f.stream = node::StreamKind::kPod;
     f.max_files_per_dir = 64;
     f.max_files_per_owner = f.max_files;  // kubelet's files are root's: the share does not apply
     return f;

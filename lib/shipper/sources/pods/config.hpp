@@ -34,7 +34,7 @@ struct PodsKind {
     using Config = PodsConfig;
     static Config defaults() { return {}; }
     static void parse(config::Parser& p, const YAML::Node& sources, const std::string& where, Config& out);
-    static void schema(const Config& c, node::Schema& s) { s.set_job(node::Stream::kPod, c.job); }
+    static void schema(const Config& c, node::Schema& s) { s.set_job(node::StreamKind::kPod, c.job); }
     static void build(const SourceContext& ctx, const Config& c, Sources& out);
 };
 

@@ -15,7 +15,7 @@ TEST_CASE("pods source: off by default, and its job value is the schema's", "[co
     auto none = parse_config("shipper: {}\n", "h.yaml", source_sections());
     CHECK(none.errors.empty());
     CHECK_FALSE(source_config<PodsKind>(none.config.shipper).enabled);
-    CHECK(none.config.shipper.schema.job(jobtrail::node::Stream::kPod) == "kubernetes-pods");
+    CHECK(none.config.shipper.schema.job(jobtrail::node::StreamKind::kPod) == "kubernetes-pods");
     auto r = parse_config(
         "shipper:\n  sources:\n    pods:\n      enabled: true\n      root: /srv/pods/\n      job: k8s\n"
         "      job_id_pattern: '^sj-([0-9]+)'\n      nccl_containers: ['trainer', 'nccl-.*']\n",
@@ -26,7 +26,7 @@ TEST_CASE("pods source: off by default, and its job value is the schema's", "[co
     CHECK(c.root == "/srv/pods");
     CHECK(c.job_id_pattern == "^sj-([0-9]+)");
     CHECK(c.nccl_containers == std::vector<std::string>{"trainer", "nccl-.*"});
-    CHECK(r.config.shipper.schema.job(jobtrail::node::Stream::kPod) == "k8s");
+    CHECK(r.config.shipper.schema.job(jobtrail::node::StreamKind::kPod) == "k8s");
 }
 
 TEST_CASE("pods source: an unknown key is refused with file, line and key", "[config][pods]") {

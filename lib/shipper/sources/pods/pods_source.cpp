@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "node/layout.hpp"
+#include "node/schema.hpp"
 #include "shipper/sources/pods/pod_path.hpp"
 
 namespace jobtrail::shipper {
@@ -23,13 +24,13 @@ Labeler pod_labeler(const PodsConfig& c) {
         s.labels = {{node::label::kNamespace, p.value.ns},
                     {node::label::kPod, p.value.pod},
                     {node::label::kContainer, p.value.container}};
-        s.metadata = {{"pod_uid", p.value.uid}};  // one stream per container, not per pod instance
+        s.metadata = {{node::metadata::kPodUid, p.value.uid}};  // one stream per container, not per pod instance
         std::string id;
         if (job_id->ok() && RE2::PartialMatch(p.value.pod, *job_id, &id) && node::valid_job_id(id))
             s.job_id = std::move(id);
-        s.kind = node::Stream::kPod;
+        s.kind = node::StreamKind::kPod;
         for (const auto& re : nccl)
-            if (re->ok() && RE2::FullMatch(p.value.container, *re)) s.kind = node::Stream::kNccl;
+            if (re->ok() && RE2::FullMatch(p.value.container, *re)) s.kind = node::StreamKind::kNccl;
         return s;
     };
 }

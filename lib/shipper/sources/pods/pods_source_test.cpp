@@ -91,10 +91,10 @@ TEST_CASE("pod streams: namespace, pod, container and node from the path, the ui
     CHECK(md(tr, "stream") == "stdout");
     CHECK(tr.ts_ns == 1795989142000000001);
     // A container configured as running NCCL goes through the stages' NCCL rules, with its job.
-    CHECK(tr.origin->kind == jobtrail::node::Stream::kNccl);
+    CHECK(tr.origin->kind == jobtrail::node::StreamKind::kNccl);
     CHECK(tr.origin->job_id == "4242");
     CHECK(w.line == "listening");
-    CHECK(w.origin->kind == jobtrail::node::Stream::kPod);
+    CHECK(w.origin->kind == jobtrail::node::StreamKind::kPod);
     CHECK(w.origin->label("job_id").empty());  // no Slurm job in its name
     CHECK(w.origin->label("namespace") == "serving");
     CHECK(t.m.files_refused["unexpected_name"] == 1);  // the odd directory, said and counted once

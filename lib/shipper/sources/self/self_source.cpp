@@ -8,9 +8,9 @@ namespace jobtrail::shipper {
 SelfSource::SelfSource(NodeInfo node, const Metrics& m, int64_t interval_ms)
     : origin_(make_origin({{node::label::kCluster, node.cluster},
                            {node::label::kNode, node.node},
-                           {node::label::kJob, node::Schema::defaults().job(node::Stream::kShipper)},
-                           {node::label::kServiceName, node::Schema::defaults().job(node::Stream::kShipper)}},
-                          {}, node::Stream::kShipper)),
+                           {node::label::kJob, node::Schema::defaults().job(node::StreamKind::kShipper)},
+                           {node::label::kServiceName, node::Schema::defaults().job(node::StreamKind::kShipper)}},
+                          {}, node::StreamKind::kShipper)),
       m_(m),
       interval_ns_(interval_ms * 1'000'000) {}
 

@@ -16,7 +16,7 @@ class SelfSource : public Source {
 public:
     SelfSource(NodeInfo node, const Metrics& m, int64_t interval_ms);
     const std::string& name() const override { return name_; }
-    node::Stream kind() const override { return node::Stream::kShipper; }
+    node::StreamKind kind() const override { return node::StreamKind::kShipper; }
     bool poll(std::vector<Event>& out, size_t max_bytes) override;
     nlohmann::json checkpoint() const override { return nlohmann::json::object(); }
     void restore(const nlohmann::json&) override {}
