@@ -524,18 +524,19 @@ TEST_CASE("sender: a request cap halved for a nameless 429 grows back with each 
 }
 
 TEST_CASE("sender: a wait for a named per-stream limit is never longer than max_backoff", "[loki][sender]") {
-    // Loki names 16 B/s once: paced at it, 1 KB lines would wait a minute each.
+    // Loki names 1 KB/s once: paced at it, 30 lines of 3 KB would wait a minute and a half, past
+    // wait_for's bound.
     Rig rig;
     const int64_t t = realtime_ns();
-    for (int i = 0; i < 20; ++i) rig.add(kA, "a " + std::to_string(i) + " " + std::string(1000, 'a'), t + i);
+    for (int i = 0; i < 30; ++i) rig.add(kA, "a " + std::to_string(i) + " " + std::string(3000, 'a'), t + i);
     bool first = true;
     rig.script.answer = [&](const Request& r) {
-        if (std::exchange(first, false)) return per_stream_429(r, "16B");
+        if (std::exchange(first, false)) return per_stream_429(r, "1KB");
         return ok();
     };
-    rig.start();  // max_backoff 100 ms: 20 lines in about 2 s, not 20 minutes
-    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 20; }));
-    CHECK(rig.m.sent == 20);
+    rig.start();  // max_backoff 100 ms: 30 lines in about 3 s
+    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 30; }));
+    CHECK(rig.m.sent == 30);
 }
 
 TEST_CASE("sender: a per-stream limit Loki named is probed again after a while", "[loki][sender]") {
@@ -546,14 +547,14 @@ TEST_CASE("sender: a per-stream limit Loki named is probed again after a while",
     for (int i = 0; i < 40; ++i) rig.add(kA, "a " + std::to_string(i) + " " + std::string(1000, 'a'), t + i);
     bool first = true;
     rig.script.answer = [&](const Request& r) {
-        if (std::exchange(first, false)) return per_stream_429(r, "16B");
+        if (std::exchange(first, false)) return per_stream_429(r, "1KB");
         return ok();
     };
     rig.reprobe_ns = 300'000'000;
     rig.start();
     REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 40; }));
     std::lock_guard<std::mutex> lk(rig.script.mu);
-    // One line a request while the 16 B/s answer holds, then the rest at once.
+    // One line a request while the 1 KB/s answer holds, then the rest at once.
     CHECK(rig.script.seen[1].lines.size() == 1);
     CHECK(rig.script.seen.back().lines.size() > 1);
 }

@@ -34,7 +34,9 @@ uint64_t ResponsePolicy::request_cap(Stream& s, int64_t now) {
         s.cap_grows = false;
         s.learned_ns = 0;
     }
-    if (tenant_.cap && now - tenant_.learned_ns > reprobe_ns_) tenant_.cap = tenant_.rate = 0;
+    // The tenant's rate too, capped or not: a stale rate would make larger stream limits look
+    // implausible for good.
+    if ((tenant_.cap || tenant_.rate) && now - tenant_.learned_ns > reprobe_ns_) tenant_.cap = tenant_.rate = 0;
     uint64_t cap = cfg_.batch_max_bytes;
     // Pushes of a quarter of the stream's pace: Loki's rate store sees it steady, never a
     // burst above its shard threshold.
@@ -139,10 +141,10 @@ ResponsePolicy::Decision ResponsePolicy::decide(Stream& s, std::string_view stre
 void ResponsePolicy::rate_limited(Stream& s, std::string_view stream, const Sent& sent, const loki::PushResponse& v,
                                   int64_t now, Decision& d) {
     const auto plausible = [&](uint64_t limit) {
-        return limit && limit <= kMaxPlausibleRate && (!tenant_.rate || limit <= tenant_.rate);
+        return limit >= kMinPlausibleRate && limit <= kMaxPlausibleRate && (!tenant_.rate || limit <= tenant_.rate);
     };
     const int64_t max_wait = cfg_.max_backoff_ms * 1'000'000;
-    if (v.tenant_rate_limit && v.tenant_rate_limit <= kMaxPlausibleRate) {
+    if (v.tenant_rate_limit >= kMinPlausibleRate && v.tenant_rate_limit <= kMaxPlausibleRate) {
         // The tenant's limit takes a push whole: pieces below its rate, then ordinary backoff.
         tenant_.rate = v.tenant_rate_limit;
         tenant_.learned_ns = now;
@@ -172,8 +174,9 @@ void ResponsePolicy::rate_limited(Stream& s, std::string_view stream, const Sent
         s.cap_bytes =
             repeat ? std::max<uint64_t>(1, sent.bytes / 2) : std::min(s.cap_bytes ? s.cap_bytes : below, below);
         s.cap_grows = false;
-        if (sent.entries == 1 && ++s.single_refusals >= 3) {
-            // One entry the stream's limit never lets in: counted, not retried forever.
+        // One entry larger than a second of the stream's limit, refused three times: it never
+        // gets in; counted, not retried forever. One that fits waits for the bucket, as any.
+        if (sent.entries == 1 && sent.bytes > v.stream_rate_limit && ++s.single_refusals >= 3) {
             d.action = Action::kDropped;
             d.dropped_reason = "per_stream_rate_limit";
             d.say = Say{Severity::kWarning, event::kEntryOverStreamLimit,

@@ -33,6 +33,9 @@ public:
     // A rate Loki names above this is not a limit: no Loki takes a terabyte a second, and right
     // after a restart it names its WAL replay's unlimited rate as 8EB (reference §12).
     static constexpr uint64_t kMaxPlausibleRate = 1ULL << 40;
+    // Nor is one below a kilobyte a second: Loki's limits are kilobytes and up, and one such
+    // answer (a proxy's, a forged one) paced a healthy stream at a line every half minute.
+    static constexpr uint64_t kMinPlausibleRate = 1ULL << 10;
     // What Loki's answers taught (a stream's rate and request cap, the tenant's) is probed again
     // after this long: limits change, and an answer may have been wrong.
     static constexpr int64_t kReprobeNs = 300'000'000'000;

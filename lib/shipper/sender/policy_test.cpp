@@ -321,17 +321,17 @@ TEST_CASE("policy: what Loki's answers taught is probed again after the bound", 
     CHECK(rig.policy.tenant().rate == 0);
 }
 
-TEST_CASE("policy: a wait Loki's answer asks for is never longer than max_backoff; our own pace is ours",
+TEST_CASE("policy: a wait Loki's answer asks for is never longer than max_backoff, while our own pace is ours",
           "[sender][policy]") {
     const int64_t max_wait = 30 * kSecond;
     Rig rig;
-    // 16 B/s for 10 KB would be ten minutes.
-    rig.decide(per_stream_429(10, 16), {10, 10'000, 9'990});
+    // 1 KB/s for 1 MB would be seventeen minutes.
+    rig.decide(per_stream_429(10, 1'024), {10, 1'000'000, 999'990});
     CHECK(rig.s.next_try_ns == kNow + max_wait);
-    // Stored while paced at it: the next waits what this took at 16 B/s, bounded the same.
-    rig.decide(stored(), {1, 12, 11}, kNow + max_wait);
-    CHECK(rig.s.next_try_ns == kNow + max_wait + 12 * kSecond / 16);
-    rig.decide(stored(), {1, 1'000, 999}, kNow + 2 * max_wait);
+    // Stored while paced at it: the next waits what this took at 1 KB/s, bounded the same.
+    rig.decide(stored(), {1, 512, 511}, kNow + max_wait);
+    CHECK(rig.s.next_try_ns == kNow + max_wait + kSecond / 2);
+    rig.decide(stored(), {1, 100'000, 99'999}, kNow + 2 * max_wait);
     CHECK(rig.s.next_try_ns == kNow + 3 * max_wait);
 
     // max_stream_rate is our own pace, below Loki's shard threshold: not bounded by max_backoff.
@@ -401,4 +401,49 @@ TEST_CASE("policy: 5xx, refused credentials and no answer back off exponentially
         CHECK(d.say->event == row.event);
         CHECK(d.say->text == row.text);
     }
+}
+
+TEST_CASE("policy: a named limit below a kilobyte a second is no limit: the stream is not paced at it",
+          "[sender][policy]") {
+    // One 429 naming "1B/sec" (a proxy's, a forged one) must not pace a healthy stream at a
+    // line every half minute for the next five minutes.
+    Rig rig;
+    const auto d = rig.decide(per_stream_429(10, 1), {10, 10'000, 9'990});
+    CHECK(d.action == Action::kBackoff);
+    CHECK(d.stream_rate_limit == 0);
+    CHECK(rig.s.rate_bps == 0);
+    CHECK(rig.s.next_try_ns <= kNow + rig.cfg.min_backoff_ms * 1'000'000);
+    rig.decide(stored(), {5, 5'000, 4'995}, kNow + kSecond);
+    CHECK(rig.s.next_try_ns <= kNow + kSecond);  // not paced after the success
+    Rig tenant;
+    tenant.decide(tenant_429(1), {10, 10'000, 9'990});
+    CHECK(tenant.policy.tenant().cap == 0);
+    CHECK(tenant.policy.tenant().rate == 0);
+}
+
+TEST_CASE("policy: a lone entry within the named per-stream limit is never dropped, however often refused",
+          "[sender][policy]") {
+    // Loki refuses a stream whole while its bucket is empty: a small line waits, it is not lost.
+    Rig rig;
+    for (int i = 0; i < 10; ++i) {
+        const auto d = rig.decide(per_stream_429(1, 64 << 10), {1, 7, 6}, kNow + i * kSecond);
+        CHECK(d.action == Action::kPaced);
+        CHECK(!d.settles());
+        CHECK(rejected(d).empty());
+    }
+}
+
+TEST_CASE("policy: the tenant's named rate is probed again after the bound, also when it capped nothing",
+          "[sender][policy]") {
+    Rig rig;
+    rig.policy.set_reprobe_after(60 * kSecond);
+    // A small push refused by the tenant's limit (shared by the whole cluster): no cap, a rate.
+    rig.decide(tenant_429(1 << 20), {1, 100, 99});
+    CHECK(rig.policy.tenant().cap == 0);
+    CHECK(rig.policy.tenant().rate == 1 << 20);
+    rig.policy.request_cap(rig.s, kNow + 61 * kSecond);
+    CHECK(rig.policy.tenant().rate == 0);
+    // A per-stream limit above the stale tenant rate is plausible again.
+    CHECK(rig.decide(per_stream_429(10, 4 << 20), {10, 8 << 20, 8 << 20}, kNow + 62 * kSecond).stream_rate_limit ==
+          4 << 20);
 }
