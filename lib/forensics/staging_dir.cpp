@@ -87,14 +87,16 @@ Status OutputFile::publish() {
     // only ours is renamed onto the name we promised.
     if (::fstat(fd_.get(), &ours) != 0 || ::fstatat(dir_fd_.get(), tmp_.c_str(), &there, AT_SYMLINK_NOFOLLOW) != 0 ||
         !same_file(ours, there)) {
+        // The message first: discard() forgets the temporary name.
+        auto st = Status::failure("cannot write " + where + ": its temporary file " + dir_ + "/" + tmp_ +
+                                  " was removed or replaced while it was written");
         discard();
-        return Status::failure("cannot write " + where + ": its temporary file " + dir_ + "/" + tmp_ +
-                               " was removed or replaced while it was written");
+        return st;
     }
     if (::renameat(dir_fd_.get(), tmp_.c_str(), dir_fd_.get(), name_.c_str()) != 0) {
-        const int err = errno;
+        auto st = Status::failure("cannot rename " + dir_ + "/" + tmp_ + " to " + where + ": " + errno_text(errno));
         discard();
-        return Status::failure("cannot rename " + dir_ + "/" + tmp_ + " to " + where + ": " + errno_text(err));
+        return st;
     }
     tmp_.clear();
     fd_.reset();

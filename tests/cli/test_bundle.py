@@ -630,6 +630,36 @@ class Bundle(unittest.TestCase):
         for name in ("leak.log", "hard.log", "fifo.log", "zero.log", "sub"):
             self.assertIn("not bundled: %s/%s" % (nccl, name), r.stderr)
 
+    def test_a_full_disk_while_bundling_fails_loudly_never_a_complete_bundle_missing_lines(self):
+        """A user who can fill the output filesystem must not be able to strip lines from their
+        job's bundle: a write the disk refused fails the bundle, it is never called complete."""
+        import resource, signal
+        logs = self.out + "/logs"
+        os.makedirs(logs + "/epilog")
+        with open(logs + "/epilog/4343.log", "w") as f:
+            f.write("2026-11-29T21:52:01.000000000Z meta node=gpu07\n")
+            for i in range(6000):
+                f.write("2026-11-29T21:52:02.%09dZ stdout[10-site.sh] line %05d %s\n" % (i, i, "x" * 60))
+            f.write('2026-11-29T21:53:00.000000000Z end status=0 duration_ms=5\n')
+        with open(self.out + "/cfg.yaml", "w") as f:
+            f.write("cluster: lab\ncollector: {log_dir: %s}\n" % logs)
+        os.makedirs(self.out + "/small")
+
+        def small_disk():  # as a filesystem with 200 KB left: writes past it fail with EFBIG
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+
+        r = subprocess.run([JOBTRAIL, "--config", self.out + "/cfg.yaml", "bundle", "4343", "--local", "-o",
+                            self.out + "/small"], capture_output=True, text=True, timeout=120, preexec_fn=small_disk)
+        self.assertNotIn(r.returncode, (0, 3), r.stdout + r.stderr)
+        self.assertIn("cannot write", r.stderr)
+        self.assertIn("File too large", r.stderr)
+        self.assertEqual([f for f in os.listdir(self.out + "/small") if f.endswith(".tar.zst")], [])
+        self.assertEqual(os.listdir(self.out + "/small"), [])  # nothing half-made left behind
+        # With room, the same bundle is whole.
+        r = self.run_cli("bundle", "4343", "--local", "-o", self.out + "/small", config=self.out + "/cfg.yaml")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
     def test_a_bundle_into_a_directory_a_user_can_write_leaves_what_they_planted_alone(self):
         """Root bundles into a directory its user owns. The user filled it beforehand with the
         staging directories of the next pids and links at the archive's names of the next minute,

@@ -43,14 +43,29 @@ Status write_archive(const StagingDir& dir, const std::string& top, const std::v
         archive_entry_set_filetype(e, AE_IFREG);
         archive_entry_set_perm(e, kArchiveMode);
         archive_entry_set_mtime(e, now, 0);
-        archive_write_header(a, e);
+        // A member cut short (a read error, a full disk) fails the archive: half a file in a
+        // bundle that says it is complete would mislead whoever reads it.
+        Status member;
+        if (archive_write_header(a, e) != ARCHIVE_OK)
+            member = Status::failure("archive: " + rel + ": " + archive_error_string(a));
         char buf[65536];
-        for (ssize_t n; (n = ::read(in.value.get(), buf, sizeof buf)) != 0;) {
+        int64_t copied = 0;
+        for (ssize_t n; member.ok && (n = ::read(in.value.get(), buf, sizeof buf)) != 0;) {
             if (n < 0 && errno == EINTR) continue;
-            if (n < 0) break;
-            archive_write_data(a, buf, static_cast<size_t>(n));
+            if (n < 0) {
+                member = Status::failure("cannot read staged " + rel + ": " + errno_text(errno));
+            } else if (archive_write_data(a, buf, static_cast<size_t>(n)) != n) {
+                member = Status::failure("archive: " + rel + ": " + archive_error_string(a));
+            } else {
+                copied += n;
+            }
         }
+        if (member.ok && copied != sb.st_size) member = Status::failure("staged " + rel + " changed while archived");
         archive_entry_free(e);
+        if (!member.ok) {
+            archive_write_free(a);
+            return member;
+        }
     }
     Status st;
     if (archive_write_close(a) != ARCHIVE_OK) st = Status::failure(std::string("archive: ") + archive_error_string(a));

@@ -20,20 +20,36 @@ void Staging::write(const std::string& rel, int64_t ts, std::string_view line) {
     std::lock_guard<std::mutex> lk(mu_);
     auto it = open_.find(rel);
     if (it == open_.end()) {
-        if (open_.size() >= 128) open_.clear();  // bounded file handles; reopened in append mode
+        if (open_.size() >= 128) close_all();  // bounded file handles; reopened in append mode
         File f = files_.count(rel) ? stream(rel, O_WRONLY | O_APPEND, "a") : stream(rel, O_CREAT, "w");
         it = open_.emplace(rel, std::move(f)).first;
         files_.insert(rel);
     }
-    put(it->second.get(), {format_rfc3339_ns(ts), " ", line, "\n"});
+    put(it->second.get(), {format_rfc3339_ns(ts), " ", line, "\n"}, path_of(rel));
     int64_t& last = last_[rel];
     if (ts < last) unordered_.insert(rel);
     last = std::max(last, ts);
 }
 
+void Staging::put(FILE* f, std::initializer_list<std::string_view> parts, const std::string& what) {
+    for (const auto p : parts)
+        if (std::fwrite(p.data(), 1, p.size(), f) != p.size())
+            throw std::runtime_error("cannot write " + what + ": " + errno_text(errno));
+}
+
+void Staging::finish(FILE* f, const std::string& what) {
+    if (std::fflush(f) != 0 || std::ferror(f))
+        throw std::runtime_error("cannot write " + what + ": " + errno_text(errno));
+}
+
+void Staging::close_all() {
+    for (auto& [rel, f] : open_) finish(f.get(), path_of(rel));
+    open_.clear();
+}
+
 void Staging::close() {
     std::lock_guard<std::mutex> lk(mu_);
-    open_.clear();
+    close_all();
     for (const auto& rel : unordered_) sort_file(rel);
     unordered_.clear();
 }
@@ -57,8 +73,9 @@ void Staging::sort_file(const std::string& rel) {
                      [](const std::string& a, const std::string& b) { return a.compare(0, 30, b, 0, 30) < 0; });
     std::rewind(f.get());
     if (::ftruncate(::fileno(f.get()), 0) != 0)
-        throw std::runtime_error("cannot rewrite " + dir_.path() + "/" + rel + ": " + errno_text(errno));
-    for (const auto& l : lines) put(f.get(), {l, "\n"});
+        throw std::runtime_error("cannot rewrite " + path_of(rel) + ": " + errno_text(errno));
+    for (const auto& l : lines) put(f.get(), {l, "\n"}, path_of(rel));
+    finish(f.get(), path_of(rel));
 }
 
 }  // namespace jobtrail::forensics::bundle

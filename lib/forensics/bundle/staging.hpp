@@ -27,12 +27,16 @@ public:
     // A staged file as a stream in `mode`: a new one (flags O_CREAT), or one made before opened
     // with `flags`; always relative to the staging directory's descriptor.
     File stream(const std::string& rel, int flags, const char* mode) const;
-    static void put(FILE* f, std::initializer_list<std::string_view> parts) {
-        for (const auto p : parts) std::fwrite(p.data(), 1, p.size(), f);
-    }
+    // Writes the parts; a short write (a full disk) throws, naming `what`: a bundle that lost
+    // lines must fail (or be partial), never say it is complete.
+    static void put(FILE* f, std::initializer_list<std::string_view> parts, const std::string& what);
+    // Flushes `f`, throwing as put() does when anything written to it was lost.
+    static void finish(FILE* f, const std::string& what);
 
 private:
     void sort_file(const std::string& rel);
+    void close_all();  // the open streams, each finished
+    std::string path_of(const std::string& rel) const { return dir_.path() + "/" + rel; }
 
     StagingDir& dir_;
     std::mutex mu_;

@@ -1,6 +1,7 @@
 #include "forensics/bundle/timeline.hpp"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 
 #include <filesystem>
 #include <memory>
@@ -26,7 +27,22 @@ std::string node_of(const std::string& rel) {
 
 }  // namespace
 
+namespace {
+
+// The merge holds one descriptor per staged file (a job's local NCCL files alone may be 1,024):
+// as many as the hard limit allows, rather than a bundle that fails at a soft 1,024.
+void raise_open_files_limit() {
+    struct rlimit rl {};
+    if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        ::setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+}  // namespace
+
 void write_timeline(const Staging& st) {
+    raise_open_files_limit();
     struct Cursor {
         File f;
         std::optional<LineReader> in;
@@ -54,10 +70,13 @@ void write_timeline(const Staging& st) {
         Cursor& c = *cs[i];
         const size_t sp = c.line.find(' ');
         const std::string_view l = c.line;
-        Staging::put(out.get(), {l.substr(0, sp), " ", c.node, " ", c.source, " ",
-                                 sp == std::string::npos ? "" : l.substr(sp + 1), "\n"});
+        Staging::put(
+            out.get(),
+            {l.substr(0, sp), " ", c.node, " ", c.source, " ", sp == std::string::npos ? "" : l.substr(sp + 1), "\n"},
+            "timeline.txt");
         if (c.in->next(c.line)) heap.push(i);
     }
+    Staging::finish(out.get(), "timeline.txt");
 }
 
 }  // namespace jobtrail::forensics::bundle
