@@ -43,6 +43,7 @@ if [ -z "${LOKI_URL:-}" ] && [ "${JOBTRAIL_DEMO_NODES:-2}" != 1 ] && [ "$(id -u)
     XID_NODE=jt02
     LOKI=$CLUSTER_LOKI_URL
     logdir() { echo "$D/nodes/$1/log"; }
+    nccldir() { echo "$D/nodes/$1/log/nccl"; }  # the plugin's default, in the node's namespace
     KCTL=$D/node/kmsgfs/ctl  # in a job step: the kmsg fixture of the node it runs on
     SBATCH_NODES="-N 2 --ntasks-per-node=1"
     SRUN="srun -N2 --ntasks-per-node=1"
@@ -62,6 +63,7 @@ else
     XID_NODE=$NODE
     LOKI=$(cat "$D/loki.url")
     logdir() { echo "$D/log"; }
+    nccldir() { echo "$JT_NCCL_DIR"; }  # the lab's plugin's nccl_dir (helpers.bash)
     KCTL=$D/kmsgfs/ctl
     SBATCH_NODES="-n 2"
     SRUN="srun -n2"
@@ -100,7 +102,7 @@ say "what broke on $XID_NODE (from its epilog's event summary)"
 grep ' event severity=' "$e" | sed -E 's/.* event (severity=[a-z]+) kind=([a-z]+) (xid=[0-9]+)? ?(pci_bdf=[^ ]+)?.* meaning="([^"]*)" action="([^"]*)".*/\1 \2 \3 \4\n    \5\n    action: \6/'
 say "NCCL debug files of the job (one per process, NCCL_DEBUG=INFO with UTC-offset timestamps)"
 for n in $NODES; do
-    for f in "$(logdir "$n")/nccl/$id"/*.log; do echo "--- $n: $f"; cat "$f"; done
+    for f in "$(nccldir "$n")/$id"/*.log; do echo "--- $n: $f"; cat "$f"; done
 done
 say "shipped by jobtrail-shipper to Loki ($LOKI)"
 # The last day only: a Loki with max_query_length (721h by default) refuses start=0 with 400.
@@ -128,7 +130,7 @@ say "where the logs are"
 for n in $NODES; do
     echo "$n prolog: $(logdir "$n")/prolog/$id.log"
     echo "$n epilog: $(logdir "$n")/epilog/$id.log"
-    echo "$n NCCL:   $(logdir "$n")/nccl/$id/"
+    echo "$n NCCL:   $(nccldir "$n")/$id/"
 done
 echo "job output: $D/jobs/slurm-$id.out"
 if [ -n "${LOKI_URL:-}" ]; then

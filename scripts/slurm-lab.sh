@@ -14,18 +14,28 @@
 #   SLURM_LAB_GRES, SLURM_LAB_GRES_CONF  the node's Gres= (e.g. gpu:3) and gres.conf's lines
 #   SLURM_LAB_OVERSUBSCRIBE              the partition's OverSubscribe= (default NO; YES lets
 #                                        jobs asking --oversubscribe share the node's 2 cores)
+#   SLURM_LAB_PREFIX                     a Slurm installed under a prefix (e.g. scripts/build-slurm.sh's
+#                                        25.11) instead of Debian's: its bin/ and sbin/ come first
+#   SLURM_LAB_CTLD_PORT, SLURM_LAB_SLURMD_PORT  ports (default 6817, 6818)
 set -euo pipefail
 
 cmd=${1:-status}
 D=${2:-${SLURM_LAB_DIR:-/tmp/slurm-lab}}
 WAIT=${SLURM_LAB_WAIT:-60}
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+PREFIX=${SLURM_LAB_PREFIX:-}
+if [ -n "$PREFIX" ]; then
+    [ -x "$PREFIX/sbin/slurmd" ] || { echo "slurm-lab: no Slurm under SLURM_LAB_PREFIX=$PREFIX" >&2; exit 1; }
+    export PATH=$PREFIX/sbin:$PREFIX/bin:$PATH
+fi
 
 log() { echo "slurm-lab: $*" >&2; }
 
 install_packages() {
     local missing=()
-    for p in slurmctld slurmd slurm-client munge libslurm-dev; do
+    local want=(munge)
+    [ -n "$PREFIX" ] || want+=(slurmctld slurmd slurm-client libslurm-dev)
+    for p in "${want[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
     done
     [ ${#missing[@]} -eq 0 ] && return 0
@@ -106,6 +116,7 @@ CONF
     cat > "$D/env.sh" <<ENV
 export SLURM_CONF=$D/etc/slurm.conf
 export MUNGE_SOCKET=$D/munge/munge.socket
+${PREFIX:+export PATH=$PREFIX/sbin:$PREFIX/bin:\$PATH}
 ENV
 }
 

@@ -231,9 +231,7 @@ TEST_CASE("devices: slurmd -G lines give Slurm's GPU index to device file", "[de
     const auto f = parse_gres_gpu_files(
         {"slurmd: Gres Name=gpu Type=(null) Count=3 Index=0 ID=7696487 File=/tmp/d/nvidia[4-6] (null)",
          "slurmd: Gres Name=gpu Type=h100 Count=2 Index=3 ID=7696487 File=/dev/nvidia0,/dev/nvidia2 Cores=0-7",
-         "slurmd: Gres Name=mps Count=100 Index=0 ID=1 File=/dev/nvidia0",
-         "slurmd: Gres Name=gpu Count=2 Index=9 File=/dev/nvidia[1-3]",  // count disagrees: skipped
-         "garbage"});
+         "slurmd: Gres Name=mps Count=100 Index=0 ID=1 File=/dev/nvidia0", "garbage"});
     REQUIRE(f.size() == 5);
     CHECK(f.at(0) == "/tmp/d/nvidia4");
     CHECK(f.at(2) == "/tmp/d/nvidia6");
@@ -244,4 +242,90 @@ TEST_CASE("devices: slurmd -G lines give Slurm's GPU index to device file", "[de
     CHECK(expand_file_list("/dev/nvidia[0-1").empty());
     CHECK(expand_file_list("/dev/nvidia[0-99999]").empty());
     CHECK(expand_file_list("a,,b").empty());
+}
+
+// What Debian's slurmd 22.05.8 printed for `slurmd -G` with each gres.conf form (Gres=gpu:3, or
+// gpu:h100:2,gpu:a100:1): Index= is the number the File= ends in, not the position Slurm hands
+// out in SLURM_JOB_GPUS, which counts the files in the order the records are listed.
+TEST_CASE("devices: every gres.conf form maps Slurm's GPU index to the right file", "[devices]") {
+    using Files = std::map<int, std::string>;
+    SECTION("one range") {
+        CHECK(parse_gres_gpu_files({"slurmd-vm: Gres Name=gpu Type=(null) Count=3 Index=0 ID=7696487 "
+                                    "File=/tmp/gres22/dev/nvidia[4-6] (null)"}) ==
+              Files{{0, "/tmp/gres22/dev/nvidia4"}, {1, "/tmp/gres22/dev/nvidia5"}, {2, "/tmp/gres22/dev/nvidia6"}});
+    }
+    SECTION("one line per device") {
+        CHECK(
+            parse_gres_gpu_files(
+                {"slurmd-vm: Gres Name=gpu Type=(null) Count=1 Index=4 ID=7696487 File=/tmp/gres22/dev/nvidia4 (null)",
+                 "slurmd-vm: Gres Name=gpu Type=(null) Count=1 Index=5 ID=7696487 File=/tmp/gres22/dev/nvidia5 (null)",
+                 "slurmd-vm: Gres Name=gpu Type=(null) Count=1 Index=6 ID=7696487 File=/tmp/gres22/dev/nvidia6 "
+                 "(null)"}) ==
+            Files{{0, "/tmp/gres22/dev/nvidia4"}, {1, "/tmp/gres22/dev/nvidia5"}, {2, "/tmp/gres22/dev/nvidia6"}});
+    }
+    SECTION("one line per device, not in the files' order") {
+        CHECK(
+            parse_gres_gpu_files(
+                {"slurmd-vm: Gres Name=gpu Type=(null) Count=1 Index=6 ID=7696487 File=/tmp/gres22/dev/nvidia6 (null)",
+                 "slurmd-vm: Gres Name=gpu Type=(null) Count=1 Index=4 ID=7696487 File=/tmp/gres22/dev/nvidia4 (null)",
+                 "slurmd-vm: Gres Name=gpu Type=(null) Count=1 Index=5 ID=7696487 File=/tmp/gres22/dev/nvidia5 "
+                 "(null)"}) ==
+            Files{{0, "/tmp/gres22/dev/nvidia6"}, {1, "/tmp/gres22/dev/nvidia4"}, {2, "/tmp/gres22/dev/nvidia5"}});
+    }
+    SECTION("typed lines") {
+        CHECK(parse_gres_gpu_files({"slurmd-vm: Gres Name=gpu Type=h100 Count=2 Index=0 ID=7696487 "
+                                    "File=/tmp/gres22/dev/nvidia[4-5] (null)",
+                                    "slurmd-vm: Gres Name=gpu Type=a100 Count=1 Index=6 ID=7696487 "
+                                    "File=/tmp/gres22/dev/nvidia6 (null)"}) ==
+              Files{{0, "/tmp/gres22/dev/nvidia4"}, {1, "/tmp/gres22/dev/nvidia5"}, {2, "/tmp/gres22/dev/nvidia6"}});
+    }
+    SECTION("Slurm 25.11.7's slurmd -G, one line per device and typed lines") {
+        // What SchedMD's 25.11.7 printed (log lines with their time; cgroup warnings before them).
+        CHECK(parse_gres_gpu_files(
+                  {"[2026-12-03T08:34:03.516] warning: cgroup/v1 plugin is deprecated, please upgrade to cgroup/v2",
+                   "[2026-12-03T08:34:03.532] Gres Name=gpu Type=(null) Count=1 Index=6 ID=7696487 "
+                   "File=/tmp/gres25/dev/nvidia6 Links=(null) Flags=HAS_FILE,ENV_NVML,ENV_RSMI,ENV_ONEAPI,ENV_OPENCL,"
+                   "ENV_DEFAULT",
+                   "[2026-12-03T08:34:03.532] Gres Name=gpu Type=(null) Count=1 Index=4 ID=7696487 "
+                   "File=/tmp/gres25/dev/nvidia4 Links=(null) Flags=HAS_FILE,ENV_NVML,ENV_RSMI,ENV_ONEAPI,ENV_OPENCL,"
+                   "ENV_DEFAULT"}) == Files{{0, "/tmp/gres25/dev/nvidia6"}, {1, "/tmp/gres25/dev/nvidia4"}});
+        CHECK(parse_gres_gpu_files(
+                  {"[2026-12-03T08:34:03.597] Gres Name=gpu Type=h100 Count=2 Index=0 ID=7696487 "
+                   "File=/tmp/gres25/dev/nvidia[5-6] Links=(null) Flags=HAS_FILE,HAS_TYPE,ENV_NVML,ENV_RSMI,ENV_ONEAPI,"
+                   "ENV_OPENCL,ENV_DEFAULT",
+                   "[2026-12-03T08:34:03.597] Gres Name=gpu Type=a100 Count=1 Index=4 ID=7696487 "
+                   "File=/tmp/gres25/dev/nvidia4 Links=(null) Flags=HAS_FILE,HAS_TYPE,ENV_NVML,ENV_RSMI,ENV_ONEAPI,"
+                   "ENV_OPENCL,ENV_DEFAULT"}) ==
+              Files{{0, "/tmp/gres25/dev/nvidia5"}, {1, "/tmp/gres25/dev/nvidia6"}, {2, "/tmp/gres25/dev/nvidia4"}});
+    }
+    SECTION("a record without its file ends the mapping there, and says why") {
+        std::string why;
+        CHECK(parse_gres_gpu_files({"slurmd-vm: Gres Name=gpu Type=h100 Count=1 Index=4 ID=7696487 "
+                                    "File=/dev/nvidia4 (null)",
+                                    "slurmd: Gres Name=gpu Type=h100 Count=2 Flags=HAS_TYPE,ENV_NVML",
+                                    "slurmd-vm: Gres Name=gpu Type=a100 Count=1 Index=6 ID=7696487 "
+                                    "File=/dev/nvidia6 (null)"},
+                                   &why) == Files{{0, "/dev/nvidia4"}});
+        CHECK(why.find("no device file") != std::string::npos);
+    }
+    SECTION("a MIG slice is never taken for a whole GPU") {
+        std::string why;
+        CHECK(parse_gres_gpu_files(
+                  {"slurmd: Gres Name=gpu Type=1g.10gb Count=1 Index=0 ID=7696487 "
+                   "File=/dev/nvidia0,/dev/nvidia-caps/nvidia-cap21 Links=(null) Flags=HAS_FILE,HAS_TYPE,"
+                   "ENV_NVML,MIG"},
+                  &why)
+                  .empty());
+        CHECK(why.find("MIG") != std::string::npos);
+    }
+    SECTION("MultipleFiles: one GPU in several files is not several GPUs") {
+        std::string why;
+        CHECK(parse_gres_gpu_files(
+                  {"slurmd: Gres Name=gpu Type=(null) Count=1 Index=0 ID=7696487 "
+                   "File=/dev/nvidia0,/dev/nvidia-caps/cap1 (null)",
+                   "slurmd: Gres Name=gpu Type=(null) Count=1 Index=1 ID=7696487 File=/dev/nvidia1 (null)"},
+                  &why)
+                  .empty());
+        CHECK(!why.empty());
+    }
 }

@@ -212,24 +212,45 @@ std::vector<std::string> expand_file_list(std::string_view s) {
     return out;
 }
 
-std::map<int, std::string> parse_gres_gpu_files(const std::vector<std::string>& lines) {
+std::map<int, std::string> parse_gres_gpu_files(const std::vector<std::string>& lines, std::string* why) {
+    // Slurm numbers a node's GPU device files 0, 1, ... in the order slurmd lists its GRES
+    // records (gres.conf's order; sorted by file and links with AutoDetect), each file of a record
+    // one position. "Index=" is not that position: it is the number File= ends in (4 for
+    // /dev/nvidia4, 0 for /dev/nvidia[4-6]). A record we cannot read ends the mapping there: a
+    // position past it could name another job's GPU, and an Xid node-wide is better than blamed.
     std::map<int, std::string> out;
+    const auto stop = [&](std::string reason) {
+        if (why) *why = std::move(reason);
+        return out;
+    };
+    int position = 0;
     for (const auto& line : lines) {
-        std::string_view name, index, file, count;
+        std::string_view name, file, count, flags;
+        bool gres = false;
         for (auto w : split(line, ' ')) {
+            if (w == "Gres") gres = true;
             if (w.substr(0, 5) == "Name=") name = w.substr(5);
-            if (w.substr(0, 6) == "Index=") index = w.substr(6);
             if (w.substr(0, 6) == "Count=") count = w.substr(6);
             if (w.substr(0, 5) == "File=") file = w.substr(5);
+            if (w.substr(0, 6) == "Flags=") flags = w.substr(6);
         }
-        int first = 0;
-        if (name != "gpu" || file.empty() || file == "(null)" || !parse_int(index, first)) continue;
+        if (!gres || name != "gpu") continue;
+        if (flags.find("MIG") != std::string_view::npos)
+            return stop("a MIG slice (its GPU cannot be mapped to a device file here)");
+        if (file.empty() || file == "(null)")
+            return stop(
+                "slurmd -G named no device file for a GPU record (Slurm 23.02 and later print files "
+                "only with DebugFlags=GRES)");
         const auto files = expand_file_list(file);
         int n = 0;
-        // One line per File= entry: its files take the indices from Index= on.
-        if (!parse_int(count, n) || n != static_cast<int>(files.size())) continue;
-        for (size_t i = 0; i < files.size() && out.size() < kMaxIndices; ++i)
-            out.emplace(first + static_cast<int>(i), files[i]);
+        // MultipleFiles (several files, one GPU) also has a count that is not its number of files.
+        if (files.empty() || !parse_int(count, n) || n != static_cast<int>(files.size()))
+            return stop("a GPU record of " + std::string(count) + " devices in " + std::to_string(files.size()) +
+                        " files");
+        for (const auto& f : files) {
+            if (out.size() >= kMaxIndices) return stop("more than " + std::to_string(kMaxIndices) + " GPUs");
+            out.emplace(position++, f);
+        }
     }
     return out;
 }

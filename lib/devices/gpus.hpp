@@ -40,9 +40,11 @@ std::map<std::string, std::string> serials_from_smi_csv(const std::vector<std::s
 
 // `slurmd -G` lines ("slurmd: Gres Name=gpu Type=h100 Count=4 Index=0 ID=7696487
 // File=/dev/nvidia[0-3] ..."): Slurm's GPU index (what SLURM_JOB_GPUS holds: a position in the
-// node's GRES list, not a device minor) to its device file. Lines it cannot read are skipped;
-// at most 256 GPUs.
-std::map<int, std::string> parse_gres_gpu_files(const std::vector<std::string>& lines);
+// node's GRES list, counted over the records in the order slurmd lists them; not the device
+// minor, nor -G's own "Index=") to its device file. Every gres.conf form: a range, one line per
+// device, typed lines. A GPU record it cannot read (no file, a MIG slice, MultipleFiles) ends the
+// mapping there, and `why` says what it was; at most 256 GPUs.
+std::map<int, std::string> parse_gres_gpu_files(const std::vector<std::string>& lines, std::string* why = nullptr);
 
 // "/dev/nvidia[0-3,5]" or "/dev/nvidia0,/dev/nvidia1" into files; empty when malformed.
 std::vector<std::string> expand_file_list(std::string_view s);

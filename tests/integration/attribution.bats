@@ -11,13 +11,8 @@ setup() {
     ids=()
 }
 
-# The jobs wait for a go file: a failed test must not leave them holding the node's GPUs.
 teardown() {
-    local id
-    for id in "${ids[@]}"; do
-        touch "$D/jobs/go.$id"
-        scancel "$id" 2>/dev/null || true
-    done
+    release_jobs "${ids[@]}"
     [ -s "$D/shipper.pid" ] && kill -CONT "$(cat "$D/shipper.pid")" 2>/dev/null || true
 }
 

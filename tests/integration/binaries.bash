@@ -14,3 +14,5 @@ else
     JT_CLI=$JOBTRAIL_BUILD/cli/jobtrail
     JT_PLUGIN=$JOBTRAIL_BUILD/spank/spank_jobtrail.so
 fi
+# The plugin built for another Slurm than the build's (the test command's 25.11 lab).
+[ -n "${JT_SPANK_PLUGIN:-}" ] && JT_PLUGIN=$JT_SPANK_PLUGIN

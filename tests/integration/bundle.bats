@@ -55,7 +55,7 @@ wait_in_loki() {
 }
 
 @test "jobtrail bundle into a directory its user filled with links writes and reads none of them" {
-    id=$(submit --uid=jtuser --gid=jtuser --wrap "sleep 1")
+    id=$(submit_as jtuser --wrap "sleep 1")
     [ "$(wait_job_done "$id")" = COMPLETED ]
     wait_log_end "$D/log/epilog/$id.log" >/dev/null
     secret=$D/root-only-bundle-$id

@@ -1,8 +1,12 @@
 # Shared by the integration tests (bats) and lab.sh.
 D=${SLURM_LAB_DIR:?}
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+# A Slurm under a prefix (the test command's 25.11) instead of Debian's: scripts/slurm-lab.sh.
+[ -n "${SLURM_LAB_PREFIX:-}" ] && export PATH=$SLURM_LAB_PREFIX/sbin:$SLURM_LAB_PREFIX/bin:$PATH
 [ -s "$D/env.sh" ] && source "$D/env.sh"
 NODE=$(hostname -s)
+# Where the lab's plugin puts the jobs' NCCL files (its nccl_dir), and the shipper reads them.
+JT_NCCL_DIR=$D/nccl
 
 # shellcheck source=binaries.bash
 source "$(dirname "${BASH_SOURCE[0]}")/binaries.bash"
@@ -18,7 +22,7 @@ collector:
   run_dir: $D/run-jobtrail
   kmsg: $D/kmsgfs/kmsg
   nvidia_proc: $D/nvidia
-  gres_command: [/usr/sbin/slurmd, -G, -f, $D/etc/slurm.conf]
+  gres_command: [$(command -v slurmd), -G, -f, $D/etc/slurm.conf]
   path: $D/bin:/usr/local/bin:/usr/bin:/bin
   kill_grace: 500ms
   kernel_context: {records: 20, max_age: 10m}
@@ -43,7 +47,7 @@ shipper:
   sources:
     files:
       - {name: prolog-epilog, paths: ["$D/log/{prolog,epilog}/*.log"], job: slurm-prolog-epilog, format: joblog}
-      - {name: nccl, paths: ["$D/nccl/*/*.log"], job: nccl, format: nccl}
+      - {name: nccl, paths: ["$JT_NCCL_DIR/*/*.log"], job: nccl, format: nccl}
     journald: {enabled: false}  # no journald on the test machines
 ${JT_EXTRA_YAML:-}
 YAML
@@ -58,8 +62,16 @@ loki_query() {
 # The SPANK plugin's plugstack line (srun/sbatch/slurmstepd re-read it at every launch).
 jt_write_plugstack() {
     mkdir -p "$D/etc/plugstack.conf.d"
-    echo "optional $JT_PLUGIN nccl_dir=$D/nccl run_dir=$D/run-jobtrail ${JT_PLUGSTACK_EXTRA:-}" \
+    echo "optional $JT_PLUGIN nccl_dir=$JT_NCCL_DIR run_dir=$D/run-jobtrail ${JT_PLUGSTACK_EXTRA:-}" \
         > "$D/etc/plugstack.conf.d/jobtrail.conf"
+}
+
+# The lab's Slurm (scripts/slurm-lab.sh start|restart) with the collectors as Prolog/Epilog and
+# the node's GRES: $2 its Gres= (gpu:3, gpu:h100:2,gpu:a100:1), $3 gres.conf's lines.
+lab_slurm() {
+    SLURM_LAB_PROLOG="$D/etc/jobtrail-prolog.sh" SLURM_LAB_EPILOG="$D/etc/jobtrail-epilog.sh" \
+        SLURM_LAB_GRES=$2 SLURM_LAB_GRES_CONF=$3 SLURM_LAB_OVERSUBSCRIBE=YES \
+        SLURM_LAB_REWRITE=1 "$JOBTRAIL_SOURCE/scripts/slurm-lab.sh" "$1" "$D"
 }
 
 # The site's own scripts that jobtrail wraps.
@@ -101,6 +113,26 @@ submit() {
     mkdir -p "$D/jobs"
     # The test harness's own variables stay out of the job (it inherits the environment).
     env -u JOBTRAIL_BUILD -u JOBTRAIL_SOURCE sbatch --parsable -D "$D/jobs" -o "$D/jobs/slurm-%j.out" "$@"
+}
+
+# The same as the unprivileged user $1 (Slurm 23.02 removed sbatch/srun --uid: a user submits
+# their own jobs, as on a real cluster).
+submit_as() {
+    local user=$1
+    shift
+    mkdir -p "$D/jobs"
+    runuser -u "$user" -- env -u JOBTRAIL_BUILD -u JOBTRAIL_SOURCE sbatch --parsable -D "$D/jobs" \
+        -o "$D/jobs/slurm-%j.out" "$@"
+}
+
+# Jobs that wait for a go file ($D/jobs/go.<id>) are let go and cancelled: a failed test must
+# not leave them holding the node's GPUs.
+release_jobs() {
+    local id
+    for id in "$@"; do
+        touch "$D/jobs/go.$id"
+        scancel "$id" 2>/dev/null || true
+    done
 }
 
 wait_job_done() {

@@ -40,7 +40,7 @@ wait_line() {
     # What point 1 of the hostile-users issue did: /etc/shadow through a symlink named like an
     # NCCL file; here also a root-only file, /dev/zero, a FIFO and a hard link (if the kernel
     # lets the user make one).
-    id=$(submit --uid=jtuser --gid=jtuser --wrap "
+    id=$(submit_as jtuser --wrap "
         d=$D/nccl/\$SLURM_JOB_ID
         ln -s /etc/shadow \$d/1.n1.78.log
         ln -s $secret \$d/2.n1.79.log
@@ -79,7 +79,7 @@ wait_stamp() {
 # The job waits for the test's go, swaps the stamp by `$1` (a shell command run in its NCCL
 # directory), then launches a step, bounded, and records srun's status and the seconds it took.
 submit_stamp_swap() {
-    submit --uid=jtuser --gid=jtuser --wrap "
+    submit_as jtuser --wrap "
         d=$D/nccl/\$SLURM_JOB_ID
         for i in \$(seq 300); do [ -e \$d/go ] && break; sleep 0.1; done
         cd \$d && rm -f .jobtrail-job && $1 && cd /

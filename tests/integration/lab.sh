@@ -16,7 +16,7 @@ start)
         # A new ring is a new boot for everything that remembers kernel positions, but the boot
         # id is the machine's: forget the previous lab's positions, spool and job logs (Slurm
         # may hand out the same job ids again).
-        rm -rf "$D/state" "$D/log/prolog" "$D/log/epilog" "$D/nccl"
+        rm -rf "$D/state" "$D/log/prolog" "$D/log/epilog" "$JT_NCCL_DIR"
         "$JOBTRAIL_BUILD/tests/fixtures/kmsgfs/kmsgfs" "$D/kmsgfs" --ring-bytes 1048576 >"$D/kmsgfs.log" 2>&1 &
         echo $! > "$D/kmsgfs.pid"
         for _ in $(seq 100); do [ -e "$D/kmsgfs/kmsg" ] && break; sleep 0.05; done
@@ -49,9 +49,7 @@ start)
     printf '#!/bin/sh\nexec %s --config %s/etc/jobtrail.yaml\n' "$JT_PROLOG" "$D" > "$D/etc/jobtrail-prolog.sh"
     printf '#!/bin/sh\nexec %s --config %s/etc/jobtrail.yaml\n' "$JT_EPILOG" "$D" > "$D/etc/jobtrail-epilog.sh"
     chmod +x "$D/etc/jobtrail-prolog.sh" "$D/etc/jobtrail-epilog.sh"
-    SLURM_LAB_PROLOG="$D/etc/jobtrail-prolog.sh" SLURM_LAB_EPILOG="$D/etc/jobtrail-epilog.sh" \
-        SLURM_LAB_GRES=gpu:3 SLURM_LAB_GRES_CONF="Name=gpu File=$D/dev/nvidia[4-6]" SLURM_LAB_OVERSUBSCRIBE=YES \
-        SLURM_LAB_REWRITE=1 "$JOBTRAIL_SOURCE/scripts/slurm-lab.sh" start "$D"
+    lab_slurm start gpu:3 "Name=gpu File=$D/dev/nvidia[4-6]"
     # Loki: the one in LOKI_URL, else the test double; and the node's shipper, as a daemon.
     if [ -n "${LOKI_URL:-}" ]; then
         echo "$LOKI_URL" > "$D/loki.url"

@@ -56,7 +56,7 @@ NCCL_DEBUG_TIMESTAMP_LEVELS=ALL" ]
 }
 
 @test "srun --trace-capture as a normal user: one NCCL file per process, owned by the user, in a private per-job directory" {
-    run srun --uid=jtuser --gid=jtuser -n2 --trace-capture -D "$D/jobs" \
+    run runuser -u jtuser -- srun -n2 --trace-capture -D "$D/jobs" \
         sh -c "echo job=\$SLURM_JOB_ID; exec $D/bin/fake-nccl --warn 'NET/IB : Got completion with error 12'"
     [ "$status" -eq 0 ]
     id=$(echo "$output" | sed -n 's/^job=//p' | head -1)
