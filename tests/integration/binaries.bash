@@ -15,4 +15,4 @@ else
     JT_PLUGIN=$JOBTRAIL_BUILD/spank/spank_jobtrail.so
 fi
 # The plugin built for another Slurm than the build's (the test command's 25.11 lab).
-[ -n "${JT_SPANK_PLUGIN:-}" ] && JT_PLUGIN=$JT_SPANK_PLUGIN
+if [ -n "${JT_SPANK_PLUGIN:-}" ]; then JT_PLUGIN=$JT_SPANK_PLUGIN; fi

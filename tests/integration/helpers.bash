@@ -2,7 +2,7 @@
 D=${SLURM_LAB_DIR:?}
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # A Slurm under a prefix (the test command's 25.11) instead of Debian's: scripts/slurm-lab.sh.
-[ -n "${SLURM_LAB_PREFIX:-}" ] && export PATH=$SLURM_LAB_PREFIX/sbin:$SLURM_LAB_PREFIX/bin:$PATH
+if [ -n "${SLURM_LAB_PREFIX:-}" ]; then export PATH=$SLURM_LAB_PREFIX/sbin:$SLURM_LAB_PREFIX/bin:$PATH; fi
 [ -s "$D/env.sh" ] && source "$D/env.sh"
 NODE=$(hostname -s)
 # Where the lab's plugin puts the jobs' NCCL files (its nccl_dir), and the shipper reads them.
