@@ -63,7 +63,7 @@ elseif(JOBTRAIL_BUILD_SPANK)
   message(STATUS "jobtrail-node ${JOBTRAIL_PACKAGE_VERSION}: plugin for the Slurm under ${SLURM_PREFIX} (no "
                  "Debian libslurm dependency; Provides jobtrail-spank-slurm-${Slurm_VERSION_MAJOR_MINOR})")
 else()
-  message(STATUS "jobtrail-node ${JOBTRAIL_PACKAGE_VERSION}: without the SPANK plugin (no Slurm found)")
+  message(STATUS "jobtrail-node ${JOBTRAIL_PACKAGE_VERSION}: without the SPANK plugin (JOBTRAIL_SPANK=OFF, or no Slurm found)")
 endif()
 set(CPACK_DEBIAN_NODE_PACKAGE_RECOMMENDS "logrotate")
 set(CPACK_DEBIAN_NODE_PACKAGE_CONTROL_EXTRA

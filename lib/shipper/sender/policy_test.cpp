@@ -310,10 +310,10 @@ TEST_CASE("policy: the tenant's 429 caps every stream's requests below its rate,
 TEST_CASE("policy: what Loki's answers taught is probed again after the bound", "[sender][policy]") {
     Rig rig;
     rig.policy.set_reprobe_after(300 * kSecond);
-    rig.decide(per_stream_429(10, 16), {10, 10'000, 9'990});
+    rig.decide(per_stream_429(10, 2'048), {10, 10'000, 9'990});
     rig.decide(tenant_429(256 << 10), {10, 400'000, 399'990});
-    CHECK(rig.policy.request_cap(rig.s, kNow + 300 * kSecond) == 12);  // 3/4 of 16 B/s, still held
-    CHECK(rig.s.rate_bps == 16);
+    CHECK(rig.policy.request_cap(rig.s, kNow + 300 * kSecond) == 1'536);  // 3/4 of 2 KB/s, still held
+    CHECK(rig.s.rate_bps == 2'048);
     CHECK(rig.policy.request_cap(rig.s, kNow + 301 * kSecond) == 1 << 20);
     CHECK(rig.s.rate_bps == 0);
     CHECK(rig.s.learned_ns == 0);
