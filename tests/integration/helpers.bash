@@ -68,16 +68,16 @@ jt_write_plugstack() {
 
 # The lab's Slurm (scripts/slurm-lab.sh start|restart) with the collectors as Prolog/Epilog and
 # the node's GRES: $2 its Gres= (gpu:3, gpu:h100:2,gpu:a100:1), $3 gres.conf's lines.
-# The daemons get none of the caller's descriptors (bats waits for its fd 3 and its output pipes
-# to close: a daemon holding one hangs the test); what slurm-lab.sh says goes to its log, shown
-# when it fails.
+# The daemons get none of the caller's descriptors (bats waits for its pipes, fd 3 and the
+# others it opens, to close: a daemon that inherited one hung the test until its timeout); what
+# slurm-lab.sh says goes to its log, shown when it fails.
 lab_slurm() {
     local rc=0
     mkdir -p "$D/log"
     SLURM_LAB_PROLOG="$D/etc/jobtrail-prolog.sh" SLURM_LAB_EPILOG="$D/etc/jobtrail-epilog.sh" \
-        SLURM_LAB_GRES=$2 SLURM_LAB_GRES_CONF=$3 SLURM_LAB_OVERSUBSCRIBE=YES \
-        SLURM_LAB_REWRITE=1 "$JOBTRAIL_SOURCE/scripts/slurm-lab.sh" "$1" "$D" \
-        </dev/null >"$D/log/slurm-lab.log" 2>&1 3>&- || rc=$?
+        SLURM_LAB_GRES=$2 SLURM_LAB_GRES_CONF=$3 SLURM_LAB_OVERSUBSCRIBE=YES SLURM_LAB_REWRITE=1 \
+        /usr/bin/python3 -c 'import os, sys; os.closerange(3, 1 << 16); os.execv(sys.argv[1], sys.argv[1:])' \
+        "$JOBTRAIL_SOURCE/scripts/slurm-lab.sh" "$1" "$D" </dev/null >"$D/log/slurm-lab.log" 2>&1 || rc=$?
     [ "$rc" -eq 0 ] || cat "$D/log/slurm-lab.log" >&2
     return "$rc"
 }
