@@ -20,14 +20,9 @@ BURST, TRICKLE, LINE = 3000, 50, 100
 
 
 def configure(env):
-    with open(env.dir + "/cfg.yaml") as f:
-        cfg = f.read()
-    cfg = cfg.replace("  retry: {min_backoff: 50ms, max_backoff: 500ms}\n", "")
-    cfg = cfg.replace('      - {name: app, paths: ["%s/logs/*.log"], job: app}' % env.dir,
-                      '      - {name: burst, paths: ["%s/logs/burst.log"], job: burst}\n'
-                      '      - {name: trickle, paths: ["%s/logs/trickle.log"], job: trickle}' % (env.dir, env.dir))
-    with open(env.dir + "/cfg.yaml", "w") as f:
-        f.write(cfg)
+    env.edit_config(("  retry: {min_backoff: 50ms, max_backoff: 500ms}\n", ""))
+    env.set_sources('{name: burst, paths: ["%(d)s/logs/burst.log"], job: burst}',
+                    '{name: trickle, paths: ["%(d)s/logs/trickle.log"], job: trickle}')
 
 
 def run_once(limit_s):

@@ -22,13 +22,8 @@ class FairSharing(unittest.TestCase):
                   shipper_yaml="  spool: {max_size: 64MiB}\n  stages: %s" % stages)
         d = env.dir
         os.makedirs(d + "/nccl/4242")
-        with open(d + "/cfg.yaml") as f:
-            cfg = f.read()
-        cfg = cfg.replace('      - {name: app, paths: ["%s/logs/*.log"], job: app}' % d,
-                          '      - {name: fm, paths: ["%s/logs/fm.log"], job: fabric-manager, stream: fabric-manager}\n'
-                          '      - {name: nccl, paths: ["%s/nccl/*/*.log"], job: nccl, format: nccl}' % (d, d))
-        with open(d + "/cfg.yaml", "w") as f:
-            f.write(cfg)
+        env.set_sources('{name: fm, paths: ["%(d)s/logs/fm.log"], job: fabric-manager, stream: fabric-manager}',
+                        '{name: nccl, paths: ["%(d)s/nccl/*/*.log"], job: nccl, format: nccl}')
         open(d + "/logs/fm.log", "w").close()
         return env
 

@@ -48,13 +48,7 @@ class HostileInput(unittest.TestCase):
                     f.write("rank %d says hello\n" % i)
             with open(d + "/logs/app.log", "w") as f:
                 f.write("the other logs still ship\n")
-            with open(d + "/cfg.yaml") as f:
-                cfg = f.read()
-            cfg = cfg.replace('      - {name: app, paths: ["%s/logs/*.log"], job: app}' % d,
-                              '      - {name: app, paths: ["%s/logs/*.log"], job: app}\n'
-                              '      - {name: nccl, paths: ["%s/nccl/*/*.log"], job: nccl, format: nccl}' % (d, d))
-            with open(d + "/cfg.yaml", "w") as f:
-                f.write(cfg)
+            env.set_sources(env.APP, '{name: nccl, paths: ["%(d)s/nccl/*/*.log"], job: nccl, format: nccl}')
             for _ in range(2):  # and again after a restart: still nothing twice
                 r = env.once(120)
                 self.assertEqual(r.returncode, 0, r.stderr.decode(errors="replace")[-2000:])
@@ -85,15 +79,8 @@ class HostileInput(unittest.TestCase):
                 with open(p, "w") as f:
                     f.write("rank %d first\n" % i)
                 os.chown(p, 65534, 65534)
-            with open(d + "/cfg.yaml") as f:
-                cfg = f.read()
-            cfg = cfg.replace('      - {name: app, paths: ["%s/logs/*.log"], job: app}' % d,
-                              '      - {name: app, paths: ["%s/logs/*.log"], job: app}\n'
-                              '      - {name: nccl, paths: ["%s/nccl/*/*.log"], job: nccl, format: nccl,\n'
-                              '         max_files: 20000, max_files_per_dir: 20000, max_files_per_owner: 20000}'
-                              % (d, d))
-            with open(d + "/cfg.yaml", "w") as f:
-                f.write(cfg)
+            env.set_sources(env.APP, '{name: nccl, paths: ["%(d)s/nccl/*/*.log"], job: nccl, format: nccl,\n'
+                                     '         max_files: 20000, max_files_per_dir: 20000, max_files_per_owner: 20000}')
             peaks = []
             for rnd in range(2):
                 if rnd:

@@ -11,15 +11,10 @@ from jtsupport import Env, free_port, http, scrape, wait_for_lines  # noqa: E402
 
 def set_files(env, files, batch=None):
     """Replaces the config's file sources with [(name, job)], each reading logs/<name>.log."""
-    with open(env.dir + "/cfg.yaml") as f:
-        cfg = f.read()
-    cfg = cfg.replace('      - {name: app, paths: ["%s/logs/*.log"], job: app}' % env.dir,
-                      "\n".join('      - {name: %s, paths: ["%s/logs/%s.log"], job: %s}' % (n, env.dir, n, j)
-                                for n, j in files))
+    env.set_sources(*('{name: %s, paths: ["%%(d)s/logs/%s.log"], job: %s}' % (n, n, j) for n, j in files))
     if batch:
-        cfg = cfg.replace("batch: {max_bytes: 256KiB", "batch: {max_bytes: %s" % batch)
-    with open(env.dir + "/cfg.yaml", "w") as f:
-        f.write(cfg)
+        env.edit_config(("batch: {max_bytes: 256KiB", "batch: {max_bytes: %s" % batch))
+
 
 class Loki3Limits(unittest.TestCase):
     """What a real Loki 3.4 does with limits (../shared/reference/loki3-observed-responses.md §1-3),

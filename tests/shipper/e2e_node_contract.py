@@ -29,14 +29,9 @@ class NodeContract(unittest.TestCase):
             with open(d + "/slurm/nccl/4242/0.n1.77.log", "w") as f:
                 f.write("[%s.000000+0000] n1:77:77 [0] NCCL INFO Channel 00/02 : 0 1\n" % iso)
                 f.write("[%s.000001+0000] n1:77:77 [0] NCCL WARN renamed stream still ships\n" % iso)
-            with open(d + "/cfg.yaml") as f:
-                cfg = f.read()
-            cfg = cfg.replace("  state_dir:", "  log_dir: %s/slurm\n  state_dir:" % d)
-            cfg = cfg.replace('      - {name: app, paths: ["%s/logs/*.log"], job: app}' % d,
-                              '      - {name: jobs, paths: ["%s/slurm/{prolog,epilog}/*.log"], job: gpu-jobs, format: joblog}\n'
-                              '      - {name: nccl, paths: ["%s/slurm/nccl/*/*.log"], job: gpu-nccl, format: nccl}' % (d, d))
-            with open(d + "/cfg.yaml", "w") as f:
-                f.write(cfg)
+            env.edit_config(("  state_dir:", "  log_dir: %s/slurm\n  state_dir:" % d))
+            env.set_sources('{name: jobs, paths: ["%(d)s/slurm/{prolog,epilog}/*.log"], job: gpu-jobs, format: joblog}',
+                            '{name: nccl, paths: ["%(d)s/slurm/nccl/*/*.log"], job: gpu-nccl, format: nccl}')
             env.kmsg(["NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus."])
             r = env.once(60)
             self.assertEqual(r.returncode, 0, r.stderr.decode())

@@ -156,6 +156,27 @@ shipper:
 """ % {"d": self.dir, "url": self.url, "extra": shipper_yaml, "loki_extra": loki_extra, "metrics": metrics})
         self.proc = None
 
+    # The config's one file source until set_sources() replaces it.
+    APP = '{name: app, paths: ["%(d)s/logs/*.log"], job: app}'
+
+    def edit_config(self, *pairs):
+        """Replaces each (old, new) text of the shipper's config; an old text that is not there
+        fails the test (a silent no-op would test the default config instead)."""
+        with open(self.dir + "/cfg.yaml") as f:
+            cfg = f.read()
+        for old, new in pairs:
+            if old not in cfg:
+                raise AssertionError("not in the config: %r" % old)
+            cfg = cfg.replace(old, new)
+        with open(self.dir + "/cfg.yaml", "w") as f:
+            f.write(cfg)
+
+    def set_sources(self, *sources):
+        """The config's file sources: YAML flow mappings ("{name: ..., paths: [...], job: ...}",
+        Env.APP for the default one), "%(d)s" standing for the environment's directory."""
+        self.edit_config(("      - " + self.APP % {"d": self.dir},
+                          "\n".join("      - " + s % {"d": self.dir} for s in sources)))
+
     def kmsg(self, lines):
         with open(self.dir + "/mnt/ctl", "w") as f:
             f.write("".join("6;%s\n" % l for l in lines))
