@@ -18,6 +18,13 @@ export JOBTRAIL_BUILD=${JOBTRAIL_DEMO_BUILD:-$SRC/build}
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
+# Root: slurmd, the kmsg fixture (FUSE, with device files) and the node's namespaces. Checked
+# before anything is installed, built or started.
+if [ "$(id -u)" != 0 ]; then
+    echo "demo.sh: run it as root: it installs packages and starts a real Slurm (slurmd, as root)" >&2
+    exit 1
+fi
+
 if [ -z "${JOBTRAIL_DEMO_BUILD:-}" ]; then
     say "installing dependencies (Debian packages)"
     bash scripts/install-deps.sh
@@ -26,8 +33,8 @@ if [ -z "${JOBTRAIL_DEMO_BUILD:-}" ]; then
     cmake --build build -j"$(nproc)" >/dev/null
 fi
 
-# Two nodes need root, namespaces and a bridge; a dry unshare says whether we have them.
-if [ -z "${LOKI_URL:-}" ] && [ "${JOBTRAIL_DEMO_NODES:-2}" != 1 ] && [ "$(id -u)" = 0 ] &&
+# Two nodes need namespaces and a bridge; a dry unshare says whether we have them.
+if [ -z "${LOKI_URL:-}" ] && [ "${JOBTRAIL_DEMO_NODES:-2}" != 1 ] &&
     unshare --net --uts --mount true 2>/dev/null && command -v ip >/dev/null; then
     MODE=cluster
     export SLURM_CLUSTER_DIR=${JOBTRAIL_DEMO_DIR:-/tmp/jobtrail-demo-cluster}
