@@ -21,7 +21,7 @@
 using namespace jobtrail::forensics;
 
 TEST_CASE("LogQL for a job uses the shipper's labels and quotes what it embeds", "[forensics]") {
-    const jobtrail::node::Schema schema;
+    const Scope schema;
     CHECK(prolog_epilog_query(schema, "4242") == R"({job="slurm-prolog-epilog", job_id="4242"})");
     CHECK(kernel_query(schema, "gpu\"01") == R"({job="kmsg", node="gpu\"01"})");
     CHECK(node_matcher({"a.b", "c"}) == R"(node=~"a\\.b|c")");
@@ -101,8 +101,8 @@ TEST_CASE("report.html escapes what the logs say and fetches nothing", "[forensi
 }
 
 TEST_CASE("Xid queries and the bundle's analysis match only lines the kernel starts", "[forensics][hostile]") {
-    CHECK(xid_query(jobtrail::node::Schema(), {}) == R"({job="kmsg"} |~ "^NVRM: Xid|^nvidia-nvswitch[0-9]*: SXid")");
-    for (const auto& q : job_queries(jobtrail::node::Schema(), "77", {"n1"}, false))
+    CHECK(xid_query(Scope(), {}) == R"({job="kmsg"} |~ "^NVRM: Xid|^nvidia-nvswitch[0-9]*: SXid")");
+    for (const auto& q : job_queries(Scope(), "77", {"n1"}, false))
         if (q.name.find("Xid") != std::string::npos) CHECK(q.logql.find(R"(|~ "^NVRM: Xid)") != std::string::npos);
     // A binary named like an Xid that crashed: the kernel line Loki hands back.
     Analyzer an;
