@@ -1002,6 +1002,61 @@ class OneCluster(unittest.TestCase):
         self.assertIn("--cluster", r.stderr)
         self.assertEqual(os.listdir(self.out), [])
 
+    def test_streams_of_another_cluster_that_loki_answers_anyway_are_left_out(self):
+        """Loki's answer is data (a proxy, a bug, a forged label): a Loki that ignores the
+        cluster matcher and answers B's streams too. A's bundle holds none of them, and says so."""
+        import http.server, threading
+        t0 = time.time_ns() - 3600 * NS
+
+        class Careless(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                u = urllib.parse.urlparse(self.path)
+                q = urllib.parse.parse_qs(u.query)
+                logql, start, end = q["query"][0], int(q["start"][0]), int(q["end"][0])
+                def stream(labels, values):
+                    return {"stream": labels, "values": [[str(ts), l] for ts, l in values if start <= ts < end]}
+                jl = {"job": "slurm-prolog-epilog", "job_id": "4242"}
+                if "slurm-prolog-epilog" in logql:
+                    res = [stream(dict(jl, cluster="a", node="gpu01"),
+                                  [(t0, "prolog meta user=alice"), (t0 + 60 * NS, "epilog end status=0 duration_ms=1")]),
+                           stream(dict(jl, cluster="b", node="gpu09"), [(t0 + 1, "prolog meta user=mallory")])]
+                elif '"kmsg"' in logql:
+                    res = [stream({"job": "kmsg", "cluster": "a", "node": "gpu01"}, [(t0 + 10 * NS, "eth0: link up")]),
+                           stream({"job": "kmsg", "cluster": "b", "node": "gpu01"}, [(t0 + 20 * NS, XID79)])]
+                else:
+                    res = []
+                body = json.dumps({"status": "success", "data": {"resultType": "streams",
+                                                                 "result": [r for r in res if r["values"]]}}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Careless)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        try:
+            r = subprocess.run([JOBTRAIL, "--config", "/dev/null", "--loki-url", "http://127.0.0.1:%d" % srv.server_port,
+                                "--cluster", "a", "bundle", "4242", "-o", self.out], capture_output=True, text=True,
+                               timeout=120)
+            self.assertEqual(r.returncode, 3, r.stderr)
+            (archive,) = glob.glob(self.out + "/a-job4242-*.tar.zst")
+            top = extract(archive, self.out + "/x")
+            m = json.load(open(top + "/manifest.json"))
+            self.assertEqual(m["job"]["nodes"], ["gpu01"])
+            self.assertIn("record(s) of other clusters", open(top + "/summary.txt").read())
+            kernel = [q for q in m["queries"] if q["name"] == "kernel gpu01"][0]
+            self.assertTrue(kernel["failed"])
+            self.assertIn("of other clusters than a: left out", kernel["error"])
+            self.assertEqual(open(top + "/nodes/gpu01/kmsg.log").read().count("\n"), 1)
+            self.assertNotIn("Xid", open(top + "/summary.txt").read())
+            self.assertNotIn("mallory", open(top + "/timeline.txt").read())
+        finally:
+            srv.shutdown()
+
     def test_logql_node_and_xid_ask_one_cluster(self):
         config = write_config(self.out, "cluster: a\n")
         r = self.cli("--json", "logql", "4242", "--nodes", "gpu01", config=config)
