@@ -392,6 +392,24 @@ class Bundle(unittest.TestCase):
         finally:
             loki.close()
 
+    def test_a_running_jobs_bundle_reaches_to_now(self):
+        """No epilog yet: the job runs. Its lines half an hour after its prolog are in the bundle,
+        not cut at the prolog's last record and the margin."""
+        loki = Loki()
+        try:
+            t0 = time.time_ns() - 3600 * NS
+            loki.push([s for s in job_streams(nccl_lines=0, t0=t0) if s["stream"].get("phase") != "epilog"
+                       and s["stream"]["job"] != "nccl"])
+            loki.push([{"stream": {"cluster": "c1", "node": "gpu01", "job": "nccl", "job_id": "4242", "file": "0.gpu01.7.log"},
+                        "values": [[str(t0 + 1800 * NS), "[t] gpu01:7:7 [0] NCCL WARN half an hour in"]]}])
+            r = self.run_cli("--loki-url", loki.url, "bundle", "4242", "-o", self.out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            (archive,) = glob.glob(self.out + "/*-job4242-*.tar.zst")
+            top = extract(archive, self.out + "/x")
+            self.assertIn("half an hour in", open(top + "/timeline.txt").read())
+        finally:
+            loki.close()
+
     def test_nodes_given_bundle_names_only_those_nodes(self):
         loki = Loki()
         try:

@@ -248,7 +248,9 @@ FoundJob find_job(const BundleOptions& o) {
         }
         found.nodes.assign(all.begin(), all.end());
         found.start_ns = run_first;
-        found.end_ns = run_last;
+        // Without an epilog's end the job runs (or its node died): its window reaches to now,
+        // not to its prolog's last record.
+        found.end_ns = epilog_ended ? run_last : 0;
         found.basis =
             lists.empty() ? "prolog/epilog records in Loki" : "prolog/epilog records in Loki and the job's nodelist";
         // Without its prolog in the window the job started earlier; without an epilog's end
