@@ -151,7 +151,10 @@ FoundJob find_job(const BundleOptions& o) {
         const int64_t from = std::max(lo, to - piece);
         std::vector<Rec> recs;
         const auto got = loki::query_range(client, q.logql, from, to, o.query, [&](const loki::QueryEntry& e) {
-            if (recs.size() >= kMaxPieceRecords) return;
+            if (recs.size() >= kMaxPieceRecords) {  // a flood pushed into the job's stream: said, not held
+                r.truncated = true;
+                return;
+            }
             // Loki's answer is data: a stream of another cluster is not this job's.
             if (!scope.cluster.empty() && label_of(e, node::label::kCluster) != scope.cluster) {
                 ++foreign;
@@ -211,6 +214,7 @@ FoundJob find_job(const BundleOptions& o) {
     }
     q.lines = r.entries;
     q.failed = r.failed;
+    q.truncated = r.truncated;
     q.error = r.error;
     q.seconds = static_cast<double>(monotonic_ns() - t0) / 1e9;
     job.query = q;
