@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "common/text.hpp"
 #include "common/time.hpp"
@@ -19,6 +20,7 @@
 #include "forensics/xid_table.hpp"
 #include "jobtrail/version.hpp"
 #include "node/layout.hpp"
+#include "node/schema.hpp"
 #include "shipper/sources/registry.hpp"
 
 using namespace jobtrail;
@@ -26,10 +28,12 @@ using namespace jobtrail;
 namespace {
 
 struct Common {
-    std::string config, loki_url, tenant;
-    std::string max_query_length = "721h", max_query_lookback;
+    std::string config, loki_url, tenant, cluster;
+    std::string max_query_length = "721h", max_query_lookback, split_interval = "1h";
+    int max_query_parallelism = 32;
     bool json = false;
     loki::QueryOptions query;
+    int64_t split_interval_ns = 0;
 };
 
 // Loki's query limits as the operator gave them; false (and a message) if malformed.
@@ -41,6 +45,12 @@ bool query_limits(Common& f) {
         std::fprintf(stderr, "jobtrail: --max-query-length and --max-query-lookback take durations (721h, 90d)\n");
         return false;
     }
+    const auto split = parse_duration_ms(f.split_interval);
+    if (!split || *split < 60'000) {
+        std::fprintf(stderr, "jobtrail: --split-queries-by-interval takes a duration of a minute or more (1h)\n");
+        return false;
+    }
+    f.split_interval_ns = *split * 1'000'000;
     f.query.max_query_length_ns = *len * 1'000'000;
     f.query.max_query_lookback_ns = *back * 1'000'000;
     return true;
@@ -59,6 +69,12 @@ bool load(const Common& f, config::Config& out) {
     for (const auto& e : r.errors) std::fprintf(stderr, "jobtrail: %s\n", e.text().c_str());
     out = r.config;
     return r.errors.empty() || r.file_missing;
+}
+
+// Whose records a query asks for: the site's `job` values, and one cluster: --cluster, else the
+// config's `cluster` (what this site's shippers put in the label); empty when neither says.
+forensics::Scope scope(const config::Config& c, const Common& f) {
+    return {config::stream_schema(c.shipper), f.cluster.empty() ? c.cluster : f.cluster};
 }
 
 std::optional<int64_t> parse_when(const std::string& s) {
@@ -122,10 +138,12 @@ int cmd_bundle(const Common& f, const std::string& job, const std::string& nodes
     o.schema = config::stream_schema(c.shipper);
     o.nccl_dir = nccl_dir.empty() ? c.collector.layout().nccl_dir : nccl_dir;
     o.out_dir = out_dir.empty() ? c.cli.output_dir : out_dir;
-    o.cluster = c.cluster.empty() ? "default" : c.cluster;
+    o.cluster = scope(c, f).cluster;
     o.endpoint = endpoint(c, f);
     o.query = f.query;
     o.parallel = parallel > 0 ? parallel : c.cli.parallel;
+    o.max_query_parallelism = f.max_query_parallelism;
+    o.split_interval_ns = f.split_interval_ns;
     o.command_line = cmdline;
     o.progress = ::isatty(2);
     const auto r = forensics::make_bundle(o);
@@ -153,7 +171,7 @@ int cmd_xid_catalogue(const Common& f) {
     return forensics::kExitOk;
 }
 
-int cmd_xid(const Common& f, const std::string& since, const std::string& nodes) {
+int cmd_xid(const Common& f, const std::string& since, const std::string& nodes, bool all_clusters) {
     config::Config c;
     if (!load(f, c)) return forensics::kExitUsage;
     const auto d = parse_duration_ms(since);
@@ -164,16 +182,50 @@ int cmd_xid(const Common& f, const std::string& since, const std::string& nodes)
     loki::Client client(endpoint(c, f));
     if (auto st = client.load_secrets(); !st.ok)
         std::fprintf(stderr, "jobtrail: %s (querying without those credentials)\n", st.error.c_str());
+    forensics::Scope sc = scope(c, f);
+    if (all_clusters) {
+        if (!f.cluster.empty()) {
+            std::fprintf(stderr, "jobtrail: --cluster and --all-clusters: give one\n");
+            return forensics::kExitUsage;
+        }
+        sc.cluster.clear();
+    }
     forensics::XidTable table;
     const int64_t now = realtime_ns();
-    const std::string q = forensics::xid_query(config::stream_schema(c.shipper), split_nodes(nodes));
+    const std::string q = forensics::xid_query(sc, split_nodes(nodes));
+    std::set<std::string> clusters;
+    uint64_t foreign = 0;
     const auto r = loki::query_range(client, q, now - *d * 1'000'000, now, f.query, [&](const loki::QueryEntry& e) {
-        auto it = e.labels->find("node");
-        table.add(it == e.labels->end() ? "?" : it->second, e.ts_ns, e.line);
+        auto it = e.labels->find(node::label::kNode);
+        auto cl = e.labels->find(node::label::kCluster);
+        const std::string cluster = cl == e.labels->end() ? std::string() : cl->second;
+        // Loki's answer is data: a line of another cluster is not shown as this one's.
+        if (!sc.cluster.empty() && cluster != sc.cluster) {
+            ++foreign;
+            return;
+        }
+        if (clusters.size() < 64) clusters.insert(cluster);
+        // Across clusters a node is named with its cluster: node names repeat from one to another.
+        const std::string node = it == e.labels->end() ? "?" : it->second;
+        table.add(all_clusters ? cluster + "/" + node : node, e.ts_ns, e.line);
     });
     if (r.failed) {
         std::fprintf(stderr, "jobtrail: query failed: %s\n", r.error.c_str());
         return forensics::kExitPartial;
+    }
+    if (foreign) {
+        std::fprintf(stderr, "jobtrail: Loki answered %llu line(s) of other clusters than %s: left out\n",
+                     static_cast<unsigned long long>(foreign), escape_line(sc.cluster).c_str());
+        return forensics::kExitPartial;
+    }
+    if (!all_clusters && clusters.size() > 1) {
+        std::string names;
+        for (const auto& n : clusters) names += (names.empty() ? "" : ", ") + escape_line(n);
+        std::fprintf(stderr,
+                     "jobtrail: no cluster configured, and Xid lines come from %zu clusters: %s; say which with "
+                     "--cluster NAME, or --all-clusters for all of them (nodes named cluster/node)\n",
+                     clusters.size(), names.c_str());
+        return forensics::kExitUsage;
     }
     if (f.json)
         std::printf("%s\n", table.json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
@@ -206,8 +258,7 @@ int cmd_node(const Common& f, const std::string& node_name, const std::string& s
         if (auto st = client.load_secrets(); !st.ok)
             std::fprintf(stderr, "jobtrail: %s (querying without those credentials)\n", st.error.c_str());
         source = "Loki " + redact_url_credentials(ep.url);
-        for (const auto& error :
-             forensics::node_from_loki(client, config::stream_schema(c.shipper), node_name, from, to, f.query, v)) {
+        for (const auto& error : forensics::node_from_loki(client, scope(c, f), node_name, from, to, f.query, v)) {
             std::fprintf(stderr, "jobtrail: query failed: %s (what follows is partial)\n", error.c_str());
             rc = forensics::kExitPartial;
         }
@@ -224,8 +275,13 @@ int cmd_node(const Common& f, const std::string& node_name, const std::string& s
 int cmd_logql(const Common& f, const std::string& job, const std::string& nodes) {
     config::Config c;
     if (!load(f, c)) return forensics::kExitUsage;
-    const auto qs = forensics::job_queries(config::stream_schema(c.shipper), job, split_nodes(nodes),
-                                           c.shipper.structured_metadata);
+    const auto sc = scope(c, f);
+    if (sc.cluster.empty())
+        std::fprintf(stderr,
+                     "jobtrail: no cluster configured (`cluster` in the config, or --cluster): these queries match "
+                     "every cluster's job %s\n",
+                     escape_line(job).c_str());
+    const auto qs = forensics::job_queries(sc, job, split_nodes(nodes), c.shipper.structured_metadata);
     if (f.json) {
         nlohmann::json out = nlohmann::json::array();
         for (const auto& q : qs) out.push_back({{"name", q.name}, {"logql", q.logql}});
@@ -249,6 +305,9 @@ int main(int argc, char** argv) try {
                    "configuration file (default $JOBTRAIL_CONFIG or /etc/jobtrail/jobtrail.yaml)");
     app.add_option("--loki-url", f.loki_url, "Loki base URL (default shipper.loki.url from the config)");
     app.add_option("--tenant", f.tenant, "X-Scope-OrgID (default shipper.loki.tenant)");
+    app.add_option("--cluster", f.cluster,
+                   "the cluster every query is for, the `cluster` label (default: `cluster` from the config; "
+                   "without one, bundle and node take the one cluster holding the job or node and refuse several)");
     app.add_flag("--json", f.json, "machine-readable output");
     app.add_option("--max-query-length", f.max_query_length,
                    "Loki's max_query_length: longer queries go in pieces (a smaller limit in Loki's refusal is "
@@ -256,6 +315,14 @@ int main(int argc, char** argv) try {
         ->capture_default_str();
     app.add_option("--max-query-lookback", f.max_query_lookback,
                    "Loki's max_query_lookback: nothing older is asked for (default: none)");
+    app.add_option("--max-query-parallelism", f.max_query_parallelism,
+                   "Loki's max_query_parallelism: a long bundle window keeps fewer queries in flight")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 10000));
+    app.add_option("--split-queries-by-interval", f.split_interval,
+                   "Loki's split_queries_by_interval: with max_query_parallelism, how many queries are worth "
+                   "running at once")
+        ->capture_default_str();
     // Global options also after the subcommand (`jobtrail bundle 42 --json`), as README shows.
     app.fallthrough();
 
@@ -265,8 +332,10 @@ int main(int argc, char** argv) try {
     auto* bundle = app.add_subcommand("bundle", "gather everything about a job into <cluster>-job<id>-<time>.tar.zst");
     bundle->add_option("jobid", job, "Slurm job id")->required();
     bundle->add_option("--nodes", nodes, "comma-separated nodes (default: from the job's prolog/epilog records)");
-    bundle->add_option("--start", start, "window start, RFC 3339 or a duration ago (default: from the records)");
-    bundle->add_option("--end", end, "window end (default: from the records)");
+    bundle->add_option("--start", start,
+                       "window start, RFC 3339 or a duration ago: bounds the search for the job and its window "
+                       "(default: from the records)");
+    bundle->add_option("--end", end, "window end: bounds them likewise (default: from the records)");
     bundle->add_option("--margin", margin, "kernel context before and after the job (default cli.margin, 10m)");
     bundle->add_option("--lookback", lookback, "how far back to look for the job (default cli.lookback, 7d)");
     bundle->add_flag("--local", local, "from this node's files, without Loki");
@@ -278,7 +347,9 @@ int main(int argc, char** argv) try {
     auto* xid = app.add_subcommand("xid", "Xid events across the fleet, node by node, with meaning and action");
     xid->add_option("--since", since, "how far back")->capture_default_str();
     xid->add_option("--nodes", xnodes, "comma-separated nodes (default: all)");
-    bool catalogue = false;
+    bool catalogue = false, all_clusters = false;
+    xid->add_flag("--all-clusters", all_clusters,
+                  "every cluster's Xid lines, nodes named cluster/node (bundle, node and logql are one cluster's)");
     xid->add_flag("--catalogue", catalogue, "print the Xid catalogue (meaning, severity, action) instead; no Loki");
 
     std::string qjob, qnodes;
@@ -307,7 +378,7 @@ int main(int argc, char** argv) try {
     try {
         if (*bundle)
             return cmd_bundle(f, job, nodes, start, end, margin, lookback, local, nccl_dir, out_dir, parallel, cmdline);
-        if (*xid) return catalogue ? cmd_xid_catalogue(f) : cmd_xid(f, since, xnodes);
+        if (*xid) return catalogue ? cmd_xid_catalogue(f) : cmd_xid(f, since, xnodes, all_clusters);
         if (*logql) return cmd_logql(f, qjob, qnodes);
         if (*nodecmd) return cmd_node(f, nnode, nsince, nlocal);
     } catch (const std::exception& e) {

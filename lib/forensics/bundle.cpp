@@ -54,8 +54,10 @@ BundleResult make_bundle(const BundleOptions& o) {
     facts.nodes = g.window.nodes;
     facts.start_ns = g.window.start_ns;
     facts.end_ns = g.window.end_ns;
-    // The configured cluster name wins; without one, what the records say.
-    if (facts.cluster.empty() || o.cluster != "default") facts.cluster = o.cluster;
+    // The cluster the queries matched; locally, the one named, else what the records say.
+    if (!g.cluster.empty()) facts.cluster = g.cluster;
+    if (!o.cluster.empty()) facts.cluster = o.cluster;
+    if (facts.cluster.empty()) facts.cluster = "default";
     write_timeline(st);
     res.summary = an.summary_text() + summary_notes(o, g);
     if (auto ws = dir.write_file("summary.txt", res.summary); !ws.ok) return fail(ws.error);

@@ -35,10 +35,16 @@ struct BundleOptions {
     uint64_t max_local_bytes = 1ULL << 30;   // all of a job's local NCCL files together
     size_t max_local_files = 1024;           // NCCL files read locally; the rest are refused, counted
     std::string out_dir = ".";
-    std::string cluster = "default";
+    // The `cluster` label every query matches; empty: the one cluster whose records hold the
+    // job (several are an error that names them). The archive is named after it.
+    std::string cluster;
     node::Schema schema;  // the site's `job` values (config::stream_schema)
     loki::Endpoint endpoint;
-    int parallel = 4;  // queries in flight at once
+    int parallel = 4;  // queries in flight at once, at most
+    // Loki's query splitting, as hints: fewer queries in flight when each is split into many
+    // pieces (split_queries_by_interval) than Loki runs at once (max_query_parallelism).
+    int max_query_parallelism = 32;
+    int64_t split_interval_ns = 3'600'000'000'000;
     loki::QueryOptions query;
     std::string command_line;
     bool progress = false;                               // lines on stderr as queries finish

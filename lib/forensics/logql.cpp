@@ -16,10 +16,11 @@ std::string regex_quote(std::string_view v) {
     return out;
 }
 
-// {job="<the schema's job for this kind>"<, more matchers>}
-std::string selector(const node::Schema& s, node::StreamKind kind, const std::string& more = "") {
-    return "{" + std::string(node::label::kJob) + "=" + logql_string(s.job(kind)) + (more.empty() ? "" : ", " + more) +
-           "}";
+// {job="<the schema's job for this kind>"<, cluster="<the scope's>"><, more matchers>}
+std::string selector(const Scope& s, node::StreamKind kind, const std::string& more = "") {
+    return "{" + std::string(node::label::kJob) + "=" + logql_string(s.schema.job(kind)) +
+           (s.cluster.empty() ? "" : ", " + std::string(node::label::kCluster) + "=" + logql_string(s.cluster)) +
+           (more.empty() ? "" : ", " + more) + "}";
 }
 
 std::string slurmd_matchers(const std::string& nodes) {
@@ -51,43 +52,44 @@ std::string node_matcher(const std::vector<std::string>& nodes) {
     return "node=~" + logql_string(alt);
 }
 
-std::string prolog_epilog_query(const node::Schema& s, const std::string& job_id) {
-    return selector(s, node::StreamKind::kJobLog, job_id_matcher(job_id));
+std::string prolog_epilog_query(const Scope& s, const std::string& job_id, const std::vector<std::string>& nodes) {
+    return selector(s, node::StreamKind::kJobLog,
+                    job_id_matcher(job_id) + (nodes.empty() ? "" : ", " + node_matcher(nodes)));
 }
 
-std::string nccl_query(const node::Schema& s, const std::string& job_id, const std::string& node) {
+std::string nccl_query(const Scope& s, const std::string& job_id, const std::string& node) {
     return selector(s, node::StreamKind::kNccl,
                     job_id_matcher(job_id) + (node.empty() ? "" : ", " + node_matcher({node})));
 }
 
-std::string nccl_step_query(const node::Schema& s, const std::string& job_id, const std::string& node) {
+std::string nccl_step_query(const Scope& s, const std::string& job_id, const std::string& node) {
     return nccl_query(s, job_id, node) + " | step!=\"\"";
 }
 
-std::string kernel_query(const node::Schema& s, const std::string& node) {
+std::string kernel_query(const Scope& s, const std::string& node) {
     return selector(s, node::StreamKind::kKernel, node_matcher({node}));
 }
 
-std::string node_jobs_query(const node::Schema& s, const std::string& node) {
+std::string node_jobs_query(const Scope& s, const std::string& node) {
     return selector(s, node::StreamKind::kJobLog, node_matcher({node})) + " |~ " +
            logql_string(joblog::shipped_tags_pattern({joblog::kMeta, joblog::kDevice, joblog::kEnd}));
 }
 
-std::string slurmd_query(const node::Schema& s, const std::string& node, const std::string& job_id) {
+std::string slurmd_query(const Scope& s, const std::string& node, const std::string& job_id) {
     return selector(s, node::StreamKind::kJournal, slurmd_matchers(node_matcher({node}))) + job_word(job_id);
 }
 
-std::string fabric_manager_query(const node::Schema& s, const std::string& node) {
+std::string fabric_manager_query(const Scope& s, const std::string& node) {
     return selector(s, node::StreamKind::kFabricManager, node_matcher({node}));
 }
 
-std::string xid_query(const node::Schema& s, const std::vector<std::string>& nodes) {
+std::string xid_query(const Scope& s, const std::vector<std::string>& nodes) {
     return selector(s, node::StreamKind::kKernel, nodes.empty() ? std::string() : node_matcher(nodes)) +
            " |~ \"^NVRM: Xid|^nvidia-nvswitch[0-9]*: SXid\"";
 }
 
-std::vector<NamedQuery> job_queries(const node::Schema& s, const std::string& job_id,
-                                    const std::vector<std::string>& nodes, bool structured_metadata) {
+std::vector<NamedQuery> job_queries(const Scope& s, const std::string& job_id, const std::vector<std::string>& nodes,
+                                    bool structured_metadata) {
     using node::StreamKind;
     std::vector<NamedQuery> q;
     q.push_back({"prolog and epilog", prolog_epilog_query(s, job_id)});

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "common/fs.hpp"
+#include "common/text.hpp"
 #include "forensics/logql.hpp"
 #include "joblog/format.hpp"
 #include "joblog/kernel_line.hpp"
@@ -70,21 +72,48 @@ int node_from_local(const node::Layout& layout, NodeView& v, int64_t from, int64
     return files;
 }
 
-std::vector<std::string> node_from_loki(loki::Client& client, const node::Schema& schema, const std::string& node,
-                                        int64_t from, int64_t to, const loki::QueryOptions& query, NodeView& v) {
-    const auto jr = loki::query_range(client, node_jobs_query(schema, node), from - kJobLookbackNs, to, query,
+std::vector<std::string> node_from_loki(loki::Client& client, const Scope& scope, const std::string& node, int64_t from,
+                                        int64_t to, const loki::QueryOptions& query, NodeView& v) {
+    // Loki's answer is data: each stream's cluster is checked, not assumed from the query.
+    // Without one, the first cluster seen is the node's, and any other is named.
+    std::string ours_is = scope.cluster;
+    std::set<std::string> others;
+    uint64_t foreign = 0;
+    auto ours = [&](const loki::QueryEntry& e) {
+        const auto c = e.labels->find(node::label::kCluster);
+        const std::string cluster = c == e.labels->end() ? std::string() : c->second;
+        if (ours_is.empty() && scope.cluster.empty() && others.empty()) ours_is = cluster;
+        if (cluster == ours_is) return true;
+        ++foreign;
+        if (others.size() < 16) others.insert(cluster);
+        return false;
+    };
+    const auto jr = loki::query_range(client, node_jobs_query(scope, node), from - kJobLookbackNs, to, query,
                                       [&](const loki::QueryEntry& e) {
+                                          if (!ours(e)) return;
                                           auto it = e.labels->find(std::string(node::label::kJobId));
                                           if (it == e.labels->end()) return;
                                           const auto l = joblog::parse_shipped_line(e.line);
                                           if (l.phase.empty()) return;
                                           v.add_job_line(it->second, l.phase, e.ts_ns, l.tag, l.name, l.text);
                                       });
-    const auto kr = loki::query_range(client, kernel_query(schema, node), from, to, query,
-                                      [&](const loki::QueryEntry& e) { v.add_kernel(e.ts_ns, e.line); });
+    const auto kr =
+        loki::query_range(client, kernel_query(scope, node), from, to, query, [&](const loki::QueryEntry& e) {
+            if (ours(e)) v.add_kernel(e.ts_ns, e.line);
+        });
     std::vector<std::string> failed;
     for (const auto* r : {&jr, &kr})
         if (r->failed) failed.push_back(r->error);
+    if (foreign) {
+        std::string names;
+        for (const auto& c : others) names += ", " + escape_line(c);
+        failed.push_back(scope.cluster.empty()
+                             ? "node " + escape_line(node) +
+                                   " is in the records of several clusters: " + escape_line(ours_is) + names +
+                                   "; only " + escape_line(ours_is) + "'s are shown: say which with --cluster NAME"
+                             : "Loki answered " + std::to_string(foreign) + " record(s) of other clusters (" +
+                                   names.substr(2) + ") to a query for " + escape_line(scope.cluster) + ": left out");
+    }
     return failed;
 }
 

@@ -78,7 +78,7 @@ TEST_CASE("jobtrail node from Loki: the job lines the shipper sent and the node'
     loki::Endpoint ep;
     ep.url = loki.url();
     loki::Client c(ep);
-    const node::Schema schema;
+    const Scope schema;
     const int64_t t = realtime_ns() - 3600 * kSecond;
     std::vector<loki::Stream> streams(2);
     // The schema's default `job` values.
@@ -110,6 +110,6 @@ TEST_CASE("jobtrail node from Loki that cannot be reached says so for each query
     loki::QueryOptions once;
     once.max_attempts = 1;
     const int64_t now = realtime_ns();
-    CHECK(node_from_loki(c, node::Schema{}, "gpu01", now - 3600 * kSecond, now, once, v).size() == 2);
+    CHECK(node_from_loki(c, Scope{}, "gpu01", now - 3600 * kSecond, now, once, v).size() == 2);
     CHECK(v.jobs().empty());
 }

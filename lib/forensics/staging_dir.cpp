@@ -5,9 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
-#include <filesystem>
 #include <optional>
 #include <vector>
 
@@ -56,6 +56,67 @@ void empty_dir(int dirfd, int depth) {
             if (Fd sub(::openat(dirfd, n.c_str(), kDirFlags)); sub.valid()) empty_dir(sub.get(), depth + 1);
         ::unlinkat(dirfd, n.c_str(), AT_REMOVEDIR);
     }
+}
+
+// The output directory, walked from / (or the working directory) a component at a time, made
+// where missing when `make`. A link is followed only when root or we own it: the one a user put
+// on the way is theirs to point anywhere. ELOOP past 40 links, as the kernel.
+Result<Fd> open_output_dir(const std::string& path, bool make) {
+    const uid_t me = ::geteuid();
+    Fd dir(::open(!path.empty() && path[0] == '/' ? "/" : ".", kDirFlags));
+    if (!dir.valid()) return Status::failure(errno_text(errno));
+    std::vector<std::string> todo;  // components left, the next last
+    auto push_path = [&todo](const std::string& p) {
+        std::vector<std::string> parts;
+        for (size_t at = 0; at <= p.size();) {
+            const size_t slash = std::min(p.find('/', at), p.size());
+            if (slash > at) parts.push_back(p.substr(at, slash - at));
+            at = slash + 1;
+        }
+        todo.insert(todo.end(), parts.rbegin(), parts.rend());
+    };
+    push_path(path);
+    std::string walked = path.empty() || path[0] != '/' ? "." : "";
+    for (int links = 0; !todo.empty();) {
+        const std::string c = todo.back();
+        todo.pop_back();
+        if (c == ".") continue;
+        struct stat st {};
+        if (::fstatat(dir.get(), c.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+            if (errno != ENOENT || !make || (::mkdirat(dir.get(), c.c_str(), 0777) != 0 && errno != EEXIST))
+                return Status::failure(errno_text(errno));
+            if (::fstatat(dir.get(), c.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+                return Status::failure(errno_text(errno));
+        }
+        walked += "/" + c;
+        if (S_ISLNK(st.st_mode)) {
+            if (st.st_uid != 0 && st.st_uid != me)
+                return Status::failure(walked + " is a symbolic link owned by uid " + std::to_string(st.st_uid) +
+                                       ", not followed: give the directory it points to, if it is the one meant");
+            if (++links > 40) return Status::failure(errno_text(ELOOP));
+            std::string target(4096, '\0');
+            const ssize_t n = ::readlinkat(dir.get(), c.c_str(), target.data(), target.size());
+            if (n <= 0 || static_cast<size_t>(n) >= target.size()) return Status::failure(errno_text(errno));
+            target.resize(static_cast<size_t>(n));
+            if (target[0] == '/') dir.reset(::open("/", kDirFlags));
+            if (!dir.valid()) return Status::failure(errno_text(errno));
+            push_path(target);
+            continue;
+        }
+        Fd sub(::openat(dir.get(), c.c_str(), kDirFlags));
+        if (!sub.valid()) return Status::failure(errno_text(errno));
+        dir = std::move(sub);
+    }
+    struct stat st {};
+    if (::fstat(dir.get(), &st) != 0) return Status::failure(errno_text(errno));
+    if (st.st_uid != 0 && st.st_uid != me)
+        return Status::failure("it is owned by uid " + std::to_string(st.st_uid) +
+                               ", who could replace the bundle there; give a directory of root's or ours");
+    if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
+        return Status::failure(
+            "anyone can write it and it has no sticky bit, so anyone could replace the bundle "
+            "there; give another, or chmod +t it");
+    return dir;
 }
 
 }  // namespace
@@ -118,19 +179,10 @@ StagingDir::~StagingDir() {
 Result<StagingDir> StagingDir::create(const std::string& out_dir, const std::string& prefix) {
     StagingDir s;
     s.out_dir_ = out_dir;
-    // The operator's own path, followed as given, and opened once: what is made below it is
-    // reached through this descriptor, never through the path again.
-    s.out_fd_.reset(::open(out_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    int err = errno;
-    if (!s.out_fd_.valid() && err == ENOENT) {
-        std::error_code ec;
-        std::filesystem::create_directories(out_dir, ec);
-        if (ec) return Status::failure("cannot create the output directory " + out_dir + ": " + ec.message());
-        s.out_fd_.reset(::open(out_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-        err = errno;
-    }
-    if (!s.out_fd_.valid())
-        return Status::failure("cannot open the output directory " + out_dir + ": " + errno_text(err));
+    // Opened once: what is made below it is reached through this descriptor, never the path.
+    auto dir = open_output_dir(out_dir, true);
+    if (!dir.ok) return Status::failure("cannot use the output directory " + out_dir + ": " + dir.error);
+    s.out_fd_ = std::move(dir.value);
 
     // mkdtemp's way, relative to the descriptor: a name nobody can guess, and a directory that
     // already exists (planted, full of links) is never taken for ours.
@@ -144,7 +196,7 @@ Result<StagingDir> StagingDir::create(const std::string& out_dir, const std::str
     Fd fd(::openat(s.out_fd_.get(), s.name_.c_str(), kDirFlags));
     struct stat st {};
     if (!fd.valid() || ::fstat(fd.get(), &st) != 0) {
-        err = errno;
+        const int err = errno;
         ::unlinkat(s.out_fd_.get(), s.name_.c_str(), AT_REMOVEDIR);
         return Status::failure(failed + "cannot open " + s.path_ + ": " + errno_text(err));
     }
@@ -159,7 +211,43 @@ Result<StagingDir> StagingDir::create(const std::string& out_dir, const std::str
     return s;
 }
 
+Result<std::string> StagingDir::claim_output(const std::string& stem, const std::string& ext) {
+    for (int n = 1; n <= 16; ++n) {
+        const std::string candidate = n == 1 ? stem : stem + "-" + std::to_string(n);
+        std::vector<Claim> got;
+        for (const std::string& name : {candidate + ext, candidate + ext + ".sha256"}) {
+            Fd fd(::openat(out_fd_.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+            struct stat st {};
+            if (!fd.valid() || ::fstat(fd.get(), &st) != 0) {
+                const int err = errno;
+                for (const auto& c : got) ::unlinkat(out_fd_.get(), c.name.c_str(), 0);
+                if (err != EEXIST)
+                    return Status::failure("cannot create " + out_dir_ + "/" + name + ": " + errno_text(err));
+                got.clear();
+                break;
+            }
+            got.push_back({name, st.st_dev, st.st_ino});
+        }
+        if (got.size() == 2) {
+            claims_.insert(claims_.end(), got.begin(), got.end());
+            return candidate;
+        }
+    }
+    return Status::failure("cannot name the bundle in " + out_dir_ + ": " + stem + ext + " and its 15 alternatives (" +
+                           stem + "-2" + ext +
+                           " ...) are taken by files or directories put there; remove them or "
+                           "give another output directory");
+}
+
 void StagingDir::remove() {
+    // Claims never published: ours still (not what the archive or someone else put there).
+    for (const auto& c : claims_) {
+        struct stat there {};
+        if (::fstatat(out_fd_.get(), c.name.c_str(), &there, AT_SYMLINK_NOFOLLOW) == 0 && there.st_dev == c.dev &&
+            there.st_ino == c.ino)
+            ::unlinkat(out_fd_.get(), c.name.c_str(), 0);
+    }
+    claims_.clear();
     if (!fd_.valid()) return;
     empty_dir(fd_.get(), 0);
     struct stat ours {

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/fs.hpp"
 #include "common/result.hpp"
@@ -50,7 +51,18 @@ public:
     ~StagingDir();
 
     // Opens out_dir (made, as by mkdir -p, if it is missing) and creates the directory in it.
+    // The path is walked a component at a time without following links, save those of root or
+    // of ourselves: a link someone else planted on the way (/tmp/x -> /etc) is refused, and so
+    // is an output directory another user owns or that anyone may write without the sticky bit
+    // (they could swap what we publish there).
     static Result<StagingDir> create(const std::string& out_dir, const std::string& prefix);
+
+    // Claims the output's name: <stem><ext> and <stem><ext>.sha256 are created empty (O_EXCL,
+    // no link followed), so that publish() replaces only our own files. A name already taken
+    // (a directory, file or link someone put there) is left alone and the next is tried,
+    // <stem>-2<ext>, -3, ... up to -16. Returns the stem claimed. Claims not published are
+    // removed with the staging directory.
+    Result<std::string> claim_output(const std::string& stem, const std::string& ext);
 
     // A file below the staging directory by relative path ("nodes/n1/kmsg.log", components
     // checked by the caller): created new (O_EXCL, 0600, its directories made as needed), or one
@@ -71,6 +83,12 @@ private:
 
     std::string out_dir_, name_, path_;
     Fd out_fd_, fd_;
+    struct Claim {
+        std::string name;
+        dev_t dev;
+        ino_t ino;
+    };
+    std::vector<Claim> claims_;
 };
 
 // A buffered stream over a descriptor (fdopen), closed with it. A writer that must know its

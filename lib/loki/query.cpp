@@ -13,7 +13,32 @@ namespace jobtrail::loki {
 
 namespace {
 
+// One GET with the query options' retries (429, 5xx, transport errors).
+HttpResult get_retried(Client& client, const std::string& path, const std::string& q, const QueryOptions& opts,
+                       int& requests) {
+    HttpResult http;
+    for (int attempt = 0;; ++attempt) {
+        http = client.get(path, q);
+        ++requests;
+        const bool retry = (http.status == 0 && !http.too_large) || http.status == 429 || http.status >= 500;
+        if (!retry || attempt + 1 >= opts.max_attempts) return http;
+        std::this_thread::sleep_for(std::chrono::milliseconds(opts.backoff_ms << std::min(attempt, 5)));
+    }
+}
+
 constexpr std::string_view kRangeRefused = "the query time range exceeds the limit (";
+
+// "the query time range exceeds the limit (query length: 800h0m0s, limit: 30d1h)": a 400 that
+// names a max_query_length below `span` sets `limit` to it.
+void learn_range_limit(const HttpResult& http, int64_t span, int64_t& limit) {
+    if (http.status != 400 || http.body.find(kRangeRefused) == std::string::npos) return;
+    const size_t at = http.body.find("limit: ", http.body.find(kRangeRefused) + kRangeRefused.size());
+    const size_t close = at == std::string::npos ? at : http.body.find(')', at);
+    if (close == std::string::npos) return;
+    const auto server = parse_loki_duration_ns(std::string_view(http.body).substr(at + 7, close - at - 7));
+    // Not below a minute: a Loki that says 1ns must not make us send millions of requests.
+    if (server && *server >= 60'000'000'000 && *server < span) limit = *server;
+}
 
 // One piece of at most max_query_length. False: stop (failed, or max_entries reached); a 400
 // naming a smaller max_query_length sets `limit` to it.
@@ -29,14 +54,7 @@ bool query_piece(Client& client, const std::string& logql, int64_t start_ns, int
         const std::string q = "query=" + Client::url_encode(logql) + "&start=" + std::to_string(from) +
                               "&end=" + std::to_string(end_ns) + "&limit=" + std::to_string(page_limit) +
                               "&direction=forward";
-        HttpResult http;
-        for (int attempt = 0;; ++attempt) {
-            http = client.get("/loki/api/v1/query_range", q);
-            ++res.requests;
-            const bool retry = (http.status == 0 && !http.too_large) || http.status == 429 || http.status >= 500;
-            if (!retry || attempt + 1 >= opts.max_attempts) break;
-            std::this_thread::sleep_for(std::chrono::milliseconds(opts.backoff_ms << std::min(attempt, 5)));
-        }
+        const HttpResult http = get_retried(client, "/loki/api/v1/query_range", q, opts, res.requests);
         // A server with a smaller max_entries_limit_per_query says so; page at its limit instead.
         // "max entries limit per query exceeded, limit > max_entries_limit_per_query (5000 > 100)"
         if (http.status == 400 && http.body.find("max_entries_limit_per_query (") != std::string::npos) {
@@ -47,16 +65,7 @@ bool query_piece(Client& client, const std::string& logql, int64_t start_ns, int
                 continue;
             }
         }
-        // "the query time range exceeds the limit (query length: 800h0m0s, limit: 30d1h)"
-        if (http.status == 400 && http.body.find(kRangeRefused) != std::string::npos) {
-            const size_t at = http.body.find("limit: ", http.body.find(kRangeRefused) + kRangeRefused.size());
-            const size_t close = at == std::string::npos ? at : http.body.find(')', at);
-            if (close != std::string::npos) {
-                const auto server = parse_loki_duration_ns(std::string_view(http.body).substr(at + 7, close - at - 7));
-                // Not below a minute: a Loki that says 1ns must not make us send millions of requests.
-                if (server && *server >= 60'000'000'000 && *server < end_ns - from) limit = *server;
-            }
-        }
+        learn_range_limit(http, end_ns - from, limit);
         if (http.status != 200) {
             res.failed = true;
             res.http_status = http.status;
@@ -186,6 +195,39 @@ QueryResult query_range(Client& client, const std::string& logql, int64_t start_
             continue;
         }
         break;
+    }
+    return res;
+}
+
+SeriesResult series(Client& client, const std::string& match, int64_t start_ns, int64_t end_ns,
+                    const QueryOptions& opts, size_t max_series) {
+    SeriesResult res;
+    if (opts.max_query_lookback_ns > 0) start_ns = std::max(start_ns, realtime_ns() - opts.max_query_lookback_ns);
+    int64_t limit = opts.max_query_length_ns > 0 ? opts.max_query_length_ns : INT64_MAX;
+    std::set<LabelSet> seen;
+    int requests = 0;
+    for (int64_t from = start_ns; from < end_ns && !res.failed;) {
+        const int64_t to = end_ns - from > limit ? from + limit : end_ns;
+        const std::string q =
+            "match[]=" + Client::url_encode(match) + "&start=" + std::to_string(from) + "&end=" + std::to_string(to);
+        const HttpResult http = get_retried(client, "/loki/api/v1/series", q, opts, requests);
+        std::vector<LabelSet> got;
+        const int64_t asked = limit;
+        learn_range_limit(http, to - from, limit);
+        if (limit < asked) continue;  // Loki named a smaller max_query_length: this piece again, smaller
+        if (http.status != 200) {
+            res.failed = true;
+            res.http_status = http.status;
+            res.error = http.status ? describe_refusal(http.status, http.body) : http.error;
+        } else if (auto st = parse_series_response(http.body, got, max_series); !st.ok) {
+            res.failed = true;
+            res.error = "unexpected response: " + st.error;
+        }
+        for (auto& l : got) {
+            l.erase(std::string(kStreamShardLabel));
+            if (seen.size() < max_series && seen.insert(l).second) res.series.push_back(std::move(l));
+        }
+        from = to;
     }
     return res;
 }

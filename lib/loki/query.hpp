@@ -48,4 +48,17 @@ std::string describe_refusal(long status, std::string_view body);
 QueryResult query_range(Client& client, const std::string& logql, int64_t start_ns, int64_t end_ns,
                         const QueryOptions& opts, const std::function<void(const QueryEntry&)>& on_entry);
 
+struct SeriesResult {
+    std::vector<LabelSet> series;  // each label set once (shard labels left out)
+    bool failed = false;
+    long http_status = 0;
+    std::string error;
+};
+
+// The streams `match` selects that hold entries in [start_ns, end_ns): Loki answers from its
+// index, without reading a line, so it is the cheap way to ask which clusters or nodes hold a
+// job. In pieces of max_query_length; at most max_series label sets.
+SeriesResult series(Client& client, const std::string& match, int64_t start_ns, int64_t end_ns,
+                    const QueryOptions& opts, size_t max_series = 1000);
+
 }  // namespace jobtrail::loki

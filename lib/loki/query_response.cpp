@@ -60,4 +60,21 @@ Status parse_streams_response(const std::string& body, std::vector<LabelSet>& st
     return Status::success();
 }
 
+Status parse_series_response(const std::string& body, std::vector<LabelSet>& series, size_t max) {
+    const auto doc = nlohmann::json::parse(body, nullptr, false);
+    if (doc.is_discarded() || !doc.is_object()) return Status::failure("response is not JSON");
+    if (str(doc, "status") != "success") return Status::failure("status is not success");
+    const auto data = doc.find("data");
+    if (data == doc.end() || !data->is_array()) return Status::failure("data is not a list of label sets");
+    for (const auto& s : *data) {
+        if (!s.is_object()) return Status::failure("a series is not a label set");
+        if (series.size() >= max) break;
+        LabelSet labels;
+        for (const auto& [k, v] : s.items())
+            if (v.is_string()) labels[k] = v.get<std::string>();
+        series.push_back(std::move(labels));
+    }
+    return Status::success();
+}
+
 }  // namespace jobtrail::loki

@@ -30,4 +30,9 @@ struct QueryEntry {
 Status parse_streams_response(const std::string& body, std::vector<LabelSet>& streams,
                               std::vector<std::pair<size_t, QueryEntry>>& entries);
 
+// Parses one /loki/api/v1/series response body ({"status":"success","data":[{labels}...]}) into
+// label sets, appending at most `max` of them in all. Fails, saying what was wrong, when the body
+// is not a series answer.
+Status parse_series_response(const std::string& body, std::vector<LabelSet>& series, size_t max);
+
 }  // namespace jobtrail::loki

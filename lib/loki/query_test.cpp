@@ -2,6 +2,7 @@
 
 #include <curl/curl.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <map>
@@ -225,6 +226,34 @@ TEST_CASE("a 40-day query goes in pieces of Loki's max_query_length, learning a 
         CHECK(got == std::vector<std::string>{"age 20", "age 0"});
         CHECK(r.start_ns >= l.now - 30 * kDay);
     }
+}
+
+TEST_CASE("series: the label sets of the streams with entries in the range, each once, learning a smaller limit",
+          "[loki][double]") {
+    LimitedLoki l({"--max-query-length", std::to_string(10 * 86'400)});
+    Endpoint ep;
+    ep.url = l.loki.url();
+    Client c(ep);
+    std::vector<Stream> streams(2);
+    streams[0].labels = {{"job", "t"}, {"cluster", "a"}};
+    streams[0].entries = {{l.now - 30 * kDay, "a's, a month ago", {}}};
+    streams[1].labels = {{"job", "t"}, {"cluster", "b"}};
+    streams[1].entries = {{l.now - 1000, "b's, now", {}}};
+    REQUIRE(c.push(encode_push(streams, false)).status == 204);
+    auto clusters = [&](int64_t from) {
+        const auto r = series(c, "{job=\"t\", cluster=~\".+\"}", from, l.now, {});
+        INFO(r.error);
+        CHECK_FALSE(r.failed);
+        std::vector<std::string> out;
+        for (const auto& s : r.series) out.push_back(s.at("cluster"));
+        std::sort(out.begin(), out.end());
+        return out;
+    };
+    CHECK(clusters(l.now - 40 * kDay) == std::vector<std::string>{"a", "b"});  // 721h refused: 10 days at a time
+    CHECK(clusters(l.now - kDay) == std::vector<std::string>{"b"});
+    const auto bad = series(c, "{job=\"t\"", l.now - kDay, l.now, {});
+    CHECK(bad.failed);
+    CHECK(bad.http_status == 400);
 }
 
 TEST_CASE("Loki's durations and refusals in words", "[loki]") {

@@ -33,10 +33,10 @@ class Loki(LokiDouble):
                 assert st == 204, body
 
 
-def job_streams(job="4242", nodes=("gpu01", "gpu02"), nccl_lines=3000, t0=None):
+def job_streams(job="4242", nodes=("gpu01", "gpu02"), nccl_lines=3000, t0=None, cluster="c1", xid_on="gpu02"):
     """What the shipper would have sent for a two-node job whose gpu02 lost a GPU (Xid 79)."""
     t0 = t0 or time.time_ns() - 3600 * NS
-    base = {"cluster": "c1"}
+    base = {"cluster": cluster}
     out = []
     for n in nodes:
         lab = dict(base, node=n)
@@ -44,7 +44,7 @@ def job_streams(job="4242", nodes=("gpu01", "gpu02"), nccl_lines=3000, t0=None):
                     "values": [[str(t0), "prolog meta user=alice"], [str(t0 + 1), "prolog meta partition=gpu"]]})
         out.append({"stream": dict(lab, job="slurm-prolog-epilog", job_id=job, service_name="slurm-prolog-epilog", phase="prolog", tag="status"),
                     "values": [[str(t0 + 2 * NS), 'prolog status[10-gpu-check.sh] status=0 duration_ms=12 result="exit 0"']]})
-        status = "1" if n == "gpu02" else "0"
+        status = "1" if n == xid_on else "0"
         out.append({"stream": dict(lab, job="slurm-prolog-epilog", job_id=job, service_name="slurm-prolog-epilog", phase="epilog", tag="status"),
                     "values": [[str(t0 + 600 * NS), 'epilog status[50-health.sh] status=%s duration_ms=40 result="exit %s"' % (status, status)]]})
         out.append({"stream": dict(lab, job="slurm-prolog-epilog", job_id=job, service_name="slurm-prolog-epilog", phase="epilog", tag="end"),
@@ -53,11 +53,11 @@ def job_streams(job="4242", nodes=("gpu01", "gpu02"), nccl_lines=3000, t0=None):
             f = "0.%s.%d.log" % (n, 1000 + rank)
             vals = [[str(t0 + 10 * NS + i * 1000 + rank), "[t] %s:%d:%d [%d] NCCL INFO Channel %02d/32 seq %06d" % (n, 1000 + rank, 1000 + rank, rank, i % 32, i)]
                     for i in range(nccl_lines)]
-            if n == "gpu01":
+            if n == nodes[0]:
                 vals.append([str(t0 + 400 * NS + rank), "[t] %s:%d:%d [%d] NCCL WARN NET/IB : Got completion from peer gpu02 with status=12" % (n, 1000 + rank, 1000 + rank, rank)])
             out.append({"stream": dict(lab, job="nccl", job_id=job, service_name="nccl", file=f), "values": vals})
         kvals = [[str(t0 - 300 * NS), "eth0: link up"], [str(t0 + 300 * NS), "usb 1-1: new device"]]
-        if n == "gpu02":
+        if n == xid_on:
             kvals.append([str(t0 + 380 * NS), XID79])
         out.append({"stream": dict(lab, job="kmsg", priority="warning", service_name="kmsg"), "values": sorted(kvals)})
         out.append({"stream": dict(lab, job="systemd-journal", unit="slurmd.service", priority="info", service_name="slurmd"),
@@ -238,6 +238,36 @@ class Bundle(unittest.TestCase):
         finally:
             loki.close()
 
+    def test_a_window_given_after_a_process_said_its_step_still_names_its_file_by_step(self):
+        """Issue 29: the shipper says a process's step on its first line and again once ten
+        minutes of its lines have passed. A window given (--start, a margin of 1 s) that starts
+        after the last time it was said, before the next: its lines are still 0.gpu01.3000.log,
+        not unknown.gpu01.3000.log."""
+        loki = Loki()
+        try:
+            t0 = time.time_ns() - 2 * 3600 * NS
+            job = {"cluster": "c1", "node": "gpu01", "job": "slurm-prolog-epilog", "job_id": "4242"}
+            loki.push([{"stream": dict(job, phase="prolog"), "values": [[str(t0), "prolog meta user=alice"]]},
+                       {"stream": dict(job, phase="epilog"),
+                        "values": [[str(t0 + 1800 * NS), "epilog end status=0 duration_ms=5"]]}])
+            vals = []
+            for i in range(15):  # a line a minute from t0+20s; the step said at +20s and +10m20s
+                md = {"step": "0"} if i in (0, 10) else None
+                vals.append([str(t0 + (20 + 60 * i) * NS), "[t] gpu01:3000:3000 [0] NCCL WARN line %d" % i] +
+                            ([md] if md else []))
+            loki.push([{"stream": {"cluster": "c1", "node": "gpu01", "job": "nccl", "job_id": "4242"}, "values": vals}])
+            start = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime((t0 + 13 * 60 * NS) // NS))
+            r = self.run_cli("--loki-url", loki.url, "bundle", "4242", "--start", start, "--margin", "1s",
+                             "-o", self.out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            (archive,) = glob.glob(self.out + "/*-job4242-*.tar.zst")
+            top = extract(archive, self.out + "/x")
+            self.assertEqual(os.listdir(top + "/nccl/gpu01"), ["0.gpu01.3000.log"])
+            with open(top + "/nccl/gpu01/0.gpu01.3000.log") as f:
+                self.assertEqual([l.rsplit(" ", 1)[1] for l in f.read().splitlines()], ["13", "14"])
+        finally:
+            loki.close()
+
     def test_a_sharded_nccl_stream_is_one_file_with_every_line_once_in_order(self):
         """A job at NCCL TRACE: one rank's stream comes faster than Loki's shard_streams
         desired_rate (1536KB/s), and Loki (as the double) stores it as __stream_shard__="0".."N"
@@ -304,6 +334,157 @@ class Bundle(unittest.TestCase):
                                       zip(open(top + "/nccl/gpu02/" + f).read().splitlines(), lines)])
             self.assertEqual({l.split(" ")[2] for l in tl},
                              {"prolog", "epilog", "nccl", "kmsg", "slurmd", "fabric-manager"})
+        finally:
+            loki.close()
+
+    def test_a_45_day_window_bundles_the_jobs_latest_run_and_keeps_an_earlier_jobs_xid_out(self):
+        """Job ids come round again (a reset Slurm): job 4242 ran 20 days ago and lost a GPU on
+        gpu02, and again an hour ago, losing one again. `--start 45d` covers both: the bundle is
+        of the latest run, its Xid the cause, once; the earlier job is not merged in."""
+        loki = Loki("--reject-old-samples-max-age", str(60 * 86400))
+        try:
+            t_old, t0 = time.time_ns() - 20 * 86400 * NS, time.time_ns() - 3600 * NS
+            loki.push(job_streams(nccl_lines=5, t0=t_old))
+            loki.push(job_streams(nccl_lines=5, t0=t0))
+            r = self.run_cli("--loki-url", loki.url, "bundle", "4242", "--start", "45d", "-o", self.out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            (archive,) = glob.glob(self.out + "/*-job4242-*.tar.zst")
+            top = extract(archive, self.out + "/x")
+            summary = open(top + "/summary.txt").read()
+            cause = summary.split("MOST LIKELY CAUSE")[1].split("BY NODE")[0]
+            xid_at = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((t0 + 380 * NS) // NS))
+            self.assertIn(xid_at, cause)
+            self.assertIn("Xid 79", cause)
+            by_node = summary.split("BY NODE")[1]
+            xids = [l for l in by_node.splitlines() if "Xid 79" in l]
+            self.assertEqual(len(xids), 1, by_node)
+            self.assertNotIn("(x2)", xids[0])
+            m = json.load(open(top + "/manifest.json"))
+            old_day = time.strftime("%Y-%m-%d", time.gmtime(t_old // NS))
+            self.assertNotIn(old_day, open(top + "/timeline.txt").read())
+            self.assertGreater(m["window"]["start"], time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((t0 - 11 * 60 * NS) // NS)))
+        finally:
+            loki.close()
+
+    def test_an_xid_before_the_job_in_a_window_given_wider_is_said_to_be_before_it(self):
+        """An explicit window that starts before the job: a kernel event before the job's prolog
+        is named "(before the job started)" and not ranked as the job's cause."""
+        loki = Loki()
+        try:
+            t0 = time.time_ns() - 3600 * NS
+            streams = job_streams(nccl_lines=5, t0=t0)
+            # The same Xid 79 on gpu02 five minutes before the job, and the job's own at t0+380s.
+            for s in streams:
+                if s["stream"]["job"] == "kmsg" and s["stream"]["node"] == "gpu02":
+                    s["values"] = sorted(s["values"] + [[str(t0 - 300 * NS + 5), XID79]])
+            loki.push(streams)
+            start = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime((t0 - 1800 * NS) // NS))
+            r = self.run_cli("--loki-url", loki.url, "bundle", "4242", "--start", start, "-o", self.out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            (archive,) = glob.glob(self.out + "/*-job4242-*.tar.zst")
+            summary = open(extract(archive, self.out + "/x") + "/summary.txt").read()
+            cause = summary.split("MOST LIKELY CAUSE")[1].split("BY NODE")[0]
+            self.assertIn(time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((t0 + 380 * NS) // NS)), cause)
+            self.assertNotIn("before the job started", cause)
+            before = [l for l in summary.splitlines() if "Xid 79" in l and "before the job started" in l]
+            self.assertEqual(len(before), 1, summary)
+            self.assertNotIn("(x2)", summary.split("BY NODE")[1].split("gpu02:")[1])
+        finally:
+            loki.close()
+
+    def test_a_running_jobs_bundle_reaches_to_now(self):
+        """No epilog yet: the job runs. Its lines half an hour after its prolog are in the bundle,
+        not cut at the prolog's last record and the margin."""
+        loki = Loki()
+        try:
+            t0 = time.time_ns() - 3600 * NS
+            loki.push([s for s in job_streams(nccl_lines=0, t0=t0) if s["stream"].get("phase") != "epilog"
+                       and s["stream"]["job"] != "nccl"])
+            loki.push([{"stream": {"cluster": "c1", "node": "gpu01", "job": "nccl", "job_id": "4242", "file": "0.gpu01.7.log"},
+                        "values": [[str(t0 + 1800 * NS), "[t] gpu01:7:7 [0] NCCL WARN half an hour in"]]}])
+            r = self.run_cli("--loki-url", loki.url, "bundle", "4242", "-o", self.out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            (archive,) = glob.glob(self.out + "/*-job4242-*.tar.zst")
+            top = extract(archive, self.out + "/x")
+            self.assertIn("half an hour in", open(top + "/timeline.txt").read())
+        finally:
+            loki.close()
+
+    def test_nodes_given_bundle_names_only_those_nodes(self):
+        loki = Loki()
+        try:
+            loki.push(job_streams(nccl_lines=5))
+            r = self.run_cli("--loki-url", loki.url, "bundle", "4242", "--nodes", "gpu02", "-o", self.out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            (archive,) = glob.glob(self.out + "/*-job4242-*.tar.zst")
+            top = extract(archive, self.out + "/x")
+            summary = open(top + "/summary.txt").read()
+            self.assertIn("epilog on gpu02: status=1", summary)
+            self.assertNotIn("gpu01", summary)
+            self.assertEqual(os.listdir(top + "/nodes"), ["gpu02"])
+        finally:
+            loki.close()
+
+    def test_an_output_path_through_a_link_or_into_a_directory_others_control_is_refused(self):
+        """`-o /tmp/x/out` where /tmp/x is a user's link to a directory of root's: root must not
+        write there; nor into a directory that user owns, or that anyone may write without the
+        sticky bit (they could swap the archive for their own)."""
+        if os.geteuid() != 0:
+            skips.skip(self, "needs root: the links and directories must be another user's")
+        loki = Loki()
+        try:
+            loki.push(job_streams(nccl_lines=5))
+            tmp, victim = self.out + "/tmp", self.out + "/etc"
+            os.makedirs(victim)
+            os.mkdir(tmp)
+            os.chmod(tmp, 0o1777)
+            os.symlink(victim, tmp + "/x")
+            os.lchown(tmp + "/x", 65534, 65534)
+            r = self.run_cli("--loki-url", loki.url, "bundle", "4242", "-o", tmp + "/x/out")
+            self.assertEqual(r.returncode, 4, r.stderr)
+            self.assertIn(tmp + "/x is a symbolic link owned by uid 65534", r.stderr)
+            self.assertEqual(os.listdir(victim), [])
+            users, open_dir = tmp + "/users", self.out + "/open"
+            os.mkdir(users)
+            os.chown(users, 65534, 65534)
+            os.mkdir(open_dir)
+            os.chmod(open_dir, 0o777)
+            for d, why in ((users, "owned by uid 65534"), (open_dir, "no sticky bit")):
+                r = self.run_cli("--loki-url", loki.url, "bundle", "4242", "-o", d)
+                self.assertEqual(r.returncode, 4, r.stderr)
+                self.assertIn(why, r.stderr)
+                self.assertEqual(os.listdir(d), [])
+            # A link of root's (a site's /var/tmp -> /scratch) is followed, into a sticky /tmp.
+            os.symlink(tmp, self.out + "/roots-link")
+            r = self.run_cli("--loki-url", loki.url, "bundle", "4242", "-o", self.out + "/roots-link/new/")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(len(glob.glob(tmp + "/new/c1-job4242-*.tar.zst")), 1)
+        finally:
+            loki.close()
+
+    def test_a_directory_planted_at_the_archives_name_is_left_alone_and_another_name_taken(self):
+        loki = Loki()
+        try:
+            loki.push(job_streams(nccl_lines=5))
+            out = self.out + "/o"
+            os.mkdir(out)
+            os.chmod(out, 0o1777)  # /tmp's way
+            now = int(time.time())
+            planted = set()
+            for t in range(now - 2, now + 120):
+                name = "c1-job4242-%s.tar.zst" % time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(t))
+                os.mkdir(out + "/" + name)
+                planted.add(name)
+            r = self.run_cli("--loki-url", loki.url, "bundle", "4242", "-o", out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            (archive,) = [f for f in glob.glob(out + "/*.tar.zst") if os.path.isfile(f)]
+            self.assertTrue(archive.endswith("-2.tar.zst"), archive)
+            self.assertIn("bundle: " + archive, r.stdout)
+            with open(archive + ".sha256") as f:
+                self.assertEqual(f.read().split()[1], os.path.basename(archive))
+            top = extract(archive, self.out + "/x")
+            self.assertEqual(os.path.basename(top) + ".tar.zst", os.path.basename(archive))
+            self.assertEqual({f for f in os.listdir(out) if os.path.isdir(out + "/" + f)}, planted)
         finally:
             loki.close()
 
@@ -516,10 +697,13 @@ class Bundle(unittest.TestCase):
             streams = [{"stream": {"job": "slurm-prolog-epilog", "job_id": "4242", "node": "gpu01", "phase": "prolog",
                                    "cluster": "../../../x/ESCAPED"},
                         "values": [[str(t0), "prolog meta user=alice"]]}]
+            # One cluster for all (records of two are never merged), named as a path would escape.
             for i, h in enumerate(hostile):
-                streams.append({"stream": {"job": "slurm-prolog-epilog", "job_id": "4242", "node": h, "phase": h},
+                streams.append({"stream": {"job": "slurm-prolog-epilog", "job_id": "4242", "node": h, "phase": h,
+                                           "cluster": "../../../x/ESCAPED"},
                                 "values": [[str(t0 + i + 1), "prolog meta hostile=%d\nFORGED Xid 79" % i]]})
-                streams.append({"stream": {"job": "nccl", "job_id": "4242", "node": "gpu01", "file": h},
+                streams.append({"stream": {"job": "nccl", "job_id": "4242", "node": "gpu01", "file": h,
+                                           "cluster": "../../../x/ESCAPED"},
                                 "values": [[str(t0 + i + 1), "NCCL INFO from file %d" % i]]})
             loki.push(streams)
             r = self.run_cli("--loki-url", loki.url, "bundle", "4242", "-o", out, "--parallel", "8")
@@ -661,9 +845,11 @@ class Bundle(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_a_bundle_into_a_directory_a_user_can_write_leaves_what_they_planted_alone(self):
-        """Root bundles into a directory its user owns. The user filled it beforehand with the
-        staging directories of the next pids and links at the archive's names of the next minute,
-        all pointing at root-only files: root's bundle writes and reads none of them."""
+        """Root bundles into a directory every user can write (sticky, as /tmp). A user filled it
+        beforehand with the staging directories of the next pids and links at the archive's names
+        of the next minute, all pointing at root-only files: root's bundle writes and reads none
+        of them, and takes another name for the archive. (A directory the user owns is refused:
+        test_an_output_path_through_a_link_or_into_a_directory_others_control_is_refused.)"""
         logs, root = self.out + "/logs", os.geteuid() == 0
         os.makedirs(logs + "/prolog")
         with open(logs + "/prolog/4242.log", "w") as f:
@@ -679,7 +865,8 @@ class Bundle(unittest.TestCase):
                 f.write(text)
             os.chmod(p, 0o600)
         shared = self.out + "/shared"
-        os.makedirs(shared, mode=0o755 if root else 0o700)
+        os.makedirs(shared)
+        os.chmod(shared, 0o1777 if root else 0o700)
 
         def own(paths):  # the real scenario as root: a user's directory, a user's links
             for p in paths if root else ():
@@ -713,7 +900,7 @@ class Bundle(unittest.TestCase):
             os.symlink(target, name)
             os.symlink(secret, name + ".sha256")
             planted.update({name: target, name + ".sha256": secret})
-        own([shared] + [p for p in planted if "/lab-job4242-" in p])
+        own([p for p in planted if "/lab-job4242-" in p])
 
         # Whatever the machine spawned meanwhile, the CLI's own pid is planted too (in the child,
         # before it runs the CLI).
@@ -729,6 +916,7 @@ class Bundle(unittest.TestCase):
         archive = [l for l in out.splitlines() if l.startswith("bundle: ")][0][len("bundle: "):]
         st = os.lstat(archive)
         self.assertTrue(stat.S_ISREG(st.st_mode), "the archive is %o" % st.st_mode)
+        self.assertNotIn(archive, planted)  # the names taken are left to whoever took them
         self.assertEqual(stat.S_IMODE(st.st_mode), 0o600)
         self.assertTrue(stat.S_ISREG(os.lstat(archive + ".sha256").st_mode))
         with open(archive, "rb") as f:
@@ -759,6 +947,161 @@ class Bundle(unittest.TestCase):
             return json.loads(r.stdout)
         finally:
             os.unlink(f.name)
+
+
+def write_config(directory, text):
+    path = os.path.join(directory, "jobtrail.yaml")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+class OneCluster(unittest.TestCase):
+    """Two clusters shipping to one Loki (one tenant), each with its own job 4242: every query
+    matches one cluster, and the records of two are never merged (issue 27.3)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.loki = Loki()
+        cls.t_a = time.time_ns() - 3600 * NS
+        cls.t_b = time.time_ns() - 3 * 3600 * NS
+        cls.loki.push(job_streams(nccl_lines=5, t0=cls.t_a, cluster="a"))
+        cls.loki.push(job_streams(nccl_lines=5, t0=cls.t_b, cluster="b", nodes=("gpu03", "gpu04"), xid_on="gpu03"))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.loki.close()
+
+    def setUp(self):
+        self.out = tempfile.mkdtemp(prefix="jobtrail-clusters-")
+
+    def tearDown(self):
+        shutil.rmtree(self.out, ignore_errors=True)
+
+    def cli(self, *args, config="/dev/null"):
+        return subprocess.run([JOBTRAIL, "--config", config, "--loki-url", self.loki.url] + list(args),
+                              capture_output=True, text=True, timeout=300)
+
+    def bundle_of(self, *args, config="/dev/null"):
+        r = self.cli("bundle", "4242", "-o", self.out, *args, config=config)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        (archive,) = glob.glob(self.out + "/*-job4242-*.tar.zst")
+        top = extract(archive, self.out + "/x")
+        return archive, top, json.load(open(top + "/manifest.json")), open(top + "/summary.txt").read()
+
+    def test_the_configured_cluster_bundle_holds_only_its_nodes_window_and_xid(self):
+        config = write_config(self.out, "cluster: a\n")
+        archive, top, m, summary = self.bundle_of(config=config)
+        self.assertTrue(os.path.basename(archive).startswith("a-job4242-"))
+        self.assertEqual(m["job"]["cluster"], "a")
+        self.assertEqual(sorted(m["job"]["nodes"]), ["gpu01", "gpu02"])
+        self.assertEqual(sorted(os.listdir(top + "/nodes")), ["gpu01", "gpu02"])
+        # The window is A's job, margin included: B's job three hours ago is not in it.
+        start = m["window"]["start"]
+        self.assertGreater(start, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((self.t_a - 11 * 60 * NS) / NS)))
+        cause = summary.split("MOST LIKELY CAUSE")[1].split("BY NODE")[0]
+        self.assertIn("gpu02", cause)
+        self.assertNotIn("gpu03", summary)
+        self.assertNotIn("gpu04", summary)
+        for q in m["queries"]:
+            self.assertIn('cluster="a"', q["query"], q["name"])
+        # --cluster overrides the config: B's job, B's nodes.
+        shutil.rmtree(self.out + "/x")
+        os.remove(archive)
+        _, top, m, summary = self.bundle_of("--cluster", "b", config=config)
+        self.assertEqual(sorted(m["job"]["nodes"]), ["gpu03", "gpu04"])
+        self.assertIn("gpu03", summary.split("MOST LIKELY CAUSE")[1].split("BY NODE")[0])
+        self.assertNotIn("gpu01", summary)
+
+    def test_without_a_cluster_name_a_job_id_of_two_clusters_is_refused_naming_both(self):
+        r = self.cli("bundle", "4242", "-o", self.out)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("job 4242 is in the records of 2 clusters in Loki: a, b", r.stderr)
+        self.assertIn("--cluster", r.stderr)
+        self.assertEqual(os.listdir(self.out), [])
+
+    def test_streams_of_another_cluster_that_loki_answers_anyway_are_left_out(self):
+        """Loki's answer is data (a proxy, a bug, a forged label): a Loki that ignores the
+        cluster matcher and answers B's streams too. A's bundle holds none of them, and says so."""
+        import http.server, threading
+        t0 = time.time_ns() - 3600 * NS
+
+        class Careless(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                u = urllib.parse.urlparse(self.path)
+                q = urllib.parse.parse_qs(u.query)
+                logql, start, end = q["query"][0], int(q["start"][0]), int(q["end"][0])
+                def stream(labels, values):
+                    return {"stream": labels, "values": [[str(ts), l] for ts, l in values if start <= ts < end]}
+                jl = {"job": "slurm-prolog-epilog", "job_id": "4242"}
+                if "slurm-prolog-epilog" in logql:
+                    res = [stream(dict(jl, cluster="a", node="gpu01"),
+                                  [(t0, "prolog meta user=alice"), (t0 + 60 * NS, "epilog end status=0 duration_ms=1")]),
+                           stream(dict(jl, cluster="b", node="gpu09"), [(t0 + 1, "prolog meta user=mallory")])]
+                elif '"kmsg"' in logql:
+                    res = [stream({"job": "kmsg", "cluster": "a", "node": "gpu01"}, [(t0 + 10 * NS, "eth0: link up")]),
+                           stream({"job": "kmsg", "cluster": "b", "node": "gpu01"}, [(t0 + 20 * NS, XID79)])]
+                else:
+                    res = []
+                body = json.dumps({"status": "success", "data": {"resultType": "streams",
+                                                                 "result": [r for r in res if r["values"]]}}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Careless)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        try:
+            r = subprocess.run([JOBTRAIL, "--config", "/dev/null", "--loki-url", "http://127.0.0.1:%d" % srv.server_port,
+                                "--cluster", "a", "bundle", "4242", "-o", self.out], capture_output=True, text=True,
+                               timeout=120)
+            self.assertEqual(r.returncode, 3, r.stderr)
+            (archive,) = glob.glob(self.out + "/a-job4242-*.tar.zst")
+            top = extract(archive, self.out + "/x")
+            m = json.load(open(top + "/manifest.json"))
+            self.assertEqual(m["job"]["nodes"], ["gpu01"])
+            self.assertIn("record(s) of other clusters", open(top + "/summary.txt").read())
+            kernel = [q for q in m["queries"] if q["name"] == "kernel gpu01"][0]
+            self.assertTrue(kernel["failed"])
+            self.assertIn("of other clusters than a: left out", kernel["error"])
+            self.assertEqual(open(top + "/nodes/gpu01/kmsg.log").read().count("\n"), 1)
+            self.assertNotIn("Xid", open(top + "/summary.txt").read())
+            self.assertNotIn("mallory", open(top + "/timeline.txt").read())
+        finally:
+            srv.shutdown()
+
+    def test_logql_node_and_xid_ask_one_cluster(self):
+        config = write_config(self.out, "cluster: a\n")
+        r = self.cli("--json", "logql", "4242", "--nodes", "gpu01", config=config)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for q in json.loads(r.stdout):
+            self.assertIn('cluster="a"', q["logql"], q["name"])
+        r = self.cli("--json", "logql", "4242", "--cluster", "b")
+        self.assertTrue(all('cluster="b"' in q["logql"] for q in json.loads(r.stdout)))
+        r = self.cli("logql", "4242")
+        self.assertNotIn("cluster=", r.stdout)
+        self.assertIn("no cluster configured", r.stderr)
+
+        r = self.cli("--json", "xid", "--since", "5h", config=config)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual([x["node"] for x in json.loads(r.stdout)], ["gpu02"])
+        r = self.cli("--json", "xid", "--since", "5h")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("2 clusters: a, b", r.stderr)
+        r = self.cli("--json", "xid", "--since", "5h", "--all-clusters", config=config)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(sorted(x["node"] for x in json.loads(r.stdout)), ["a/gpu02", "b/gpu03"])
+        self.assertEqual(self.cli("bundle", "4242", "--all-clusters").returncode, 2)  # a job is one cluster's
+
+        r = self.cli("--json", "node", "gpu03", "--since", "5h", config=config)
+        self.assertEqual(r.returncode, 1, r.stderr)  # gpu03 is B's: nothing of it in A
+        r = self.cli("--json", "node", "gpu03", "--since", "5h", "--cluster", "b")
+        self.assertEqual(r.returncode, 0, r.stderr)
 
 
 class OtherCommands(unittest.TestCase):

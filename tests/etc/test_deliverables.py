@@ -217,6 +217,16 @@ class Files(unittest.TestCase):
             self.assertIn(want, titles)
         self.assertTrue(any(p.get("datasource", {}).get("type") == "prometheus" for p in d["panels"]))
 
+    def test_the_dashboard_shows_one_cluster_at_a_time(self):
+        # Job ids repeat from cluster to cluster in one Loki: a job's panels must not mix two.
+        d = dashboard()
+        var = {v["name"]: v for v in d["templating"]["list"]}
+        self.assertFalse(var["cluster"]["multi"] or var["cluster"]["includeAll"])
+        self.assertIn('cluster="$cluster"', var["job_nodes"]["query"])
+        for p in d["panels"]:
+            for t in p.get("targets", []) if p.get("datasource", {}).get("type") == "loki" else ():
+                self.assertIn('cluster="$cluster"', t["expr"], p["title"])
+
     def test_logrotate_works_only_in_root_owned_directories(self):
         # logrotate runs as root: in a directory a job's user owns (the NCCL job directories) a
         # planted link makes root compress or chown the user's pick. Each rotated glob's

@@ -54,18 +54,25 @@ wait_in_loki() {
     [[ "$output" == *"NCCL WARN"* ]]
 }
 
-@test "jobtrail bundle into a directory its user filled with links writes and reads none of them" {
+@test "jobtrail bundle into a directory a user filled with links writes and reads none of them" {
     id=$(submit_as jtuser --wrap "sleep 1")
     [ "$(wait_job_done "$id")" = COMPLETED ]
     wait_log_end "$D/log/epilog/$id.log" >/dev/null
     secret=$D/root-only-bundle-$id
     printf 'TOPSECRET %s\n' "$id" > "$secret"
     chmod 0600 "$secret"
-    # The user's own directory, where an operator might run the bundle: staging directories for
-    # the next pids and links at the archive's names of the next minutes, all to a root-only file.
+    # A directory every user can write (sticky, as /tmp), where an operator might run the bundle:
+    # the user filled it with staging directories for the next pids and links at the archive's
+    # names of the next minutes, all to a root-only file.
     out=$D/jobs/out-$id
-    rm -rf "$out"  # job ids start again in a new lab
-    install -d -o jtuser -g jtuser -m 0755 "$out"
+    rm -rf "$out" "$out-theirs"  # job ids start again in a new lab
+    install -d -o root -g root -m 1777 "$out"
+    # The user's own directory is refused: they could swap the archive there.
+    install -d -o jtuser -g jtuser -m 0755 "$out-theirs"
+    run "$JT_CLI" --config "$D/etc/jobtrail.yaml" bundle "$id" --local --nccl-dir "$D/nccl" -o "$out-theirs"
+    [ "$status" -eq 4 ]
+    [[ "$output" == *"owned by uid $(id -u jtuser)"* ]]
+    [ -z "$(ls -A "$out-theirs")" ]
     runuser -u jtuser -- bash -c '
         out=$1 id=$2 node=$3 secret=$4 last=$(cat /proc/sys/kernel/ns_last_pid) now=$(date +%s)
         for pid in $(seq $((last - 5)) $((last + 300))); do
@@ -90,10 +97,11 @@ wait_in_loki() {
     (cd "$out" && sha256sum -c "$(basename "$archive").sha256")
     ! zstd -dc < "$archive" | grep -q TOPSECRET
     zstd -dc < "$archive" | tar -tvf - | awk '$1 != "-rw-------" { print; bad = 1 } END { exit bad }'
-    # What the user planted is as they left it (the archive and its checksum replaced two of the
-    # links), and nothing of the bundle's is left.
+    # What the user planted is as they left it (the archive took another name than their links),
+    # and nothing of the bundle's is left.
     name=$(basename "$archive")
+    [[ "$name" == *-2.tar.zst ]]
     after=$(find "$out" -mindepth 1 -printf '%P %y %l %u\n' | sort)
-    diff <(grep -v -e "^$name " -e "^$name.sha256 " <<< "$before") <(grep -v -e "^$name " -e "^$name.sha256 " <<< "$after")
+    diff <(cat <<< "$before") <(grep -v -e "^$name " -e "^$name.sha256 " <<< "$after")
     [ "$(grep -c -e "^$name f  root$" -e "^$name.sha256 f  root$" <<< "$after")" -eq 2 ]
 }

@@ -8,6 +8,8 @@ logproto.PushRequest), so a wrong field in our .proto cannot hide on both sides.
 
 Endpoints: POST /loki/api/v1/push (snappy protobuf, JSON, gzip/deflate), GET /loki/api/v1/query_range,
 /loki/api/v1/series, /loki/api/v1/labels, /loki/api/v1/label/<name>/values, /ready.
+--split-cost-ms N makes long queries cost what they cost a real Loki: N ms per split_queries_by_interval
+piece, max_query_parallelism pieces of a tenant at a time (see Splitter).
 Loki 3.4's automatic stream sharding is on, as in Loki (--no-shard-streams turns it off,
 --shard-desired-rate-kb sets desired_rate, 1536 by default): a stream sent faster than that is
 stored as __stream_shard__="0".."N-1" streams beside its unsharded one (see StreamRates).
@@ -415,10 +417,49 @@ class StreamRates:
         return 1 if shards <= 1 else math.ceil(shards)
 
 
+class Splitter:
+    """What a long query costs a real Loki (off unless --split-cost-ms): its query frontend cuts a
+    query_range or series request into one piece per split_queries_by_interval (aligned to it,
+    1 h by default), and the queriers run max_query_parallelism pieces of a tenant at a time
+    (32), each piece a lookup and a scan even where it finds nothing. Here each piece holds one
+    of the tenant's slots for --split-cost-ms, so N pieces of one tenant's queries in flight take
+    about ceil(N / parallelism) x the cost, whichever queries they belong to."""
+
+    def __init__(self, a):
+        self.a, self.lock, self.slots, self.pieces_run = a, threading.Lock(), {}, 0
+
+    def pieces(self, start, end):
+        step = self.a.split_queries_by_interval * NS
+        return max(1, (end - 1) // step - start // step + 1) if end > start else 1
+
+    def run(self, tenant, start, end):
+        if self.a.split_cost_ms <= 0:
+            return
+        with self.lock:
+            slots = self.slots.setdefault(tenant, threading.BoundedSemaphore(self.a.max_query_parallelism))
+            self.pieces_run += self.pieces(start, end)
+        todo = iter(range(self.pieces(start, end)))
+        take = threading.Lock()
+
+        def worker():
+            while True:
+                with take:
+                    if next(todo, None) is None:
+                        return
+                with slots:
+                    time.sleep(self.a.split_cost_ms / 1000)
+        workers = [threading.Thread(target=worker) for _ in range(min(self.pieces(start, end), self.a.max_query_parallelism))]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+
+
 class Loki:
     def __init__(self, a):
         self.a = a
         self.lock = threading.Lock()
+        self.splitter = Splitter(a)
         self.reset()
 
     def reset(self):
@@ -810,7 +851,8 @@ def make_handler(loki):
                     return self.reply(200, json.dumps(doc), "application/json")
                 if u.path == "/-/stats":
                     with loki.lock:  # reply() takes the lock itself: not under it
-                        doc = json.dumps(dict(loki.stats, streams=len(loki.streams)))
+                        doc = json.dumps(dict(loki.stats, streams=len(loki.streams),
+                                              split_pieces=loki.splitter.pieces_run))
                     return self.reply(200, doc, "application/json")
                 tenant = self.tenant()
                 now = time.time_ns()
@@ -829,6 +871,7 @@ def make_handler(loki):
                     if a.max_query_length and end - start > a.max_query_length * NS:
                         raise PushError(400, "the query time range exceeds the limit (query length: %s, limit: %s)"
                                         % (go_duration(end - start), model_duration(a.max_query_length)))
+                    loki.splitter.run(tenant, start, end)  # outside the lock, as Loki's queriers
                     forward = one("direction", "backward") == "forward"
                     categorize = "categorize-labels" in (self.headers.get("X-Loki-Response-Encoding-Flags") or "")
                     with loki.lock:
@@ -853,11 +896,20 @@ def make_handler(loki):
                                                          "stats": {"summary": {"totalEntriesReturned": len(flat)}}}}
                     return self.reply(200, json.dumps(doc), "application/json")
                 if u.path == "/loki/api/v1/series":
+                    # The streams with entries in [start, end] (Loki's default: the last hour).
+                    end = parse_time(one("end"), now)
+                    start = parse_time(one("start"), end - 3600 * NS)
+                    if a.max_query_lookback:
+                        start = max(start, now - a.max_query_lookback * NS)
+                    if a.max_query_length and end - start > a.max_query_length * NS:
+                        raise PushError(400, "the query time range exceeds the limit (query length: %s, limit: %s)"
+                                        % (go_duration(end - start), model_duration(a.max_query_length)))
+                    loki.splitter.run(tenant, start, end)
                     out = []
                     with loki.lock:
                         for m in q.get("match[]", []):
-                            for labels, _ in loki.select(tenant, m, 0, 1 << 62):
-                                if labels not in out:
+                            for labels, es in loki.select_iter(tenant, m, start, end + 1):
+                                if labels not in out and next(es, None) is not None:
                                     out.append(labels)
                     return self.reply(200, json.dumps({"status": "success", "data": out}), "application/json")
                 if u.path == "/loki/api/v1/labels":
@@ -901,6 +953,10 @@ def parse_args(argv=None):
     p.add_argument("--max-query-length", type=int, default=0, help="seconds; 0 = no limit (Loki's default: 721h)")
     p.add_argument("--max-query-lookback", type=int, default=0, help="seconds; 0 = no limit")
     p.add_argument("--max-recv-bytes", type=int, default=100 * 2**20)
+    p.add_argument("--split-cost-ms", type=float, default=0,
+                   help="what each split_queries_by_interval piece of a query costs (0: nothing, the default)")
+    p.add_argument("--split-queries-by-interval", type=int, default=3600, help="seconds (Loki's 1h)")
+    p.add_argument("--max-query-parallelism", type=int, default=32, help="pieces of a tenant run at once")
     p.add_argument("--no-shard-streams", dest="shard_streams", action="store_false",
                    help="turn off Loki's automatic stream sharding (shard_streams.enabled, on by default)")
     p.add_argument("--shard-desired-rate-kb", type=int, default=1536, help="shard_streams.desired_rate (1536KB)")

@@ -169,6 +169,36 @@ class DoubleTest(unittest.TestCase):
         self.assertEqual(json.loads(self.d.req("GET", "/loki/api/v1/labels")[1])["data"], ["job", "node", "service_name"])
         self.assertEqual(json.loads(self.d.req("GET", "/loki/api/v1/label/node/values")[1])["data"], ["n1", "n2"])
 
+    def test_series_answers_the_streams_with_entries_in_the_range(self):
+        self.d.push_json([({"job": "s", "node": "old"}, [[str(self.now - 7200 * NS), "x"]]),
+                          ({"job": "s", "node": "new"}, [[str(self.now), "y"]])])
+
+        def nodes(start, end):
+            st, body = self.d.req("GET", "/loki/api/v1/series?" + urllib.parse.urlencode(
+                {"match[]": '{job="s"}', "start": str(start), "end": str(end)}))
+            self.assertEqual(st, 200, body)
+            return sorted(x["node"] for x in json.loads(body)["data"])
+        self.assertEqual(nodes(self.now - 60 * NS, self.now + NS), ["new"])
+        self.assertEqual(nodes(self.now - 3 * 3600 * NS, self.now + NS), ["new", "old"])
+        self.assertEqual(nodes(self.now - 3 * 3600 * NS, self.now - 3600 * NS), ["old"])
+
+    def test_split_cost_is_off_unless_asked_and_counts_lokis_pieces(self):
+        """Loki's query frontend cuts a query into one piece per split_queries_by_interval,
+        aligned to it: [00:30, 03:00) is the pieces of hours 0, 1 and 2."""
+        hour = 3600 * NS
+        at = (self.now // hour - 48) * hour
+        self.d.query('{job="none"}', start=at + hour // 2, end=at + 3 * hour)
+        self.assertEqual(json.loads(self.d.req("GET", "/-/stats")[1])["split_pieces"], 0)
+        d = Double("--split-cost-ms", "1", "--max-query-parallelism", "4")
+        try:
+            for start, end, pieces in ((at + hour // 2, at + 3 * hour, 3), (at, at + 45 * 24 * hour, 1080),
+                                       (at, at + 1, 1)):
+                before = json.loads(d.req("GET", "/-/stats")[1])["split_pieces"]
+                self.assertEqual(d.query('{job="none"}', start=start, end=end)[0], 200)
+                self.assertEqual(json.loads(d.req("GET", "/-/stats")[1])["split_pieces"] - before, pieces)
+        finally:
+            d.close()
+
     def test_faults(self):
         self.d.req("POST", "/-/fault", json.dumps({"mode": "status", "status": 503, "count": 1}).encode())
         self.assertEqual(self.d.push_json([({"job": "f"}, [[str(self.now), "x"]])])[0], 503)

@@ -96,19 +96,22 @@ std::string sha256_fd(int fd) {
     return out;
 }
 
-Published publish_archive(const StagingDir& dir, const std::string& top, const std::vector<std::string>& files) {
-    // Each written under a fresh name, then renamed onto its own: a link planted at the name is
-    // replaced, never written through; half an archive (its temporary file) goes with `archive`.
+Published publish_archive(StagingDir& dir, const std::string& top, const std::vector<std::string>& files) {
+    // Each written under a fresh name, then renamed onto the name claimed for it: what someone
+    // put at a name (a link, a directory) is left alone and another name taken; half an archive
+    // (its temporary file) goes with `archive`.
     Published out;
     auto failed = [&out](Status why) {
         out.status = std::move(why);
         return out;
     };
-    const std::string name = top + ".tar.zst";
+    auto claimed = dir.claim_output(top, ".tar.zst");
+    if (!claimed.ok) return failed(Status::failure(claimed.error));
+    const std::string name = claimed.value + ".tar.zst";
     out.path = dir.out_dir() + "/" + name;
     auto archive = dir.create_output(name, kArchiveMode);
     if (!archive.ok) return failed(Status::failure(archive.error));
-    if (auto ws = write_archive(dir, top, files, archive.value, out.path); !ws.ok) return failed(ws);
+    if (auto ws = write_archive(dir, claimed.value, files, archive.value, out.path); !ws.ok) return failed(ws);
     auto sums = dir.create_output(name + ".sha256", 0644);  // says nothing of the content
     if (!sums.ok) return failed(Status::failure(sums.error));
     if (!write_all(sums.value.fd(), sha256_fd(archive.value.fd()) + "  " + name + "\n"))

@@ -25,7 +25,8 @@ struct Published {
 };
 
 // <top>.tar.zst of `files` (staged, read back through the staging directory's descriptors, each
-// under <top>/), and its <top>.tar.zst.sha256, into the output directory.
-Published publish_archive(const StagingDir& dir, const std::string& top, const std::vector<std::string>& files);
+// under <top>/), and its <top>.tar.zst.sha256, into the output directory; <top>-2... when that
+// name is taken (StagingDir::claim_output).
+Published publish_archive(StagingDir& dir, const std::string& top, const std::vector<std::string>& files);
 
 }  // namespace jobtrail::forensics::bundle

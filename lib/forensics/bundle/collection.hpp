@@ -43,6 +43,7 @@ struct Gathered {
     Window window;  // margin included
     std::vector<QueryRecord> queries;
     std::string source;                   // the manifest's: Loki's address, or the local directory
+    std::string cluster;                  // the `cluster` label every query matched ("" : none)
     std::set<std::string> missing_nodes;  // in the job's nodelist, without a prolog/epilog record
     std::string nodelist_notes;
     int exit_code = kExitOk;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <vector>
 
 #include "common/hostlist.hpp"
 #include "common/text.hpp"
@@ -17,6 +19,25 @@ namespace jobtrail::forensics::bundle {
 namespace {
 
 constexpr size_t kMaxJobNodes = 16384;  // expand_hostlist's default bound, for all nodelists together
+constexpr int64_t kDayNs = 86'400'000'000'000;
+constexpr int64_t kMaxPieceNs = 32 * kDayNs;
+constexpr size_t kMaxPieceRecords = 4'000'000;  // a piece's records held to be read newest first (24 bytes each)
+
+enum class Phase : uint8_t { kOther, kProlog, kEpilog };
+
+// One prolog/epilog record of a piece, small: a piece is read newest first once it is all in.
+struct Rec {
+    int64_t ts = 0;
+    uint32_t node = 0;      // index into the names seen
+    int32_t nodelist = -1;  // index into the nodelists seen, for a `meta nodelist=` line
+    Phase phase = Phase::kOther;
+    bool epilog_end = false;
+};
+
+std::string label_of(const loki::QueryEntry& e, const char* k) {
+    auto it = e.labels->find(k);
+    return it == e.labels->end() ? std::string() : it->second;
+}
 
 // "prolog meta nodelist=gpu[01-04]" -> "gpu[01-04]" for key "nodelist"; "" if not such a line.
 std::string meta_value(std::string_view line, std::string_view key) {
@@ -69,42 +90,151 @@ bool window_from_slurm(const BundleOptions& o, Window& w) {
 FoundJob find_job(const BundleOptions& o) {
     FoundJob job;
     Window& w = job.window;
-    w.nodes = o.nodes;
-    w.start_ns = o.start_ns;
-    w.end_ns = o.end_ns;
-    job.end_known = o.end_ns != 0;
-    if (!w.nodes.empty() && w.start_ns) {
-        w.basis = "options";
-        return job;
-    }
-    Window found;
-    bool epilog_ended = false;
-    std::set<std::string> nodes;
-    std::set<std::string> nodelists;  // what SLURM_JOB_NODELIST said on each node
     loki::Client client(o.endpoint);
     if (auto secrets = client.load_secrets(); !secrets.ok)
         std::fprintf(stderr, "jobtrail: %s (querying without those credentials)\n", secrets.error.c_str());
     const int64_t now = realtime_ns();
-    QueryRecord q{"find the job", prolog_epilog_query(o.schema, o.job_id)};
-    const auto r = loki::query_range(
-        client, q.logql, now - o.lookback_ns, now + 60'000'000'000, o.query, [&](const loki::QueryEntry& e) {
-            if (auto it = e.labels->find("node"); it != e.labels->end()) nodes.insert(it->second);
-            if (auto v = meta_value(e.line, "nodelist"); !v.empty() && nodelists.size() < 16) nodelists.emplace(v);
-            if (auto it = e.labels->find("cluster"); it != e.labels->end()) job.cluster = it->second;
-            if (!found.start_ns || e.ts_ns < found.start_ns) found.start_ns = e.ts_ns;
-            found.end_ns = std::max(found.end_ns, e.ts_ns);
+    // The options' window bounds the search; without one, the lookback.
+    const int64_t lo = o.start_ns ? o.start_ns : now - o.lookback_ns;
+    const int64_t hi = o.end_ns ? o.end_ns : now + 60'000'000'000;
+    Scope scope{o.schema, o.cluster};
+    QueryRecord q{"find the job", prolog_epilog_query(scope, o.job_id)};
+    const int64_t t0 = monotonic_ns();
+    auto fail = [&](int code, std::string why) {
+        q.failed = true;
+        q.error = why;
+        q.seconds = static_cast<double>(monotonic_ns() - t0) / 1e9;
+        job.query = q;
+        job.exit_code = code;
+        job.error = std::move(why);
+        return job;
+    };
+    bool absent = false;  // Loki's index has no record of the job: not looked for line by line
+    if (scope.cluster.empty()) {
+        // One job id, several clusters (one Loki for all, ids counted from 1 in each): their
+        // records must not be merged, and which one is meant is the operator's to say.
+        const auto s = loki::series(client, q.logql, lo, hi, o.query);
+        if (s.failed)
+            return fail(kExitPartial, (s.http_status ? "cannot find job " : "cannot reach Loki to find job ") +
+                                          o.job_id + ": " + s.error);
+        std::set<std::string> clusters;
+        for (const auto& l : s.series) {
+            auto it = l.find(node::label::kCluster);
+            clusters.insert(it == l.end() ? std::string() : it->second);
+        }
+        if (clusters.size() > 1) {
+            std::string names;
+            for (const auto& c : clusters)
+                names += (names.empty() ? "" : ", ") + (c.empty() ? std::string("(no cluster label)") : escape_line(c));
+            return fail(kExitUsage, "job " + o.job_id + " is in the records of " + std::to_string(clusters.size()) +
+                                        " clusters in Loki: " + names +
+                                        "; say which with --cluster NAME (or set `cluster` in the config)");
+        }
+        if (clusters.size() == 1) scope.cluster = *clusters.begin();
+        q.logql = prolog_epilog_query(scope, o.job_id);
+        absent = clusters.empty();
+    }
+    job.cluster = scope.cluster;
+
+    // The job's latest run, newest records first. A prolog record older than an epilog record
+    // belongs to another job that had the same id: that is where the run starts.
+    std::vector<std::string> names, nodelists;
+    std::map<std::string, uint32_t> name_index;
+    std::set<uint32_t> run_nodes;
+    std::set<int32_t> run_nodelists;
+    int64_t run_first = 0, run_last = 0, earlier = 0;
+    bool seen_prolog = false, epilog_ended = false, boundary = false;
+    uint64_t foreign = 0;
+    loki::QueryResult r;
+    int64_t piece = kDayNs;
+    for (int64_t to = absent ? lo : hi; to > lo && !boundary;) {
+        const int64_t from = std::max(lo, to - piece);
+        std::vector<Rec> recs;
+        const auto got = loki::query_range(client, q.logql, from, to, o.query, [&](const loki::QueryEntry& e) {
+            if (recs.size() >= kMaxPieceRecords) {  // a flood pushed into the job's stream: said, not held
+                r.truncated = true;
+                return;
+            }
+            // Loki's answer is data: a stream of another cluster is not this job's.
+            if (!scope.cluster.empty() && label_of(e, node::label::kCluster) != scope.cluster) {
+                ++foreign;
+                return;
+            }
+            Rec rec;
+            rec.ts = e.ts_ns;
+            const std::string node = label_of(e, node::label::kNode);
+            auto [it, fresh] = name_index.emplace(node, static_cast<uint32_t>(names.size()));
+            if (fresh) {
+                if (names.size() >= kMaxJobNodes) {
+                    name_index.erase(it);
+                    return;
+                }
+                names.push_back(node);
+            }
+            rec.node = it->second;
+            if (auto v = meta_value(e.line, "nodelist"); !v.empty() && nodelists.size() < 16) {
+                rec.nodelist = static_cast<int32_t>(nodelists.size());
+                nodelists.push_back(v);
+            }
+            std::string phase = label_of(e, node::metadata::kPhase);
             const auto l = joblog::parse_shipped_line(e.line);
-            if (l.phase == node::phase_name(node::Phase::kEpilog) && l.tag == joblog::kEnd && l.name.empty())
-                epilog_ended = true;
+            if (phase.empty()) phase = l.phase;
+            rec.phase = phase == node::phase_name(node::Phase::kProlog)   ? Phase::kProlog
+                        : phase == node::phase_name(node::Phase::kEpilog) ? Phase::kEpilog
+                                                                          : Phase::kOther;
+            rec.epilog_end = rec.phase == Phase::kEpilog && l.tag == joblog::kEnd && l.name.empty();
+            recs.push_back(rec);
         });
+        r.entries += got.entries;
+        r.requests += got.requests;
+        r.truncated |= got.truncated;
+        if (got.failed) {
+            r.failed = true;
+            r.http_status = got.http_status;
+            r.error = got.error;
+            break;
+        }
+        for (auto it = recs.rbegin(); it != recs.rend(); ++it) {
+            if (seen_prolog && it->phase == Phase::kEpilog) {
+                boundary = true;
+                earlier = it->ts;
+                break;
+            }
+            seen_prolog |= it->phase == Phase::kProlog;
+            epilog_ended |= it->epilog_end;
+            run_nodes.insert(it->node);
+            if (it->nodelist >= 0) run_nodelists.insert(it->nodelist);
+            if (!run_first || it->ts < run_first) run_first = it->ts;
+            run_last = std::max(run_last, it->ts);
+        }
+        // An empty piece before the job's prolog: nothing older is of this run.
+        if (recs.empty() && seen_prolog) break;
+        to = from;
+        piece = std::min(piece * 2, kMaxPieceNs);
+    }
     q.lines = r.entries;
     q.failed = r.failed;
+    q.truncated = r.truncated;
     q.error = r.error;
+    q.seconds = static_cast<double>(monotonic_ns() - t0) / 1e9;
     job.query = q;
-    if (!nodes.empty()) {
+    if (foreign)
+        job.nodelist_notes += "Loki answered " + std::to_string(foreign) +
+                              " record(s) of other clusters to a query for cluster " + escape_line(scope.cluster) +
+                              ": left out\n";
+    if (boundary)
+        job.nodelist_notes += "an earlier job with id " + o.job_id + " has records up to " +
+                              format_rfc3339_ns(earlier) +
+                              ": it is another job, left out; give --start and --end around it to bundle that one\n";
+
+    Window found;
+    if (!run_nodes.empty()) {
+        std::set<std::string> all;
+        for (const uint32_t n : run_nodes) all.insert(names[n]);
         // A node whose shipper is down or behind has no records: the nodelist names it.
-        std::set<std::string> all = nodes;
-        for (const auto& l : nodelists) {
+        std::set<std::string> lists;
+        for (const int32_t i : run_nodelists) lists.insert(nodelists[static_cast<size_t>(i)]);
+        for (const auto& l : lists) {
             auto expanded = expand_hostlist(l);
             if (!expanded.ok) {
                 job.nodelist_notes += "the job's nodelist is unusable (" + escape_line(expanded.error) +
@@ -121,26 +251,40 @@ FoundJob find_job(const BundleOptions& o) {
                 if (all.insert(h).second) job.missing_nodes.insert(h);
         }
         found.nodes.assign(all.begin(), all.end());
-        found.basis = nodelists.empty() ? "prolog/epilog records in Loki"
-                                        : "prolog/epilog records in Loki and the job's nodelist";
-    } else if (!window_from_slurm(o, found)) {
+        found.start_ns = run_first;
+        // Without an epilog's end the job runs (or its node died): its window reaches to now,
+        // not to its prolog's last record.
+        found.end_ns = epilog_ended ? run_last : 0;
+        found.basis =
+            lists.empty() ? "prolog/epilog records in Loki" : "prolog/epilog records in Loki and the job's nodelist";
+        // Without its prolog in the window the job started earlier; without an epilog's end
+        // (running, or its node died) the last record is no end.
+        if (seen_prolog) job.job_start_ns = run_first;
+        if (epilog_ended) job.job_end_ns = run_last;
+    } else if (window_from_slurm(o, found)) {
+        job.job_start_ns = found.start_ns;
+        job.job_end_ns = found.end_ns;
+    } else {
         found = {};
     }
-    if (w.nodes.empty()) w.nodes = found.nodes;
-    if (!w.start_ns) {
-        w.start_ns = found.start_ns;
-        w.end_ns = found.end_ns;
-        // Without an epilog's end (running, or its node died) the last record is no end.
-        job.end_known = epilog_ended || (nodes.empty() && found.end_ns);
-    }
-    w.basis = found.basis.empty() ? "options" : found.basis;
+    // Given nodes are the ones asked for; a given window is cut to the job's own.
+    w.nodes = o.nodes.empty() ? found.nodes : o.nodes;
+    if (!o.nodes.empty()) job.missing_nodes.clear();
+    w.start_ns = o.start_ns ? std::max(o.start_ns, job.job_start_ns) : found.start_ns;
+    w.end_ns = o.end_ns ? (job.job_end_ns ? std::min(o.end_ns, job.job_end_ns) : o.end_ns) : found.end_ns;
+    if (w.end_ns && w.end_ns < w.start_ns) w.end_ns = w.start_ns;
+    w.basis = found.basis.empty()
+                  ? "options"
+                  : found.basis + (o.start_ns || o.end_ns || !o.nodes.empty() ? ", within the options" : "");
     if (w.nodes.empty() || !w.start_ns) {
         job.exit_code = r.failed ? kExitPartial : kExitNotFound;
-        job.error = r.failed ? (r.http_status ? "cannot find job " + o.job_id + ": " + r.error
-                                              : "cannot reach Loki to find job " + o.job_id + ": " + r.error)
-                             : "job " + o.job_id + ": no prolog/epilog records in Loki over the last " +
-                                   std::to_string(o.lookback_ns / 3'600'000'000'000) +
-                                   " h and no accounting record; give --nodes, --start and --end";
+        job.error =
+            r.failed ? (r.http_status ? "cannot find job " + o.job_id + ": " + r.error
+                                      : "cannot reach Loki to find job " + o.job_id + ": " + r.error)
+                     : "job " + o.job_id + ": no prolog/epilog records in Loki" +
+                           (o.start_ns ? std::string(" in the window given")
+                                       : " over the last " + std::to_string(o.lookback_ns / 3'600'000'000'000) + " h") +
+                           " and no accounting record; give --nodes, --start and --end";
     }
     return job;
 }

@@ -20,18 +20,36 @@
 namespace jobtrail::forensics::bundle {
 namespace {
 
-QueryRecord run_query(const BundleOptions& o, const std::string& name, const std::string& logql, int64_t start,
-                      int64_t end, const std::function<void(const loki::QueryEntry&)>& sink) {
+std::string label(const loki::QueryEntry& e, const char* k) {
+    auto it = e.labels->find(k);
+    return it == e.labels->end() ? std::string() : it->second;
+}
+
+// Every query is for one cluster, and Loki's answer is data: a stream of another cluster that
+// comes back anyway (a proxy, a bug, a forged label) is left out and makes the query fail.
+QueryRecord run_query(const BundleOptions& o, const std::string& cluster, const std::string& name,
+                      const std::string& logql, int64_t start, int64_t end,
+                      const std::function<void(const loki::QueryEntry&)>& sink) {
     QueryRecord r{name, logql};
     const int64_t t0 = monotonic_ns();
     loki::Client client(o.endpoint);
     client.load_secrets();  // unreadable: said once, when the job is looked up
+    uint64_t foreign = 0;
     // query_range splits by Loki's max_query_length.
-    const auto res = loki::query_range(client, logql, start, end, o.query, sink);
-    r.lines = res.entries;
+    const auto res = loki::query_range(client, logql, start, end, o.query, [&](const loki::QueryEntry& e) {
+        if (!cluster.empty() && label(e, node::label::kCluster) != cluster) {
+            ++foreign;
+            return;
+        }
+        sink(e);
+    });
+    r.lines = res.entries - foreign;
     r.truncated = res.truncated;
-    r.failed = res.failed;
+    r.failed = res.failed || foreign;
     r.error = res.error;
+    if (foreign && r.error.empty())
+        r.error = "Loki answered " + std::to_string(foreign) + " line(s) of other clusters than " +
+                  escape_line(cluster) + ": left out";
     r.seconds = static_cast<double>(monotonic_ns() - t0) / 1e9;
     return r;
 }
@@ -51,32 +69,29 @@ struct Task {
     std::function<void()> after_before = {};
 };
 
-std::string label(const loki::QueryEntry& e, const char* k) {
-    auto it = e.labels->find(k);
-    return it == e.labels->end() ? std::string() : it->second;
-}
-
-std::vector<Task> tasks_of(Collection& col, const Window& w) {
+std::vector<Task> tasks_of(Collection& col, const Window& w, const Scope& scope) {
     const BundleOptions& o = col.options();
     std::vector<Task> tasks;
-    tasks.push_back({"prolog and epilog", prolog_epilog_query(o.schema, o.job_id), [&col](const loki::QueryEntry& e) {
-                         const std::string node = path_component(label(e, node::label::kNode));
-                         std::string phase = label(e, node::metadata::kPhase);
-                         // Without the label (structured metadata off), the line's own.
-                         if (phase.empty()) phase = joblog::parse_shipped_line(e.line).phase;
-                         if (phase.empty()) phase = "prolog";
-                         // Anyone who can push to Loki can set it: only the two phases name
-                         // files as such; anything else is kept, apart and escaped.
-                         if (phase != "prolog" && phase != "epilog") phase = "phase-" + path_component(phase);
-                         col.record(node, phase, "nodes/" + node + "/" + phase + ".log",
-                                    col.kernel_time(node, phase, e.line, e.ts_ns), e.line);
-                     }});
+    // Of the nodes asked for only: the summary's header names no other node's epilog.
+    tasks.push_back(
+        {"prolog and epilog", prolog_epilog_query(scope, o.job_id, o.nodes), [&col](const loki::QueryEntry& e) {
+             const std::string node = path_component(label(e, node::label::kNode));
+             std::string phase = label(e, node::metadata::kPhase);
+             // Without the label (structured metadata off), the line's own.
+             if (phase.empty()) phase = joblog::parse_shipped_line(e.line).phase;
+             if (phase.empty()) phase = "prolog";
+             // Anyone who can push to Loki can set it: only the two phases name
+             // files as such; anything else is kept, apart and escaped.
+             if (phase != "prolog" && phase != "epilog") phase = "phase-" + path_component(phase);
+             col.record(node, phase, "nodes/" + node + "/" + phase + ".log",
+                        col.kernel_time(node, phase, e.line, e.ts_ns), e.line);
+         }});
     for (const auto& n : w.nodes) {
         const std::string node = path_component(n);
         // One NCCL query per node: bounded queries that run in parallel. Before it, the
         // lines that say a process's step (a few per file), for the lines that do not.
         auto steps = std::make_shared<NcclSteps>();
-        Task t{"NCCL " + escape_line(n), nccl_query(o.schema, o.job_id, n),
+        Task t{"NCCL " + escape_line(n), nccl_query(scope, o.job_id, n),
                [&col, node, steps](const loki::QueryEntry& e) {
                    // Its name, or its step and what the line says (the shipper sends the
                    // name only when the line does not).
@@ -90,22 +105,21 @@ std::vector<Task> tasks_of(Collection& col, const Window& w) {
                    col.record(node, "nccl", "nccl/" + node + "/" + path_component(file), e.ts_ns, e.line);
                }};
         // From ten minutes before the window: a file says its step again after ten minutes.
-        t.before = {nccl_step_query(o.schema, o.job_id, n),
+        t.before = {nccl_step_query(scope, o.job_id, n),
                     [steps](const loki::QueryEntry& e) {
                         steps->add(e, label(e, node::metadata::kStep), label(e, node::metadata::kFile));
                     },
                     NcclSteps::kSaidEveryNs};
         t.after_before = [steps] { steps->done(); };
         tasks.push_back(std::move(t));
+        tasks.push_back({"kernel " + escape_line(n), kernel_query(scope, n), [&col, node](const loki::QueryEntry& e) {
+                             col.record(node, "kmsg", "nodes/" + node + "/kmsg.log", e.ts_ns, e.line);
+                         }});
         tasks.push_back(
-            {"kernel " + escape_line(n), kernel_query(o.schema, n), [&col, node](const loki::QueryEntry& e) {
-                 col.record(node, "kmsg", "nodes/" + node + "/kmsg.log", e.ts_ns, e.line);
-             }});
-        tasks.push_back(
-            {"slurmd " + escape_line(n), slurmd_query(o.schema, n, o.job_id), [&col, node](const loki::QueryEntry& e) {
+            {"slurmd " + escape_line(n), slurmd_query(scope, n, o.job_id), [&col, node](const loki::QueryEntry& e) {
                  col.record(node, "slurmd", "nodes/" + node + "/slurmd.log", e.ts_ns, e.line);
              }});
-        tasks.push_back({"fabric manager " + escape_line(n), fabric_manager_query(o.schema, n),
+        tasks.push_back({"fabric manager " + escape_line(n), fabric_manager_query(scope, n),
                          [&col, node](const loki::QueryEntry& e) {
                              col.record(node, "fabric-manager", "nodes/" + node + "/fabric-manager.log", e.ts_ns,
                                         e.line);
@@ -114,12 +128,22 @@ std::vector<Task> tasks_of(Collection& col, const Window& w) {
     return tasks;
 }
 
-// The tasks, o.parallel at a time.
-std::vector<QueryRecord> run_tasks(const BundleOptions& o, std::vector<Task>& tasks, const Window& w) {
+// Queries in flight: o.parallel, fewer when each is long. Loki splits a query into one piece
+// per split_queries_by_interval and runs max_query_parallelism pieces of a tenant at a time:
+// more queries in flight than fill those slots only queue in Loki, and delay other users.
+int in_flight(const BundleOptions& o, const Window& w) {
+    const int64_t interval = std::max<int64_t>(o.split_interval_ns, 60'000'000'000);
+    const int64_t pieces = std::max<int64_t>(1, (w.end_ns - w.start_ns + interval - 1) / interval);
+    return static_cast<int>(std::clamp<int64_t>(o.max_query_parallelism / pieces, 1, std::max(1, o.parallel)));
+}
+
+// The tasks, in_flight() at a time.
+std::vector<QueryRecord> run_tasks(const BundleOptions& o, const std::string& cluster, std::vector<Task>& tasks,
+                                   const Window& w) {
     std::vector<QueryRecord> done(tasks.size());
     std::atomic<size_t> next{0}, finished{0};
     std::vector<std::thread> pool;
-    for (int t = 0; t < std::max(1, o.parallel); ++t) {
+    for (int t = 0; t < in_flight(o, w); ++t) {
         pool.emplace_back([&] {
             for (size_t i; (i = next++) < tasks.size();) {
                 // An exception here would end the process (std::terminate) and leave the
@@ -129,8 +153,8 @@ std::vector<QueryRecord> run_tasks(const BundleOptions& o, std::vector<Task>& ta
                     QueryRecord pre;
                     if (task.before.sink) {
                         try {
-                            pre = run_query(o, task.name, task.before.logql, w.start_ns - task.before.lookback_ns,
-                                            w.end_ns, task.before.sink);
+                            pre = run_query(o, cluster, task.name, task.before.logql,
+                                            w.start_ns - task.before.lookback_ns, w.end_ns, task.before.sink);
                         } catch (const std::exception& ex) {
                             // The task's own query still runs: its lines, some named less well.
                             pre.failed = true;
@@ -138,7 +162,7 @@ std::vector<QueryRecord> run_tasks(const BundleOptions& o, std::vector<Task>& ta
                         }
                         if (task.after_before) task.after_before();
                     }
-                    done[i] = run_query(o, task.name, task.logql, w.start_ns, w.end_ns, task.sink);
+                    done[i] = run_query(o, cluster, task.name, task.logql, w.start_ns, w.end_ns, task.sink);
                     if (pre.failed || pre.truncated) {
                         done[i].failed = done[i].failed || pre.failed;
                         done[i].truncated = done[i].truncated || pre.truncated;
@@ -172,25 +196,24 @@ Gathered gather_from_loki(const BundleOptions& o, Collection& col, Analyzer& an)
     if (job.query) g.queries.push_back(*job.query);
     g.missing_nodes = std::move(job.missing_nodes);
     g.nodelist_notes = std::move(job.nodelist_notes);
-    if (!job.cluster.empty()) an.facts().cluster = job.cluster;
+    g.cluster = job.cluster;
     if (job.exit_code != kExitOk) {
         g.exit_code = job.exit_code;
         g.error = std::move(job.error);
         return g;
     }
     Window& w = g.window = std::move(job.window);
-    if (!w.end_ns) {
-        w.end_ns = realtime_ns();
-        job.end_known = false;
-    }
+    if (!w.end_ns) w.end_ns = realtime_ns();
     // Before the records come: they are grouped by it. Not from local files (their window
-    // is what they hold, the prolog's kernel context included).
-    an.facts().job_start_ns = w.start_ns;
-    an.facts().job_end_ns = job.end_known ? w.end_ns : 0;
+    // is what they hold, the prolog's kernel context included). The job's own start and end,
+    // not the window's: an Xid before the job in a window given wider is said to be before it.
+    an.facts().job_start_ns = job.job_start_ns ? job.job_start_ns : w.start_ns;
+    an.facts().job_end_ns = job.job_end_ns ? job.job_end_ns : (o.end_ns ? w.end_ns : 0);
     w.start_ns -= o.margin_ns;
     w.end_ns += o.margin_ns;
-    auto tasks = tasks_of(col, w);
-    auto got = run_tasks(o, tasks, w);
+    const Scope scope{o.schema, job.cluster};
+    auto tasks = tasks_of(col, w, scope);
+    auto got = run_tasks(o, job.cluster, tasks, w);
     g.queries.insert(g.queries.end(), got.begin(), got.end());
     return g;
 }

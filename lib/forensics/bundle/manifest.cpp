@@ -34,20 +34,24 @@ std::string manifest_json(const BundleOptions& o, int64_t started_ns, const Gath
         mf.push_back({{"path", f}, {"bytes", sb.st_size}, {"sha256", sum}});
     }
     const Window& w = g.window;
-    const nlohmann::ordered_json manifest = {
-        {"jobtrail_version", kVersion},
-        {"command", o.command_line},
-        {"created", format_rfc3339_ns(started_ns)},
-        {"source", g.source},
-        {"job", {{"id", o.job_id}, {"nodes", w.nodes}, {"missing_nodes", g.missing_nodes}, {"basis", w.basis}}},
-        {"window",
-         {{"start", format_rfc3339_ns(w.start_ns)},
-          {"end", format_rfc3339_ns(w.end_ns)},
-          {"margin_s", o.margin_ns / 1'000'000'000}}},
-        {"queries", mq},
-        {"complete", g.missing_nodes.empty() && !g.any_failed()},
-        {"refused", mr},
-        {"files", mf}};
+    const nlohmann::ordered_json manifest = {{"jobtrail_version", kVersion},
+                                             {"command", o.command_line},
+                                             {"created", format_rfc3339_ns(started_ns)},
+                                             {"source", g.source},
+                                             {"job",
+                                              {{"id", o.job_id},
+                                               {"cluster", g.cluster.empty() ? o.cluster : g.cluster},
+                                               {"nodes", w.nodes},
+                                               {"missing_nodes", g.missing_nodes},
+                                               {"basis", w.basis}}},
+                                             {"window",
+                                              {{"start", format_rfc3339_ns(w.start_ns)},
+                                               {"end", format_rfc3339_ns(w.end_ns)},
+                                               {"margin_s", o.margin_ns / 1'000'000'000}}},
+                                             {"queries", mq},
+                                             {"complete", g.missing_nodes.empty() && !g.any_failed()},
+                                             {"refused", mr},
+                                             {"files", mf}};
     return manifest.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
