@@ -121,6 +121,7 @@ void Sender::handle(const Job& job) {
 }
 
 void Sender::run(const std::atomic<bool>& stop) {
+    acked_ = spool_.acked();
     start_workers();
     while (!stop) {
         const bool read = fill_window();
