@@ -95,12 +95,18 @@ class OwnLinesAfterOutage(unittest.TestCase):
 
 class OnceLastLine(unittest.TestCase):
     def test_once_ships_a_last_line_without_newline(self):
-        """`a\\nb` without the final newline: `--once` ships both, in a plain file and an NCCL one."""
+        """`a\\nb` without the final newline: `--once` ships both, in a plain file and an NCCL one;
+        and a container's last piece of a line (CRI `P`) whose end is not written yet."""
         env = Env()
         try:
             d = env.dir
             os.makedirs(d + "/nccl/4444")
-            env.set_sources(Env.APP, '{name: nccl, paths: ["%(d)s/nccl/*/*.log"], job: nccl, format: nccl}')
+            os.makedirs(d + "/pods")
+            env.set_sources(Env.APP, '{name: nccl, paths: ["%(d)s/nccl/*/*.log"], job: nccl, format: nccl}',
+                            '{name: pod, paths: ["%(d)s/pods/*.log"], job: pod, format: cri}')
+            now = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+            with open(d + "/pods/0.log", "w") as f:
+                f.write("%s.000000001Z stdout F a\n%s.000000002Z stdout P b, its end not yet written\n" % (now, now))
             with open(d + "/logs/a.log", "w") as f:
                 f.write("a\nb")
             stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + ".000001+0000"
@@ -110,6 +116,7 @@ class OnceLastLine(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr.decode())
             self.assertEqual(env.store_lines("app"), ["a", "b"])
             self.assertEqual(sorted(l[-1] for l in env.store_lines("nccl")), ["a", "b"])
+            self.assertEqual(env.store_lines("pod"), ["a", "b, its end not yet written"])
             # Nothing of it again at the next run, nor when the line is ended later.
             with open(d + "/logs/a.log", "a") as f:
                 f.write("\nc\n")
