@@ -126,3 +126,16 @@ TEST_CASE("kmsg: a continuation record begun and another begun after it: both ke
                                             "mlx5_core 0000:5e:00.0: link down (port 1)", "last begun",
                                             "and begun again"});
 }
+
+TEST_CASE("kmsg: a pass's byte budget ending between a begun record and its continuation does not split the line",
+          "[shipper][fixture]") {
+    Env env;
+    env.fs.ctl("6,100,c;GPU 0: temperature \n6,101,+;85C\n6,102,c;GPU 1: temperature \n6,103,+;86C\n");
+    KmsgSource s(env.fs.kmsg(), env.clock, {"c", "n"}, env.m);
+    std::vector<Event> out;
+    for (int i = 0; i < 10 && s.poll(out, 1); ++i) {
+    }
+    std::vector<std::string> lines;
+    for (const auto& e : out) lines.push_back(e.line);
+    CHECK(lines == std::vector<std::string>{"GPU 0: temperature 85C", "GPU 1: temperature 86C"});
+}
