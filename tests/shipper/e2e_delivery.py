@@ -71,13 +71,14 @@ class OwnLinesAfterOutage(unittest.TestCase):
             with open(d + "/logs/a.log", "w") as f:
                 f.write("written while Loki is down\n")
             env.start()
-            # Until the warning itself was refused too (its stream is in backoff now).
+            # Until the warning itself was refused too (its stream is in backoff now): the data's
+            # push, then the shipper's own stream's.
             for _ in range(300):
                 refused = json.loads(http("GET", env.url + "/-/stats")[1])["by_status"].get("503", 0)
                 if refused >= 2:
                     break
                 time.sleep(0.05)
-            time.sleep(1)
+            time.sleep(2)
             env.fault(mode="none")
             with open(d + "/fresh/b.log", "w") as f:
                 f.write("first line after Loki came back\n")
