@@ -159,3 +159,23 @@ TEST_CASE("fragments flagged c and + are merged into one record", "[kmsg]") {
     REQUIRE(out.size() == 1);
     CHECK(out[0].message == "orphan");
 }
+
+TEST_CASE("two records begun in a row: the first is a line of its own, the second takes its continuation", "[kmsg]") {
+    FragmentMerger m;
+    std::vector<Record> out;
+    Record r;
+    ParseError e;
+    for (const char* raw : {"6,20,200,c;first begun", "6,21,201,c;second begun", "6,22,202,+; and continued",
+                            "6,23,203,c;third begun", "6,24,204,-;a whole line"}) {
+        REQUIRE(parse_record(raw, r, e));
+        m.push(r, out);
+    }
+    m.flush(out);
+    REQUIRE(out.size() == 4);
+    CHECK(out[0].message == "first begun");
+    CHECK(out[0].seq == 20);
+    CHECK(out[1].message == "second begun and continued");
+    CHECK(out[1].seq == 21);
+    CHECK(out[2].message == "third begun");
+    CHECK(out[3].message == "a whole line");
+}

@@ -38,12 +38,12 @@ namespace jobtrail::shipper {
 // output each have their own, so a job's stream held back by Loki never delays the kernel's.
 // A lane's spool is one FIFO. Batches read from it form a window; each batch's records are split by
 // stream into pieces queued per stream, sent in the spool's order within a stream (one request
-// in flight per stream). The spool is acknowledged up to a batch's end only when that batch and
-// every earlier one are wholly answered for, so after a kill -9 reading resumes at a point
-// before which everything is in Loki; what follows is re-sent byte-identical and Loki drops the
-// duplicates. A stream in backoff holds only its own pieces: other streams keep going through
-// later batches of the window meanwhile (at most kWindowBatches batches; while no stream waits,
-// kWindowBytes of spool frames beyond the front batch, which is most of the shipper's memory).
+// in flight per stream). After each answer the spool is acknowledged up to the frame of the
+// first record not yet answered for (every earlier batch wholly answered, and the front one up
+// to there), so after a kill -9 reading resumes at a point before which everything is in Loki;
+// what follows is re-sent byte-identical and Loki drops the duplicates. A stream in backoff holds only its own pieces:
+// other streams keep going through later batches of the window meanwhile (at most kWindowBatches batches; while no
+// stream waits, kWindowBytes of spool frames beyond the front batch, which is most of the shipper's memory).
 //
 // What each of Loki's answers does to a stream (its pace, retries, request cap, what is counted
 // and logged) is the ResponsePolicy's (sender/policy.hpp); the Sender applies its decisions.
@@ -152,6 +152,7 @@ private:
     std::vector<spool::MetadataView> run_metadata_;
     std::map<std::string, StreamState, std::less<>> streams_;
     size_t in_flight_ = 0;
+    spool::Position acked_;  // what the spool was last told was answered for
 
     std::mutex mu_;
     std::condition_variable work_cv_, done_cv_;

@@ -558,3 +558,85 @@ TEST_CASE("sender: a per-stream limit Loki named is probed again after a while",
     CHECK(rig.script.seen[1].lines.size() == 1);
     CHECK(rig.script.seen.back().lines.size() > 1);
 }
+
+TEST_CASE("sender: the acknowledged position on disk follows each answered push, not the read batch's end",
+          "[loki][sender]") {
+    // One long stream, read as one batch (its spool frames are compressed: 2 MB of lines in far
+    // less than batch_max_bytes), sent in pushes of a few runs. Loki answers four pushes, then
+    // goes away: a shipper killed now must send again only what was not answered.
+    Rig rig;
+    rig.cfg.batch_max_bytes = 256 << 10;
+    const int64_t t = realtime_ns();
+    const int lines = 2000;
+    for (int i = 0; i < lines; ++i) rig.add(kA, "a " + std::to_string(i) + " " + std::string(1000, 'a'), t + i);
+    std::atomic<bool> up{false};
+    int answered = 0;
+    rig.script.answer = [&](const Request&) -> HttpResult {
+        if (answered == 4 && !up) return {503, "at least 1 live replicas required\n", "", false};
+        ++answered;
+        return ok();
+    };
+    rig.start();
+    REQUIRE(rig.wait_for([&] { return answered == 4 && rig.script.seen.size() > 5; }));
+    const size_t stored = rig.stored_with("a ");
+    REQUIRE(stored > 0);
+    REQUIRE(stored < static_cast<size_t>(lines));
+    {
+        // What a shipper started now (after a kill -9) reads first: the line after the answered ones.
+        spool::Spool after;
+        REQUIRE(after.open({rig.dir.path() + "/spool"}));
+        std::vector<spool::Record> again;
+        spool::Position end;
+        REQUIRE(after.read(again, 1, 1 << 20, end) > 0);
+        CHECK(again.front().line.substr(0, again.front().line.find(' ', 2)) == "a " + std::to_string(stored));
+    }
+    up = true;
+    REQUIRE(rig.wait_for([&] { return rig.stored_with_locked("a ") == static_cast<size_t>(lines); }));
+    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+}
+
+TEST_CASE("sender: one line Loki refuses as too large (413) is dropped and counted, the next ones go",
+          "[loki][sender]") {
+    Rig rig;
+    const int64_t t = realtime_ns();
+    rig.add(kA, "a 0", t);
+    rig.add(kA, "a 1 " + std::string(50'000, 'x'), t + 1);
+    rig.add(kA, "a 2", t + 2);
+    rig.script.answer = [](const Request& r) -> HttpResult {
+        if (r.bytes > 10'000) return {413, "request body too large\n", "", false};
+        return ok();
+    };
+    rig.start();
+    REQUIRE(rig.wait_for([&] { return rig.stored_with_locked("a 2") == 1; }));
+    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+    std::lock_guard<std::mutex> lk(rig.script.mu);
+    CHECK(rig.stored_with_locked("a ") == 2);
+    size_t tries = 0;
+    for (const auto& r : rig.script.seen) tries += r.bytes > 10'000 && r.lines.size() == 1;
+    CHECK(tries == 1);  // the lone line once: not again, and again
+    CHECK(rig.m.sent == 2);
+    std::lock_guard<std::mutex> mlk(rig.m.mu);
+    CHECK(rig.m.rejected == std::map<std::string, uint64_t>{{"request_too_large", 1}});
+}
+
+TEST_CASE("sender: a record of an older spool format larger than the stream's request cap goes alone, no empty push",
+          "[loki][sender]") {
+    Rig rig;
+    rig.cfg.max_stream_rate = 64 << 10;  // requests of 16 KiB at most
+    const int64_t t = realtime_ns();
+    {
+        std::string old;
+        spool::append_frame(old, spool::Record{t, kA, "a 0 " + std::string(40'000, 'x'), {}});
+        spool::append_frame(old, spool::Record{t + 1, kA, "a 1", {}});
+        std::ofstream(rig.dir.path() + "/spool/seg-0000000000000001", std::ios::binary | std::ios::app) << old;
+    }
+    REQUIRE(rig.spool.open({rig.dir.path() + "/spool"}));
+    rig.script.answer = [](const Request&) { return ok(); };
+    rig.start();
+    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 2; }));
+    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+    std::lock_guard<std::mutex> lk(rig.script.mu);
+    for (const auto& r : rig.script.seen) CHECK(!r.lines.empty());
+    CHECK(rig.script.seen.size() == 2);
+    CHECK(rig.m.sent == 2);
+}

@@ -336,6 +336,7 @@ void ReadBatch::clear() {
         if (b.cap > kKeep) b = Block{};
     used_ = 0;
     records_.clear();
+    starts_.clear();
     metadata_.clear();
     runs_.clear();
     expanded_bytes_.clear();
@@ -458,6 +459,7 @@ size_t Spool::read(ReadBatch& out, size_t max_records, size_t max_bytes, Positio
             const size_t had = out.records_.size(), had_runs = out.runs_.size();
             const auto st = decode_frame(data.substr(pos), out.records_, out.metadata_, out.runs_, &used);
             if (st == DecodeStatus::kOk) {
+                out.starts_.resize(out.records_.size(), Position{read_.segment, read_.offset + pos});
                 pos += used;
                 bytes += used;
                 // A run's records come whole: at most kMaxRun over.

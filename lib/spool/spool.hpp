@@ -55,6 +55,9 @@ public:
     std::span<const MetadataView> metadata(const RecordView& r) const {
         return std::span<const MetadataView>(metadata_).subspan(r.metadata_begin, r.metadata_count);
     }
+    // Where the frame that holds records()[i] starts: everything before it is of earlier records,
+    // so a reader acknowledged up to it reads that record again, and nothing before.
+    const Position& frame_start(size_t i) const { return starts_[i]; }
     size_t size() const { return records_.size(); }
     bool empty() const { return records_.empty(); }
     uint64_t bytes() const { return bytes_; }  // of the spool's frames read
@@ -73,6 +76,7 @@ private:
     std::vector<Block> blocks_;
     size_t used_ = 0;
     std::vector<RecordView> records_;
+    std::vector<Position> starts_;  // per record, its frame's start
     std::vector<MetadataView> metadata_;
     std::vector<RunView> runs_;
     // Runs expanded: deques, so what was handed out stays where it is.

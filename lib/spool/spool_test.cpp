@@ -895,3 +895,32 @@ TEST_CASE("a spool written in a newer format is refused at open, not cut as a to
     std::ifstream in(seg, std::ios::binary | std::ios::ate);
     CHECK(static_cast<size_t>(in.tellg()) == frame.size());  // nothing cut
 }
+
+TEST_CASE(
+    "acknowledged up to a record's frame start inside a batch, a restart reads on from that record, across segments",
+    "[spool]") {
+    jobtrail::test::TempDir dir;
+    ReadBatch b;
+    Position end;
+    {
+        Spool s;
+        // Small segments: the batch spans three of them.
+        REQUIRE(s.open({dir.path(), 300}));
+        for (int i = 0; i < 12; ++i) s.append(alt(i, 100));
+        REQUIRE(s.sync());
+        REQUIRE(s.read(b, 1000, 1 << 20, end) == 12);
+        REQUIRE(count_segments(dir.path()) >= 3);
+        // Each record's frame starts where the one before it ended: in order, none shared
+        // (two streams by turns make a frame each).
+        for (size_t i = 1; i < 12; ++i) CHECK(b.frame_start(i - 1) < b.frame_start(i));
+        CHECK(b.frame_start(0) == Position{1, 0});
+        CHECK(b.frame_start(11).segment > 1);
+        REQUIRE(s.ack(b.frame_start(7)));  // the first seven answered, then killed
+    }
+    Spool again;
+    REQUIRE(again.open({dir.path(), 300}));
+    const auto got = read_all(again, end);
+    REQUIRE(got.size() == 5);
+    CHECK(got.front() == alt(7, 100));
+    CHECK(got.back() == alt(11, 100));
+}

@@ -46,10 +46,19 @@ uint64_t ResponsePolicy::request_cap(Stream& s, int64_t now) {
     return cap;
 }
 
+void ResponsePolicy::recovered(Stream& s, int64_t since, int64_t now) {
+    if (s.failing_since_ns && s.failing_since_ns >= since && s.next_try_ns > now) s.next_try_ns = now;
+}
+
 ResponsePolicy::Decision ResponsePolicy::decide(Stream& s, std::string_view stream, const Sent& sent,
                                                 const loki::PushResponse& v, std::string_view transport_error,
                                                 int64_t now) {
     Decision d;
+    if (v.verdict == loki::Verdict::kAccepted || v.verdict == loki::Verdict::kRejected) {
+        d.outage_since_ns = failing_since_ns_;
+        failing_since_ns_ = 0;
+        s.failing_since_ns = 0;
+    }
     switch (v.verdict) {
         case loki::Verdict::kAccepted:
             d.action = Action::kStored;
@@ -130,6 +139,8 @@ ResponsePolicy::Decision ResponsePolicy::decide(Stream& s, std::string_view stre
     }
     d.action = Action::kBackoff;
     backoff(s, now);
+    if (!s.failing_since_ns) s.failing_since_ns = now;
+    if (!failing_since_ns_) failing_since_ns_ = now;
     return d;
 }
 

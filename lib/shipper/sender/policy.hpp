@@ -52,6 +52,8 @@ public:
         int single_refusals = 0;  // a lone entry refused by the per-stream rate limit, in a row
         int64_t learned_ns = 0;   // when rate_bps or cap_bytes was last taught by Loki (0: never)
         int64_t said_ns = 0;      // when its being held back was last logged
+        // When its tries began to fail for no answer, a 5xx or 401/403 (0: its last try stored).
+        int64_t failing_since_ns = 0;
     };
     // What the tenant's 429s taught: it limits every stream of the lane.
     struct Tenant {
@@ -92,6 +94,9 @@ public:
         std::string_view dropped_reason;
         // Limits taken from the answer (0: none), for the metrics.
         uint64_t stream_rate_limit = 0, tenant_rate_limit = 0;
+        // Stored after the lane's pushes had failed (no answer, 5xx, 401/403) since this time:
+        // Loki is back, and the streams that failed meanwhile go again now (recovered()).
+        int64_t outage_since_ns = 0;
         std::optional<Say> say;
 
         // What was sent is answered for: the stream's next entries go next.
@@ -115,6 +120,10 @@ public:
     // Loki's answer `v` (or `transport_error` when none came) to the request `sent` of `stream`.
     Decision decide(Stream& s, std::string_view stream, const Sent& sent, const loki::PushResponse& v,
                     std::string_view transport_error, int64_t now);
+    // Loki stored a push after an outage that began at `since` (Decision::outage_since_ns): a
+    // stream whose tries began to fail in it waits no longer for its backoff, which grew with
+    // the outage. One that began to fail while Loki stored others keeps its own: it is not Loki.
+    static void recovered(Stream& s, int64_t since, int64_t now);
 
 private:
     void rate_limited(Stream& s, std::string_view stream, const Sent& sent, const loki::PushResponse& v, int64_t now,
@@ -126,6 +135,7 @@ private:
     std::mt19937 rng_;  // the backoff's jitter
     int64_t reprobe_ns_ = kReprobeNs;
     Tenant tenant_;
+    int64_t failing_since_ns_ = 0;  // the lane's first failed push since one was last stored
 };
 
 }  // namespace jobtrail::shipper

@@ -447,3 +447,43 @@ TEST_CASE("policy: the tenant's named rate is probed again after the bound, also
     CHECK(rig.decide(per_stream_429(10, 4 << 20), {10, 8 << 20, 8 << 20}, kNow + 62 * kSecond).stream_rate_limit ==
           4 << 20);
 }
+
+TEST_CASE("policy: when Loki stores again after an outage, a stream that failed in it goes now, not after its backoff",
+          "[sender][policy]") {
+    Rig rig;
+    rig.cfg.max_backoff_ms = 300'000;
+    ResponsePolicy::Stream self, data;
+    const auto down = answer(503, loki::Verdict::kRetry, "at least 1 live replicas required");
+    // Loki down a minute: the shipper's own stream failed often (its warnings keep coming), its
+    // backoff grew past the data stream's.
+    int64_t t = kNow;
+    for (int i = 0; i < 10; ++i, t += 6 * kSecond) {
+        rig.policy.decide(self, "{job=\"jobtrail-shipper\"}", {1, 100, 99}, down, "", t);
+        if (i % 3 == 0) rig.policy.decide(data, kStream, {1, 100, 99}, down, "", t);
+    }
+    REQUIRE(self.next_try_ns > t + 30 * kSecond);
+    const auto d = rig.policy.decide(data, kStream, {1, 100, 99}, stored(), "", t);
+    CHECK(d.outage_since_ns == kNow);
+    ResponsePolicy::recovered(self, d.outage_since_ns, t);
+    CHECK(self.next_try_ns <= t);
+    // Its own first success ends nothing more: the outage was said over once.
+    CHECK(rig.policy.decide(self, "{job=\"jobtrail-shipper\"}", {1, 100, 99}, stored(), "", t).outage_since_ns == 0);
+}
+
+TEST_CASE("policy: a stream that fails while Loki stores the others keeps its backoff", "[sender][policy]") {
+    Rig rig;
+    ResponsePolicy::Stream odd, other;
+    const auto err = answer(500, loki::Verdict::kRetry, "internal error");
+    rig.policy.decide(odd, kStream, {1, 100, 99}, err, "", kNow);
+    // Another stream stored: odd's failure may have been an outage's, it goes once more now.
+    auto d = rig.policy.decide(other, "{job=\"b\"}", {1, 100, 99}, stored(), "", kNow + kSecond);
+    ResponsePolicy::recovered(odd, d.outage_since_ns, kNow + kSecond);
+    CHECK(odd.next_try_ns <= kNow + kSecond);
+    // It fails again while Loki stores the others: not an outage, its backoff stands.
+    rig.policy.decide(odd, kStream, {1, 100, 99}, err, "", kNow + 2 * kSecond);
+    const int64_t due = odd.next_try_ns;
+    REQUIRE(due > kNow + 2 * kSecond);
+    d = rig.policy.decide(other, "{job=\"b\"}", {1, 100, 99}, stored(), "", kNow + 2 * kSecond + 1);
+    ResponsePolicy::recovered(odd, d.outage_since_ns, kNow + 2 * kSecond + 1);
+    CHECK(odd.next_try_ns == due);
+}

@@ -12,16 +12,19 @@ nlohmann::json FileSource::checkpoint() const {
     for (const auto& [k, t] : files_) {
         if (!t.cri.holding()) {
             files.push_back({{"key", k}, {"path", t.path}, {"fp", t.fingerprint}, {"offset", t.emitted_off}});
-            continue;
+        } else {
+            // P pieces only held here are read again at the next start, and joined again.
+            const auto held = t.cri.held_starts();
+            files.push_back({{"key", k},
+                             {"path", t.path},
+                             {"fp", t.fingerprint},
+                             {"offset", t.cri.resume_offset(t.emitted_off)},
+                             {"cri_done", t.emitted_off},
+                             {"cri_held", {held[0], held[1]}}});
         }
-        // P pieces only held here are read again at the next start, and joined again.
-        const auto held = t.cri.held_starts();
-        files.push_back({{"key", k},
-                         {"path", t.path},
-                         {"fp", t.fingerprint},
-                         {"offset", t.cri.resume_offset(t.emitted_off)},
-                         {"cri_done", t.emitted_off},
-                         {"cri_held", {held[0], held[1]}}});
+        // The last own stamp and how many lines had it (own_time): only of files being read, as
+        // one idle long enough to be closed has its next stamp later.
+        if (t.run_count && (t.fd.valid() || t.stale)) files.back()["run"] = {t.run_stamp, t.run_count};
     }
     return {{"files", files}};
 }
@@ -39,6 +42,14 @@ void FileSource::restore(const nlohmann::json& j) {
             f["cri_held"][1].is_number_integer())
             saved_cri_[f["key"].get<std::string>()] = {
                 f["cri_done"].get<uint64_t>(), {f["cri_held"][0].get<int64_t>(), f["cri_held"][1].get<int64_t>()}};
+        if (f.contains("run") && f["run"].is_array() && f["run"].size() == 2 && f["run"][0].is_number_integer() &&
+            f["run"][1].is_number_unsigned()) {
+            // Where its next line was: past the CRI pieces read again for the ones held.
+            const bool cri = f.contains("cri_done") && f["cri_done"].is_number_unsigned();
+            saved_runs_[f["key"].get<std::string>()] = {
+                f["fp"].get<std::string>(), cri ? f["cri_done"].get<uint64_t>() : f["offset"].get<uint64_t>(),
+                f["run"][0].get<int64_t>(), f["run"][1].get<uint64_t>()};
+        }
     }
 }
 

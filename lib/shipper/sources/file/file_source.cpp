@@ -71,6 +71,8 @@ bool FileSource::poll(std::vector<Event>& out, size_t max_bytes) {
                         // it comes back as it was.
                         refuse(t.path, f, t.ino);
                         saved_[it->first] = {t.fingerprint, t.emitted_off};
+                        if (t.run_count)
+                            saved_runs_[it->first] = {t.fingerprint, t.emitted_off, t.run_stamp, t.run_count};
                         it = forget(it);
                         continue;
                 }

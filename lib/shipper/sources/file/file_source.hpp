@@ -81,6 +81,11 @@ private:
         std::string phase, nccl_prefix, file_name;  // what its lines need (FileStream)
         std::shared_ptr<const Origin> origin;
         Rfc3339Parser stamps;  // its NCCL lines' timestamps
+        // Lines that carry their own stamp (NCCL, CRI): the last stamp and how many lines in a
+        // row had it (own_time). Checked once against what a checkpoint saved (run_checked).
+        int64_t run_stamp = 0;
+        uint64_t run_count = 0;
+        bool run_checked = false;
     };
     using Files = std::map<std::string, Tracked>;
 
@@ -113,6 +118,9 @@ private:
     void emit_cri(Tracked& t, cri::Joiner::Joined j, std::vector<Event>& out);
     void drain_cri(Tracked& t, std::vector<Event>& out);  // held P pieces, as they are
     void finish_line(Event e, std::string line, std::vector<Event>& out);
+    // A line's time from its own stamp: the stamp, or the next free nanosecond after the lines
+    // before it in the file with the same stamp (Loki keeps one entry per stream, time and line).
+    int64_t own_time(Tracked& t, int64_t stamp);
     void cut_long(std::string& line);  // past max_line, with a marker
 
     static std::string key_of(dev_t dev, ino_t ino) { return std::to_string(dev) + ":" + std::to_string(ino); }
@@ -132,6 +140,15 @@ private:
     // CRI files saved while P pieces were held (their offset is the earliest held piece's):
     // the end of what was handed out, and each held stream's start (cri.hpp, replay).
     std::map<std::string, std::pair<uint64_t, std::array<int64_t, 2>>> saved_cri_;
+    // Files saved in the middle of a run of lines with one stamp: where (fingerprint, offset),
+    // the stamp and how many lines had it, for own_time to go on counting after a restart.
+    struct SavedRun {
+        std::string fp;
+        uint64_t offset = 0;
+        int64_t stamp = 0;
+        uint64_t count = 0;
+    };
+    std::map<std::string, SavedRun> saved_runs_;
     // Refused paths are counted once while they keep matching (last scan's, and this scan's), and
     // the same entry is not opened again: a user's hundred thousand links cost one lstat each.
     struct Refused {

@@ -7,6 +7,7 @@
 #include "node/nccl_file.hpp"
 #include "node/schema.hpp"
 #include "shipper/sources/file/file_source.hpp"
+#include "shipper/sources/file/fingerprint.hpp"
 #include "shipper/sources/file/sanitize.hpp"
 
 namespace jobtrail::shipper {
@@ -21,7 +22,7 @@ void FileSource::emit_line(Tracked& t, std::string_view raw, std::vector<Event>&
         e.origin = t.origin;
         if (cfg_.format == LineFormat::kNccl) {
             const node::NcclLine nccl(text);
-            if (const auto ts = nccl.time(t.stamps)) e.ts_ns = *ts;
+            if (const auto ts = nccl.time(t.stamps)) e.ts_ns = own_time(t, *ts);
             // A line that says its host:pid needs nothing more (the step, said once, names its
             // file); any other line of the file carries the file's name.
             if (!t.nccl_prefix.empty()) {
@@ -76,6 +77,28 @@ void FileSource::emit_line(Tracked& t, std::string_view raw, std::vector<Event>&
     finish_line(std::move(e), std::move(line), out);
 }
 
+// NCCL stamps its lines to the microsecond, and threads of one process print the same line in
+// one; a CRI runtime may stamp every line of one read alike. Counted from the file's content
+// (the lines before it with the same stamp), a line's time is the same after a restart, so a
+// re-send is byte-identical and Loki keeps it once.
+int64_t FileSource::own_time(Tracked& t, int64_t stamp) {
+    if (!t.run_checked) {
+        t.run_checked = true;
+        // Resumed from a checkpoint in the middle of a run: its lines before were counted then.
+        if (auto r = saved_runs_.find(key_of(t.dev, t.ino)); r != saved_runs_.end()) {
+            if (t.emitted_off >= r->second.offset && t.fd.valid() && same_file(t.fd.get(), r->second.fp)) {
+                t.run_stamp = r->second.stamp;
+                t.run_count = r->second.count;
+            }
+            saved_runs_.erase(r);
+        }
+    }
+    if (t.run_count > 0 && stamp == t.run_stamp) return stamp + static_cast<int64_t>(t.run_count++);
+    t.run_stamp = stamp;
+    t.run_count = 1;
+    return stamp;
+}
+
 void FileSource::cut_long(std::string& line) {
     if (line.size() <= max_line_) return;
     const std::string_view keep = utf8_prefix(line, max_line_ - 64);
@@ -100,7 +123,7 @@ void FileSource::recycle(std::vector<Event>& done) {
 void FileSource::emit_cri(Tracked& t, cri::Joiner::Joined j, std::vector<Event>& out) {
     Event e;
     e.origin = t.origin;
-    e.ts_ns = j.ts_ns;
+    if (j.ts_ns != 0) e.ts_ns = own_time(t, j.ts_ns);
     e.metadata.emplace_back(node::metadata::kStream, std::move(j.stream));
     if (j.cut) ++m_.cri_lines_cut;
     finish_line(std::move(e), std::move(j.text), out);

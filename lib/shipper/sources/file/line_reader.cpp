@@ -131,10 +131,13 @@ void FileSource::flush_partial(std::vector<Event>& out) {
     for (auto& [k, t] : files_) {
         struct stat st {};
         // Only a real last line: at the end of the file, not the cut of a bounded read.
-        if (t.partial.empty()) continue;
+        if (t.partial.empty() && !t.cri.holding()) continue;
         if (t.fd.valid() ? ::fstat(t.fd.get(), &st) != 0 || t.read_off < static_cast<uint64_t>(st.st_size) : t.stale)
             continue;
-        take_partial(t, out);
+        if (!t.partial.empty()) take_partial(t, out);
+        // CRI pieces whose F line is not written yet: shipped as they are, like a last line
+        // without newline (its rest, when it comes, is a line of its own).
+        drain_cri(t, out);
     }
 }
 

@@ -81,7 +81,9 @@ bool KmsgSource::poll(std::vector<Event>& out, size_t max_bytes) {
     }
     size_t bytes = 0;
     std::vector<kmsg::Record> done;
-    while (bytes < max_bytes) {
+    // A begun line (c) is read on to its next record even past the budget: cut there, its
+    // continuation (+) would come as a line of its own. The kernel's ring bounds it.
+    while (bytes < max_bytes || merger_.pending()) {
         const auto st = reader_.next();
         if (st == kmsg::Reader::Status::kWouldBlock) {
             merger_.flush(done);  // a lone fragment would otherwise wait for the next record

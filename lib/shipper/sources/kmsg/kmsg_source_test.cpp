@@ -107,3 +107,35 @@ TEST_CASE("kmsg: identical records in one microsecond stay distinct, and a re-re
         CHECK(b[i].line == a[i].line);
     }
 }
+
+TEST_CASE("kmsg: a continuation record begun and another begun after it: both kernel lines arrive",
+          "[shipper][fixture]") {
+    // pr_cont lines: "c" begins a line, "+" continues it. A "c" right after a "c" (the first
+    // line never continued) ends the first: it is a line of its own, not lost or merged.
+    Env env;
+    env.fs.ctl(
+        "6,100,c;NVRM: GPU at PCI:0000:3b:00: GPU-1234\n"
+        "6,101,c;mlx5_core 0000:5e:00.0: link down\n"
+        "6,102,+; (port 1)\n"
+        "6,103,c;last begun\n"
+        "6,104,c;and begun again\n");
+    const auto a = env.run();
+    std::vector<std::string> lines;
+    for (const auto& e : a) lines.push_back(e.line);
+    CHECK(lines == std::vector<std::string>{"NVRM: GPU at PCI:0000:3b:00: GPU-1234",
+                                            "mlx5_core 0000:5e:00.0: link down (port 1)", "last begun",
+                                            "and begun again"});
+}
+
+TEST_CASE("kmsg: a pass's byte budget ending between a begun record and its continuation does not split the line",
+          "[shipper][fixture]") {
+    Env env;
+    env.fs.ctl("6,100,c;GPU 0: temperature \n6,101,+;85C\n6,102,c;GPU 1: temperature \n6,103,+;86C\n");
+    KmsgSource s(env.fs.kmsg(), env.clock, {"c", "n"}, env.m);
+    std::vector<Event> out;
+    for (int i = 0; i < 10 && s.poll(out, 1); ++i) {
+    }
+    std::vector<std::string> lines;
+    for (const auto& e : out) lines.push_back(e.line);
+    CHECK(lines == std::vector<std::string>{"GPU 0: temperature 85C", "GPU 1: temperature 86C"});
+}
