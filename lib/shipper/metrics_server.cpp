@@ -9,8 +9,6 @@
 #include <cstring>
 
 #include "common/fs.hpp"
-#include "common/time.hpp"
-#include "shipper/metrics.hpp"
 
 namespace jobtrail::shipper {
 
@@ -71,105 +69,6 @@ void MetricsServer::stop() {
     if (thread_.joinable()) thread_.join();
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
-}
-
-std::string render_metrics(Metrics& m, const std::array<uint64_t, kLanes>& pending) {
-    std::string s;
-    uint64_t spool_pending_bytes = 0;
-    for (const uint64_t p : pending) spool_pending_bytes += p;
-    auto counter = [&](const char* name, const char* help, uint64_t v) {
-        s += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" + name + " " +
-             std::to_string(v) + "\n";
-    };
-    counter("jobtrail_shipper_records_read_total", "Records read from all sources (before the stages drop any).",
-            m.read);
-    counter("jobtrail_shipper_records_spooled_total", "Records made durable in the spool.", m.spooled);
-    counter("jobtrail_shipper_records_sent_total", "Records Loki acknowledged.", m.sent);
-    counter("jobtrail_shipper_bytes_sent_total", "Line bytes Loki acknowledged.", m.sent_bytes);
-    counter("jobtrail_shipper_push_requests_total", "Push requests made.", m.pushes);
-    counter("jobtrail_shipper_retries_total", "Pushes retried (429, 5xx, transport errors).", m.retries);
-    counter("jobtrail_shipper_spool_full_total", "Passes where sources paused on a full spool.", m.spool_full);
-    counter("jobtrail_shipper_kmsg_lost_total", "Kernel records overwritten before they were read.", m.kmsg_lost);
-    counter("jobtrail_shipper_partial_lines_cut_total",
-            "Unterminated lines shipped before their end, their rest as new lines, to keep a file source under its "
-            "max_partial_bytes.",
-            m.partial_lines_cut);
-    counter("jobtrail_shipper_cri_malformed_lines_total",
-            "Lines of CRI (container) log files that were not CRI lines, shipped as they are.", m.cri_malformed);
-    counter("jobtrail_shipper_cri_lines_cut_total",
-            "CRI partial lines shipped before their F line: longer than max_line_bytes, or left at the end of a "
-            "rotated file.",
-            m.cri_lines_cut);
-    s += "# HELP jobtrail_shipper_spool_bytes Unacknowledged bytes in the spool.\n# TYPE jobtrail_shipper_spool_bytes "
-         "gauge\njobtrail_shipper_spool_bytes " +
-         std::to_string(spool_pending_bytes) + "\n";
-    s += "# HELP jobtrail_shipper_spool_lane_bytes Unacknowledged bytes in each spool lane (node: kernel, job logs, "
-         "journal, fabric manager; jobs: NCCL).\n# TYPE jobtrail_shipper_spool_lane_bytes gauge\n";
-    for (size_t i = 0; i < kLanes; ++i)
-        s += "jobtrail_shipper_spool_lane_bytes{lane=\"" + std::string(lane_name(static_cast<Lane>(i))) + "\"} " +
-             std::to_string(pending[i]) + "\n";
-    s += "# HELP jobtrail_shipper_last_success_timestamp_seconds Last acknowledged push.\n# TYPE "
-         "jobtrail_shipper_last_success_timestamp_seconds gauge\njobtrail_shipper_last_success_timestamp_seconds " +
-         std::to_string(m.last_success_ns / 1'000'000'000) + "\n";
-    s += "# HELP jobtrail_shipper_loki_limit_bytes_per_second Rate limits Loki named in a 429 (0: none seen); pushes "
-         "are sized and paced below them.\n# TYPE jobtrail_shipper_loki_limit_bytes_per_second gauge\n"
-         "jobtrail_shipper_loki_limit_bytes_per_second{limit=\"tenant\"} " +
-         std::to_string(m.loki_tenant_rate_limit_bytes) +
-         "\njobtrail_shipper_loki_limit_bytes_per_second{limit=\"per_stream\"} " +
-         std::to_string(m.loki_stream_rate_limit_bytes) + "\n";
-    // The unlabelled age is the node lane's: its timestamps are the kernel's and root's, while a
-    // job's user writes the NCCL lines' own.
-    const int64_t now = realtime_ns();
-    auto age = [&](size_t i) {
-        const int64_t o = m.oldest_pending_ns[i];
-        return std::to_string(o && pending[i] ? std::max<int64_t>(0, now - o) / 1'000'000'000 : 0);
-    };
-    s += "# HELP jobtrail_shipper_spool_oldest_age_seconds Age of the oldest record of the node lane (kernel, job "
-         "logs, journal) Loki has not acknowledged (0: none).\n# TYPE jobtrail_shipper_spool_oldest_age_seconds "
-         "gauge\njobtrail_shipper_spool_oldest_age_seconds " +
-         age(lane_index(Lane::kNode)) + "\n";
-    s += "# HELP jobtrail_shipper_lane_oldest_age_seconds Age of the oldest unacknowledged record, per spool lane, "
-         "by the record's own timestamp (0: none).\n# TYPE jobtrail_shipper_lane_oldest_age_seconds gauge\n";
-    for (size_t i = 0; i < kLanes; ++i)
-        s += "jobtrail_shipper_lane_oldest_age_seconds{lane=\"" + std::string(lane_name(static_cast<Lane>(i))) +
-             "\"} " + age(i) + "\n";
-    s += "# HELP jobtrail_shipper_lane_last_success_timestamp_seconds Last acknowledged push, per spool lane.\n# "
-         "TYPE jobtrail_shipper_lane_last_success_timestamp_seconds gauge\n";
-    for (size_t i = 0; i < kLanes; ++i)
-        s += "jobtrail_shipper_lane_last_success_timestamp_seconds{lane=\"" +
-             std::string(lane_name(static_cast<Lane>(i))) + "\"} " +
-             std::to_string(m.lane_last_success_ns[i] / 1'000'000'000) + "\n";
-    std::lock_guard<std::mutex> lk(m.mu);
-    s += "# HELP jobtrail_shipper_source_backlog_bytes Bytes written to a source and not read yet.\n# TYPE "
-         "jobtrail_shipper_source_backlog_bytes gauge\n";
-    for (const auto& [src, b] : m.source_backlog_bytes)
-        s += "jobtrail_shipper_source_backlog_bytes{source=\"" + src + "\"} " + std::to_string(b) + "\n";
-    s += "# HELP jobtrail_shipper_source_last_read_timestamp_seconds Timestamp of the newest record read, per "
-         "source.\n# TYPE jobtrail_shipper_source_last_read_timestamp_seconds gauge\n";
-    for (const auto& [src, ts] : m.source_last_read_ns)
-        s += "jobtrail_shipper_source_last_read_timestamp_seconds{source=\"" + src + "\"} " +
-             std::to_string(ts / 1'000'000'000) + "\n";
-    s += "# HELP jobtrail_shipper_dropped_total Records dropped, by reason.\n# TYPE jobtrail_shipper_dropped_total "
-         "counter\n";
-    for (const auto& [r, n] : m.dropped)
-        s += "jobtrail_shipper_dropped_total{reason=\"" + r + "\"} " + std::to_string(n) + "\n";
-    s += "# HELP jobtrail_shipper_rejected_total Entries Loki rejected, by reason.\n# TYPE "
-         "jobtrail_shipper_rejected_total "
-         "counter\n";
-    for (const auto& [r, n] : m.rejected)
-        s += "jobtrail_shipper_rejected_total{reason=\"" + r + "\"} " + std::to_string(n) + "\n";
-    s += "# HELP jobtrail_shipper_files_refused_total Files matching a source's paths that were not read (a "
-         "symlink, FIFO, device, hard link or another owner's file), by reason.\n# TYPE "
-         "jobtrail_shipper_files_refused_total counter\n";
-    for (const auto& [r, n] : m.files_refused)
-        s += "jobtrail_shipper_files_refused_total{reason=\"" + r + "\"} " + std::to_string(n) + "\n";
-    s += "# HELP jobtrail_shipper_internal_events_total Named events of the shipper's components (a source that "
-         "cannot open its input, a refused file, a rejected push), by component and event.\n# TYPE "
-         "jobtrail_shipper_internal_events_total counter\n";
-    for (const auto& [k, n] : m.events)
-        s += "jobtrail_shipper_internal_events_total{component=\"" + k.first + "\",event=\"" + k.second + "\"} " +
-             std::to_string(n) + "\n";
-    return s;
 }
 
 }  // namespace jobtrail::shipper

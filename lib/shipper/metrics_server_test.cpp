@@ -9,7 +9,11 @@
 #include <set>
 #include <sstream>
 
-#include "shipper/metrics.hpp"
+#include "common/time.hpp"
+#include "shipper/lane_metrics.hpp"
+#include "shipper/pipeline_metrics.hpp"
+#include "shipper/sender/metrics.hpp"
+#include "shipper/sources/registry.hpp"
 
 using namespace jobtrail::shipper;
 
@@ -36,13 +40,16 @@ std::string http(int port, const std::string& request) {
 
 TEST_CASE("metrics: the counters an operator greps for, in Prometheus' text format", "[shipper]") {
     Metrics m;
-    m.sent = 42;
-    m.retries = 3;
-    m.last_success_ns = 1'795'989'142'500'000'000;
-    m.drop("too_old", 5);
-    m.rejected["line_too_long"] = 2;
-    m.events[{"sender", "rejected"}] = 1;
-    const std::string text = render_metrics(m, {1000, 234});
+    auto& sender = m.group<SenderMetrics>();
+    sender.sent += 42;
+    sender.retries += 3;
+    sender.last_success = 1'795'989'142'500'000'000;
+    m.group<Drops>()("too_old", 5);
+    sender.rejected.add({"line_too_long"}, 2);
+    m.group<PipelineMetrics>().events.add({"sender", "rejected"});
+    m.group<LaneMetrics>().sample({1000, 234}, jobtrail::realtime_ns());
+    declare_source_metrics(m);
+    const std::string text = m.render();
     CHECK(text.find("\njobtrail_shipper_records_sent_total 42\n") != std::string::npos);
     CHECK(text.find("\njobtrail_shipper_retries_total 3\n") != std::string::npos);
     CHECK(text.find("\njobtrail_shipper_spool_bytes 1234\n") != std::string::npos);
@@ -51,6 +58,9 @@ TEST_CASE("metrics: the counters an operator greps for, in Prometheus' text form
     CHECK(text.find("\njobtrail_shipper_rejected_total{reason=\"line_too_long\"} 2\n") != std::string::npos);
     CHECK(text.find("jobtrail_shipper_internal_events_total{component=\"sender\",event=\"rejected\"} 1\n") !=
           std::string::npos);
+    // A source kind's counters are there before any source of it runs.
+    CHECK(text.find("\njobtrail_shipper_kmsg_lost_total 0\n") != std::string::npos);
+    CHECK(text.find("\njobtrail_shipper_cri_lines_cut_total 0\n") != std::string::npos);
     // Every sample belongs to a metric whose TYPE was given before it, and has a number.
     std::set<std::string> typed;
     std::istringstream in(text);

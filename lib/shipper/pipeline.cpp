@@ -13,8 +13,10 @@
 #include "common/time.hpp"
 #include "loki/push.hpp"
 #include "shipper/dry_run.hpp"
+#include "shipper/lane_metrics.hpp"
 #include "shipper/metrics_server.hpp"
 #include "shipper/recovery.hpp"
+#include "shipper/sender/metrics.hpp"
 #include "shipper/service_notify.hpp"
 #include "shipper/sources/registry.hpp"
 #include "shipper/sources/self/self_source.hpp"
@@ -41,7 +43,17 @@ Pipeline::Pipeline(const config::Config& cfg, SourceFactory sources)
     : cfg_(cfg),
       metadata_(cfg.shipper.structured_metadata),
       make_sources_(std::move(sources)),
+      pm_(metrics_.group<PipelineMetrics>()),
       events_([this](const InternalEvent& e) { on_event(e); }) {
+    // Every component's metrics are on /metrics from the start, those of sources and senders
+    // that are not running included (at 0).
+    metrics_.group<SenderMetrics>();
+    declare_source_metrics(metrics_);
+    metrics_.on_render([this, &lanes = metrics_.group<LaneMetrics>()] {
+        std::array<uint64_t, kLanes> pending{};
+        for (size_t i = 0; i < kLanes; ++i) pending[i] = lanes_[i].spool.pending_bytes();
+        lanes.sample(pending, realtime_ns());
+    });
     node_.cluster = cfg.cluster.empty() ? "default" : cfg.cluster;
     node_.node = cfg.node.empty() ? hostname() : cfg.node;
 }
@@ -49,10 +61,7 @@ Pipeline::Pipeline(const config::Config& cfg, SourceFactory sources)
 Pipeline::~Pipeline() = default;
 
 void Pipeline::on_event(const InternalEvent& e) {
-    {
-        std::lock_guard<std::mutex> lk(metrics_.mu);
-        ++metrics_.events[{e.component, e.name}];
-    }
+    { pm_.events.add({e.component, e.name}); }
     const std::string text = (e.severity == Severity::kInfo ? "" : std::string(severity_name(e.severity)) + ": ") +
                              (e.component == "pipeline" ? "" : e.component + ": ") + e.message;
     std::fprintf(stderr, "jobtrail-shipper: %s\n", text.c_str());
@@ -100,7 +109,7 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush, bool closing) 
                          std::to_string(used) + " bytes); its sources paused until Loki takes more");
             l.full_logged = true;
             l.paused = true;
-            ++metrics_.spool_full;
+            ++pm_.spool_full;
             more = true;  // not drained: there is more to read once the lane has room
         } else {
             l.full_logged = false;
@@ -121,17 +130,13 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush, bool closing) 
         more |= src_more;
         reading_ |= src_more;
         if (final_flush) src->flush_partial(events);
-        metrics_.read += events.size();
+        pm_.read += events.size();
         {
             // One lock and one map write per source and pass, not per line.
             int64_t newest = 0;
             for (const auto& e : events) newest = std::max(newest, e.ts_ns);
-            std::lock_guard<std::mutex> lk(metrics_.mu);
-            if (const int64_t b = src->backlog_bytes(); b >= 0) metrics_.source_backlog_bytes[src->name()] = b;
-            if (newest) {
-                int64_t& last = metrics_.source_last_read_ns[src->name()];
-                last = std::max(last, newest);
-            }
+            if (const int64_t b = src->backlog_bytes(); b >= 0) pm_.source_backlog_bytes.set({src->name()}, b);
+            if (newest) pm_.source_last_read.raise({src->name()}, newest);
         }
         stages_->apply(events);
         refs_.clear();
@@ -198,7 +203,7 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush, bool closing) 
     uncommitted_ = 0;
     last_commit_ns_ = monotonic_ns();
     for (size_t i = 0; i < kLanes; ++i) lanes_[i].spool.set_readable_end(ends[i]);
-    metrics_.spooled += appended;
+    pm_.spooled += appended;
     return more;
 }
 
@@ -381,9 +386,7 @@ void Pipeline::idle_wait(int timeout_ms) {
 }
 
 std::string Pipeline::render_metrics() const {
-    std::array<uint64_t, kLanes> pending{};
-    for (size_t i = 0; i < kLanes; ++i) pending[i] = lanes_[i].spool.pending_bytes();
-    return shipper::render_metrics(metrics_, pending);
+    return metrics_.render();
 }
 
 }  // namespace jobtrail::shipper

@@ -14,6 +14,7 @@
 #include "shipper/internal_events.hpp"
 #include "shipper/lanes.hpp"
 #include "shipper/metrics.hpp"
+#include "shipper/pipeline_metrics.hpp"
 #include "shipper/sender.hpp"
 #include "shipper/sources/registry.hpp"
 #include "shipper/sources/source.hpp"
@@ -33,8 +34,9 @@ struct RunOptions {
 // sources -> stages -> spool lanes -> senders. The main thread polls the sources, runs the
 // stages, appends each source's records to its lane (lanes.hpp), syncs the lanes and only then
 // commits the sources' positions; each lane's sender thread drains it to Loki. Building the sources is the registry's
-// (sources/registry.hpp), recovery at start recovery.hpp's, --dry-run dry_run.hpp's and the
-// metrics text metrics_server's; this is the main loop and the group commit.
+// (sources/registry.hpp), recovery at start recovery.hpp's, --dry-run dry_run.hpp's; each
+// component declares its own metrics (metrics/registry.hpp); this is the main loop and the group
+// commit.
 class Pipeline {
 public:
     // Tests hand in their own sources; by default the registry builds the configured ones.
@@ -74,6 +76,7 @@ private:
     SourceFactory make_sources_;
     NodeInfo node_;
     mutable Metrics metrics_;
+    PipelineMetrics& pm_;
     Events events_;
     kmsg::BootClock clock_;
     std::vector<std::unique_ptr<Source>> sources_;
