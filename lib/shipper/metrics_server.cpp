@@ -6,11 +6,61 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cstring>
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <vector>
 
 #include "common/fs.hpp"
+#include "common/time.hpp"
 
 namespace jobtrail::shipper {
+
+namespace {
+
+struct Connection {
+    Fd fd;
+    int64_t deadline_ns = 0;
+    std::string in;     // the request, until its headers end
+    std::string out;    // the answer, once the request is read
+    size_t sent = 0;    // of out
+    bool done = false;  // answered in full, or broken: closed
+};
+
+// The answer to a request (its headers read, or all the client sent).
+std::string answer(const std::string& request, const MetricsServer::Render& render) {
+    const std::string_view path = "GET /metrics";
+    const bool metrics = request.rfind(path, 0) == 0 && request.size() > path.size() &&
+                         (request[path.size()] == ' ' || request[path.size()] == '?');
+    if (!metrics) return "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    const std::string body = render();
+    return "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+}
+
+// Reads what the client sent, answers once its request is whole, writes what the socket takes.
+void step(Connection& c, short revents, const MetricsServer::Render& render) {
+    if (c.out.empty() && (revents & (POLLIN | POLLHUP | POLLERR))) {
+        char buf[2048];
+        const ssize_t n = ::read(c.fd.get(), buf, sizeof buf);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+        if (n < 0 || (n == 0 && c.in.empty())) {
+            c.done = true;
+            return;
+        }
+        c.in.append(buf, static_cast<size_t>(n));
+        if (n > 0 && c.in.find("\r\n\r\n") == std::string::npos && c.in.size() < MetricsServer::kMaxRequestBytes)
+            return;
+        c.out = answer(c.in, render);
+    }
+    if (!c.out.empty()) {
+        const ssize_t n = ::send(c.fd.get(), c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+        if (n < 0 || (c.sent += static_cast<size_t>(n)) == c.out.size()) c.done = true;
+    }
+}
+
+}  // namespace
 
 MetricsServer::~MetricsServer() {
     stop();
@@ -27,10 +77,10 @@ Status MetricsServer::start(const std::string& listen, Render render) {
     if (::inet_pton(AF_INET, listen.substr(0, colon).c_str(), &addr.sin_addr) != 1) {
         return Status::failure("metrics address '" + listen + "' is not an IPv4 host:port");
     }
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     const int one = 1;
     ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd_, 8) != 0) {
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd_, 64) != 0) {
         Status st = Status::failure("cannot listen on " + listen + ": " + errno_text(errno));
         ::close(fd_);
         fd_ = -1;
@@ -39,29 +89,37 @@ Status MetricsServer::start(const std::string& listen, Render render) {
     socklen_t len = sizeof addr;
     ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
     port_ = ntohs(addr.sin_port);
-    thread_ = std::thread([this, render = std::move(render)] {
-        while (!stop_) {
-            pollfd p{fd_, POLLIN, 0};
-            if (::poll(&p, 1, 200) <= 0) continue;
-            const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-            if (c < 0) continue;
-            timeval tv{2, 0};
-            ::setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-            char buf[2048];
-            const ssize_t n = ::read(c, buf, sizeof buf - 1);
-            std::string reply;
-            if (n > 0 && std::strncmp(buf, "GET /metrics", 12) == 0) {
-                const std::string body = render();
-                reply = "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: " +
-                        std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
-            } else {
-                reply = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-            }
-            write_all(c, reply);
-            ::close(c);
-        }
-    });
+    stop_ = false;
+    thread_ = std::thread([this, render = std::move(render)] { serve(render); });
     return {};
+}
+
+void MetricsServer::serve(const Render& render) {
+    std::vector<Connection> conns;
+    std::vector<pollfd> fds;
+    while (!stop_) {
+        fds.assign(1, pollfd{fd_, POLLIN, 0});
+        int64_t now = monotonic_ns();
+        int timeout_ms = 200;  // how soon a stop() is seen
+        for (const auto& c : conns) {
+            fds.push_back({c.fd.get(), static_cast<short>(c.out.empty() ? POLLIN : POLLOUT), 0});
+            timeout_ms = static_cast<int>(std::clamp<int64_t>((c.deadline_ns - now) / 1'000'000 + 1, 0, timeout_ms));
+        }
+        if (::poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) break;
+        for (size_t i = 0; i < conns.size(); ++i)
+            if (fds[i + 1].revents) step(conns[i], fds[i + 1].revents, render);
+        now = monotonic_ns();
+        std::erase_if(conns, [now](const Connection& c) { return c.done || now >= c.deadline_ns; });
+        if (!(fds[0].revents & POLLIN)) continue;
+        for (int c; (c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0;) {
+            if (conns.size() >= kMaxConnections)
+                // The oldest goes: the newest is most likely a scrape that asks at once.
+                conns.erase(std::min_element(conns.begin(), conns.end(), [](const auto& a, const auto& b) {
+                    return a.deadline_ns < b.deadline_ns;
+                }));
+            conns.push_back({Fd(c), now + kConnectionTimeoutMs * 1'000'000, {}, {}, 0, false});
+        }
+    }
 }
 
 void MetricsServer::stop() {

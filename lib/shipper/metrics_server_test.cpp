@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "common/time.hpp"
 #include "shipper/lane_metrics.hpp"
@@ -19,15 +20,36 @@ using namespace jobtrail::shipper;
 
 namespace {
 
-// One plain HTTP request to 127.0.0.1:port, the whole answer back.
-std::string http(int port, const std::string& request) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    REQUIRE(fd >= 0);
+sockaddr_in loopback(int port) {
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<uint16_t>(port));
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    return addr;
+}
+
+// A connection that sends nothing (connecting without waiting: a server that does not accept
+// must not hold up the test).
+int idle_connection(int port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    REQUIRE(fd >= 0);
+    const sockaddr_in addr = loopback(port);
+    ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+    return fd;
+}
+
+// One plain HTTP request to 127.0.0.1:port, the whole answer back (what came within timeout_s).
+std::string http(int port, const std::string& request, int timeout_s = 60) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd >= 0);
+    const timeval tv{timeout_s, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);  // connect() too
+    const sockaddr_in addr = loopback(port);
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+        ::close(fd);
+        return "";
+    }
     REQUIRE(::write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size()));
     std::string out;
     char buf[4096];
@@ -102,4 +124,28 @@ TEST_CASE("metrics server: GET /metrics answers the render, anything else 404, b
     CHECK_FALSE(st.ok);
     CHECK(st.error.find("not host:port") != std::string::npos);
     s.stop();
+}
+
+TEST_CASE("metrics server: connections a local user holds open do not hold up a scrape", "[shipper]") {
+    MetricsServer s;
+    REQUIRE(s.start("127.0.0.1:0", [] { return std::string("jobtrail_up 1\n"); }).ok);
+    std::vector<int> held;
+    for (int i = 0; i < 20; ++i) held.push_back(idle_connection(s.port()));
+    // Half a request, never finished.
+    const int slow = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const sockaddr_in addr = loopback(s.port());
+    REQUIRE(::connect(slow, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0);
+    REQUIRE(::write(slow, "GET /metr", 9) == 9);
+    // Served one at a time, 2 s each, they made a scrape wait 42 s; 5 s is a scraper's patience.
+    CHECK(http(s.port(), "GET /metrics HTTP/1.1\r\n\r\n", 5).rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+    // More than it holds: the oldest are closed, and a scrape is still answered.
+    for (int i = 0; i < 100; ++i) held.push_back(idle_connection(s.port()));
+    CHECK(http(s.port(), "GET /metrics HTTP/1.1\r\n\r\n", 5).rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+    // The unfinished request is closed unanswered, within its bound (the read waits up to 10 s).
+    const timeval tv{10, 0};
+    ::setsockopt(slow, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char c;
+    CHECK(::read(slow, &c, 1) == 0);
+    ::close(slow);
+    for (const int fd : held) ::close(fd);
 }

@@ -209,6 +209,16 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush, bool closing) 
 
 int Pipeline::run(const RunOptions& opts, const std::atomic<bool>& stop) {
     const auto& sc = cfg_.shipper;
+    // Bound before anything else, and never run without: another local user holding the port
+    // would answer scrapes in the shipper's name (records_sent 999999) while it ran on unseen.
+    if (!opts.once && !opts.dry_run && !sc.metrics_listen.empty())
+        if (auto st = metrics_server_.start(sc.metrics_listen, [this] { return render_metrics(); }); !st.ok) {
+            note(Severity::kError, event::kMetricsListenFailed,
+                 "metrics: " + st.error +
+                     "; not starting: whoever holds it would answer scrapes in the shipper's name (free the "
+                     "port, or set shipper.metrics to another address or to \"\" for none)");
+            return 1;
+        }
     const std::string state = cfg_.collector.state_dir;
     if (auto st = make_dirs(state, 0755); !st.ok) {
         note(Severity::kError, event::kStateDir, st.error);
@@ -273,11 +283,6 @@ int Pipeline::run(const RunOptions& opts, const std::atomic<bool>& stop) {
 
 int Pipeline::main_loop(const RunOptions& opts, const std::atomic<bool>& stop) {
     const auto& sc = cfg_.shipper;
-    MetricsServer metrics_server;
-    if (!opts.once && !sc.metrics_listen.empty())
-        if (auto st = metrics_server.start(sc.metrics_listen, [this] { return render_metrics(); }); !st.ok)
-            note(Severity::kWarning, event::kMetricsListenFailed, "metrics: " + st.error);
-
     std::atomic<bool> sender_stop{false};
     std::array<std::unique_ptr<Sender>, kLanes> senders;
     // Joined on every way out of this function, exceptions included: a joinable std::thread
@@ -361,7 +366,7 @@ int Pipeline::main_loop(const RunOptions& opts, const std::atomic<bool>& stop) {
         if (auto st = l.spool.flush_ack(); !st.ok)
             note(Severity::kWarning, event::kAckPersistFailed,
                  "spool: " + st.error + " (records sent again at the next start)");
-    metrics_server.stop();
+    metrics_server_.stop();
     return status;
 }
 

@@ -14,6 +14,7 @@
 #include "shipper/internal_events.hpp"
 #include "shipper/lanes.hpp"
 #include "shipper/metrics.hpp"
+#include "shipper/metrics_server.hpp"
 #include "shipper/pipeline_metrics.hpp"
 #include "shipper/sender.hpp"
 #include "shipper/sources/registry.hpp"
@@ -91,6 +92,7 @@ private:
     std::string checkpoint_path_;
     uint64_t uncommitted_ = 0;            // records appended since the last checkpoint
     std::vector<spool::RecordRef> refs_;  // a pass's records, kept for its capacity
+    MetricsServer metrics_server_;        // last: stopped before what it renders goes
     bool can_defer_commit() const;        // few enough unsynced bytes that the commit may wait
     int64_t last_commit_ns_ = 0;
 };
