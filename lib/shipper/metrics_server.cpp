@@ -20,7 +20,7 @@ namespace {
 
 struct Connection {
     Fd fd;
-    int64_t deadline_ns = 0;
+    int64_t accepted_ns = 0;
     std::string in;     // the request, until its headers end
     std::string out;    // the answer, once the request is read
     size_t sent = 0;    // of out
@@ -97,27 +97,43 @@ Status MetricsServer::start(const std::string& listen, Render render) {
 void MetricsServer::serve(const Render& render) {
     std::vector<Connection> conns;
     std::vector<pollfd> fds;
+    constexpr int64_t kTimeoutNs = kConnectionTimeoutMs * 1'000'000, kGraceNs = kGraceMs * 1'000'000;
     while (!stop_) {
-        fds.assign(1, pollfd{fd_, POLLIN, 0});
         int64_t now = monotonic_ns();
-        int timeout_ms = 200;  // how soon a stop() is seen
+        // Held full, a connection is closed for a new one once it has had its grace: a scrape asks
+        // within milliseconds, so a flood of new connections cannot push it out before it has.
+        // Until one has, new ones wait in the kernel's queue.
+        const auto oldest = std::min_element(
+            conns.begin(), conns.end(), [](const auto& a, const auto& b) { return a.accepted_ns < b.accepted_ns; });
+        const bool full = conns.size() >= kMaxConnections;
+        const bool can_take = !full || now - oldest->accepted_ns >= kGraceNs;
+        fds.assign(1, pollfd{fd_, static_cast<short>(can_take ? POLLIN : 0), 0});
+        int64_t wait_ns = 200'000'000;  // how soon a stop() is seen
         for (const auto& c : conns) {
             fds.push_back({c.fd.get(), static_cast<short>(c.out.empty() ? POLLIN : POLLOUT), 0});
-            timeout_ms = static_cast<int>(std::clamp<int64_t>((c.deadline_ns - now) / 1'000'000 + 1, 0, timeout_ms));
+            wait_ns = std::min(wait_ns, c.accepted_ns + kTimeoutNs - now);
         }
+        if (!can_take) wait_ns = std::min(wait_ns, oldest->accepted_ns + kGraceNs - now);
+        const int timeout_ms = static_cast<int>(std::max<int64_t>(0, wait_ns) / 1'000'000 + 1);
         if (::poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) break;
         for (size_t i = 0; i < conns.size(); ++i)
             if (fds[i + 1].revents) step(conns[i], fds[i + 1].revents, render);
         now = monotonic_ns();
-        std::erase_if(conns, [now](const Connection& c) { return c.done || now >= c.deadline_ns; });
+        std::erase_if(conns, [now](const Connection& c) { return c.done || now - c.accepted_ns >= kTimeoutNs; });
         if (!(fds[0].revents & POLLIN)) continue;
-        for (int c; (c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0;) {
-            if (conns.size() >= kMaxConnections)
-                // The oldest goes: the newest is most likely a scrape that asks at once.
-                conns.erase(std::min_element(conns.begin(), conns.end(), [](const auto& a, const auto& b) {
-                    return a.deadline_ns < b.deadline_ns;
-                }));
-            conns.push_back({Fd(c), now + kConnectionTimeoutMs * 1'000'000, {}, {}, 0, false});
+        while (true) {
+            if (conns.size() >= kMaxConnections) {
+                const auto first = std::min_element(conns.begin(), conns.end(), [](const auto& a, const auto& b) {
+                    return a.accepted_ns < b.accepted_ns;
+                });
+                if (now - first->accepted_ns < kGraceNs) break;
+                conns.erase(first);
+            }
+            const int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+            if (fd < 0) break;
+            Connection c{Fd(fd), monotonic_ns(), {}, {}, 0, false};
+            step(c, POLLIN, render);  // a request already there is answered at once
+            if (!c.done) conns.push_back(std::move(c));
         }
     }
 }

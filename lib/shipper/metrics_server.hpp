@@ -13,14 +13,16 @@ namespace jobtrail::shipper {
 
 // Serves GET /metrics (Prometheus text) on a loopback address. Connections are served together
 // from one poll loop, each with a deadline and at most kMaxConnections held: a local user's idle
-// or slow connections are closed (the oldest first when too many), never waited on, so they
-// cannot make a scrape time out.
+// or slow connections are closed (the oldest first when too many, once it has had kGraceMs to
+// ask), never waited on, so they cannot make a scrape time out.
 class MetricsServer {
 public:
     using Render = std::function<std::string()>;
     // A scrape's request and answer are a few kilobytes on loopback: milliseconds.
     static constexpr int64_t kConnectionTimeoutMs = 2000;
     static constexpr size_t kMaxConnections = 32;
+    // How long a held connection is kept from being closed for a newer one.
+    static constexpr int64_t kGraceMs = 100;
     static constexpr size_t kMaxRequestBytes = 4096;
 
     ~MetricsServer();
