@@ -1,6 +1,7 @@
 #include "shipper/metrics/registry.hpp"
 
 #include <stdexcept>
+#include <type_traits>
 
 namespace jobtrail::metrics {
 
