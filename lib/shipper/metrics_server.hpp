@@ -1,6 +1,8 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <thread>
@@ -9,18 +11,29 @@
 
 namespace jobtrail::shipper {
 
-// Serves GET /metrics (Prometheus text) on a loopback address. One request at a time: a scrape
-// every few seconds is all it is for.
+// Serves GET /metrics (Prometheus text) on a loopback address. Connections are served together
+// from one poll loop, each with a deadline and at most kMaxConnections held: a local user's idle
+// or slow connections are closed (the oldest first when too many, once it has had kGraceMs to
+// ask), never waited on, so they cannot make a scrape time out.
 class MetricsServer {
 public:
     using Render = std::function<std::string()>;
+    // A scrape's request and answer are a few kilobytes on loopback: milliseconds.
+    static constexpr int64_t kConnectionTimeoutMs = 2000;
+    static constexpr size_t kMaxConnections = 32;
+    // How long a held connection is kept from being closed for a newer one.
+    static constexpr int64_t kGraceMs = 100;
+    static constexpr size_t kMaxRequestBytes = 4096;
+
     ~MetricsServer();
-    // listen: "127.0.0.1:9480"; fails if it cannot bind.
+    // listen: "127.0.0.1:9480"; fails if it cannot bind (the error names the address).
     Status start(const std::string& listen, Render render);
     void stop();
     int port() const { return port_; }
 
 private:
+    void serve(const Render& render);
+
     int fd_ = -1;
     int port_ = 0;
     std::atomic<bool> stop_{false};

@@ -8,22 +8,48 @@
 #include <catch2/catch.hpp>
 #include <set>
 #include <sstream>
+#include <vector>
 
-#include "shipper/metrics.hpp"
+#include "common/time.hpp"
+#include "shipper/lane_metrics.hpp"
+#include "shipper/pipeline_metrics.hpp"
+#include "shipper/sender/metrics.hpp"
+#include "shipper/sources/registry.hpp"
 
 using namespace jobtrail::shipper;
 
 namespace {
 
-// One plain HTTP request to 127.0.0.1:port, the whole answer back.
-std::string http(int port, const std::string& request) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    REQUIRE(fd >= 0);
+sockaddr_in loopback(int port) {
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<uint16_t>(port));
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    return addr;
+}
+
+// A connection that sends nothing (connecting without waiting: a server that does not accept
+// must not hold up the test).
+int idle_connection(int port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    REQUIRE(fd >= 0);
+    const sockaddr_in addr = loopback(port);
+    ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+    return fd;
+}
+
+// One plain HTTP request to 127.0.0.1:port, the whole answer back (what came within timeout_s).
+std::string http(int port, const std::string& request, int timeout_s = 60) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd >= 0);
+    const timeval tv{timeout_s, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);  // connect() too
+    const sockaddr_in addr = loopback(port);
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+        ::close(fd);
+        return "";
+    }
     REQUIRE(::write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size()));
     std::string out;
     char buf[4096];
@@ -36,13 +62,16 @@ std::string http(int port, const std::string& request) {
 
 TEST_CASE("metrics: the counters an operator greps for, in Prometheus' text format", "[shipper]") {
     Metrics m;
-    m.sent = 42;
-    m.retries = 3;
-    m.last_success_ns = 1'795'989'142'500'000'000;
-    m.drop("too_old", 5);
-    m.rejected["line_too_long"] = 2;
-    m.events[{"sender", "rejected"}] = 1;
-    const std::string text = render_metrics(m, {1000, 234});
+    auto& sender = m.group<SenderMetrics>();
+    sender.sent += 42;
+    sender.retries += 3;
+    sender.last_success = 1'795'989'142'500'000'000;
+    m.group<Drops>()("too_old", 5);
+    sender.rejected.add({"line_too_long"}, 2);
+    m.group<PipelineMetrics>().events.add({"sender", "rejected"});
+    m.group<LaneMetrics>().sample({1000, 234}, jobtrail::realtime_ns());
+    declare_source_metrics(m);
+    const std::string text = m.render();
     CHECK(text.find("\njobtrail_shipper_records_sent_total 42\n") != std::string::npos);
     CHECK(text.find("\njobtrail_shipper_retries_total 3\n") != std::string::npos);
     CHECK(text.find("\njobtrail_shipper_spool_bytes 1234\n") != std::string::npos);
@@ -51,6 +80,9 @@ TEST_CASE("metrics: the counters an operator greps for, in Prometheus' text form
     CHECK(text.find("\njobtrail_shipper_rejected_total{reason=\"line_too_long\"} 2\n") != std::string::npos);
     CHECK(text.find("jobtrail_shipper_internal_events_total{component=\"sender\",event=\"rejected\"} 1\n") !=
           std::string::npos);
+    // A source kind's counters are there before any source of it runs.
+    CHECK(text.find("\njobtrail_shipper_kmsg_lost_total 0\n") != std::string::npos);
+    CHECK(text.find("\njobtrail_shipper_cri_lines_cut_total 0\n") != std::string::npos);
     // Every sample belongs to a metric whose TYPE was given before it, and has a number.
     std::set<std::string> typed;
     std::istringstream in(text);
@@ -92,4 +124,28 @@ TEST_CASE("metrics server: GET /metrics answers the render, anything else 404, b
     CHECK_FALSE(st.ok);
     CHECK(st.error.find("not host:port") != std::string::npos);
     s.stop();
+}
+
+TEST_CASE("metrics server: connections a local user holds open do not hold up a scrape", "[shipper]") {
+    MetricsServer s;
+    REQUIRE(s.start("127.0.0.1:0", [] { return std::string("jobtrail_up 1\n"); }).ok);
+    std::vector<int> held;
+    for (int i = 0; i < 20; ++i) held.push_back(idle_connection(s.port()));
+    // Half a request, never finished.
+    const int slow = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const sockaddr_in addr = loopback(s.port());
+    REQUIRE(::connect(slow, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0);
+    REQUIRE(::write(slow, "GET /metr", 9) == 9);
+    // Served one at a time, 2 s each, they made a scrape wait 42 s; 5 s is a scraper's patience.
+    CHECK(http(s.port(), "GET /metrics HTTP/1.1\r\n\r\n", 5).rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+    // More than it holds: the oldest are closed, and a scrape is still answered.
+    for (int i = 0; i < 100; ++i) held.push_back(idle_connection(s.port()));
+    CHECK(http(s.port(), "GET /metrics HTTP/1.1\r\n\r\n", 5).rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+    // The unfinished request is closed unanswered, within its bound (the read waits up to 10 s).
+    const timeval tv{10, 0};
+    ::setsockopt(slow, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char c;
+    CHECK(::read(slow, &c, 1) == 0);
+    ::close(slow);
+    for (const int fd : held) ::close(fd);
 }

@@ -13,8 +13,10 @@
 #include "common/time.hpp"
 #include "loki/push.hpp"
 #include "shipper/dry_run.hpp"
+#include "shipper/lane_metrics.hpp"
 #include "shipper/metrics_server.hpp"
 #include "shipper/recovery.hpp"
+#include "shipper/sender/metrics.hpp"
 #include "shipper/service_notify.hpp"
 #include "shipper/sources/registry.hpp"
 #include "shipper/sources/self/self_source.hpp"
@@ -41,7 +43,17 @@ Pipeline::Pipeline(const config::Config& cfg, SourceFactory sources)
     : cfg_(cfg),
       metadata_(cfg.shipper.structured_metadata),
       make_sources_(std::move(sources)),
+      pm_(metrics_.group<PipelineMetrics>()),
       events_([this](const InternalEvent& e) { on_event(e); }) {
+    // Every component's metrics are on /metrics from the start, those of sources and senders
+    // that are not running included (at 0).
+    metrics_.group<SenderMetrics>();
+    declare_source_metrics(metrics_);
+    metrics_.on_render([this, &lanes = metrics_.group<LaneMetrics>()] {
+        std::array<uint64_t, kLanes> pending{};
+        for (size_t i = 0; i < kLanes; ++i) pending[i] = lanes_[i].spool.pending_bytes();
+        lanes.sample(pending, realtime_ns());
+    });
     node_.cluster = cfg.cluster.empty() ? "default" : cfg.cluster;
     node_.node = cfg.node.empty() ? hostname() : cfg.node;
 }
@@ -49,10 +61,7 @@ Pipeline::Pipeline(const config::Config& cfg, SourceFactory sources)
 Pipeline::~Pipeline() = default;
 
 void Pipeline::on_event(const InternalEvent& e) {
-    {
-        std::lock_guard<std::mutex> lk(metrics_.mu);
-        ++metrics_.events[{e.component, e.name}];
-    }
+    { pm_.events.add({e.component, e.name}); }
     const std::string text = (e.severity == Severity::kInfo ? "" : std::string(severity_name(e.severity)) + ": ") +
                              (e.component == "pipeline" ? "" : e.component + ": ") + e.message;
     std::fprintf(stderr, "jobtrail-shipper: %s\n", text.c_str());
@@ -100,7 +109,7 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush, bool closing) 
                          std::to_string(used) + " bytes); its sources paused until Loki takes more");
             l.full_logged = true;
             l.paused = true;
-            ++metrics_.spool_full;
+            ++pm_.spool_full;
             more = true;  // not drained: there is more to read once the lane has room
         } else {
             l.full_logged = false;
@@ -121,17 +130,13 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush, bool closing) 
         more |= src_more;
         reading_ |= src_more;
         if (final_flush) src->flush_partial(events);
-        metrics_.read += events.size();
+        pm_.read += events.size();
         {
             // One lock and one map write per source and pass, not per line.
             int64_t newest = 0;
             for (const auto& e : events) newest = std::max(newest, e.ts_ns);
-            std::lock_guard<std::mutex> lk(metrics_.mu);
-            if (const int64_t b = src->backlog_bytes(); b >= 0) metrics_.source_backlog_bytes[src->name()] = b;
-            if (newest) {
-                int64_t& last = metrics_.source_last_read_ns[src->name()];
-                last = std::max(last, newest);
-            }
+            if (const int64_t b = src->backlog_bytes(); b >= 0) pm_.source_backlog_bytes.set({src->name()}, b);
+            if (newest) pm_.source_last_read.raise({src->name()}, newest);
         }
         stages_->apply(events);
         refs_.clear();
@@ -198,12 +203,22 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush, bool closing) 
     uncommitted_ = 0;
     last_commit_ns_ = monotonic_ns();
     for (size_t i = 0; i < kLanes; ++i) lanes_[i].spool.set_readable_end(ends[i]);
-    metrics_.spooled += appended;
+    pm_.spooled += appended;
     return more;
 }
 
 int Pipeline::run(const RunOptions& opts, const std::atomic<bool>& stop) {
     const auto& sc = cfg_.shipper;
+    // Bound before anything else, and never run without: another local user holding the port
+    // would answer scrapes in the shipper's name (records_sent 999999) while it ran on unseen.
+    if (!opts.once && !opts.dry_run && !sc.metrics_listen.empty())
+        if (auto st = metrics_server_.start(sc.metrics_listen, [this] { return render_metrics(); }); !st.ok) {
+            note(Severity::kError, event::kMetricsListenFailed,
+                 "metrics: " + st.error +
+                     "; not starting: whoever holds it would answer scrapes in the shipper's name (free the "
+                     "port, or set shipper.metrics to another address or to \"\" for none)");
+            return 1;
+        }
     const std::string state = cfg_.collector.state_dir;
     if (auto st = make_dirs(state, 0755); !st.ok) {
         note(Severity::kError, event::kStateDir, st.error);
@@ -268,11 +283,6 @@ int Pipeline::run(const RunOptions& opts, const std::atomic<bool>& stop) {
 
 int Pipeline::main_loop(const RunOptions& opts, const std::atomic<bool>& stop) {
     const auto& sc = cfg_.shipper;
-    MetricsServer metrics_server;
-    if (!opts.once && !sc.metrics_listen.empty())
-        if (auto st = metrics_server.start(sc.metrics_listen, [this] { return render_metrics(); }); !st.ok)
-            note(Severity::kWarning, event::kMetricsListenFailed, "metrics: " + st.error);
-
     std::atomic<bool> sender_stop{false};
     std::array<std::unique_ptr<Sender>, kLanes> senders;
     // Joined on every way out of this function, exceptions included: a joinable std::thread
@@ -356,7 +366,7 @@ int Pipeline::main_loop(const RunOptions& opts, const std::atomic<bool>& stop) {
         if (auto st = l.spool.flush_ack(); !st.ok)
             note(Severity::kWarning, event::kAckPersistFailed,
                  "spool: " + st.error + " (records sent again at the next start)");
-    metrics_server.stop();
+    metrics_server_.stop();
     return status;
 }
 
@@ -381,9 +391,7 @@ void Pipeline::idle_wait(int timeout_ms) {
 }
 
 std::string Pipeline::render_metrics() const {
-    std::array<uint64_t, kLanes> pending{};
-    for (size_t i = 0; i < kLanes; ++i) pending[i] = lanes_[i].spool.pending_bytes();
-    return shipper::render_metrics(metrics_, pending);
+    return metrics_.render();
 }
 
 }  // namespace jobtrail::shipper

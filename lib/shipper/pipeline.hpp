@@ -14,6 +14,8 @@
 #include "shipper/internal_events.hpp"
 #include "shipper/lanes.hpp"
 #include "shipper/metrics.hpp"
+#include "shipper/metrics_server.hpp"
+#include "shipper/pipeline_metrics.hpp"
 #include "shipper/sender.hpp"
 #include "shipper/sources/registry.hpp"
 #include "shipper/sources/source.hpp"
@@ -33,8 +35,9 @@ struct RunOptions {
 // sources -> stages -> spool lanes -> senders. The main thread polls the sources, runs the
 // stages, appends each source's records to its lane (lanes.hpp), syncs the lanes and only then
 // commits the sources' positions; each lane's sender thread drains it to Loki. Building the sources is the registry's
-// (sources/registry.hpp), recovery at start recovery.hpp's, --dry-run dry_run.hpp's and the
-// metrics text metrics_server's; this is the main loop and the group commit.
+// (sources/registry.hpp), recovery at start recovery.hpp's, --dry-run dry_run.hpp's; each
+// component declares its own metrics (metrics/registry.hpp); this is the main loop and the group
+// commit.
 class Pipeline {
 public:
     // Tests hand in their own sources; by default the registry builds the configured ones.
@@ -74,6 +77,7 @@ private:
     SourceFactory make_sources_;
     NodeInfo node_;
     mutable Metrics metrics_;
+    PipelineMetrics& pm_;
     Events events_;
     kmsg::BootClock clock_;
     std::vector<std::unique_ptr<Source>> sources_;
@@ -88,6 +92,7 @@ private:
     std::string checkpoint_path_;
     uint64_t uncommitted_ = 0;            // records appended since the last checkpoint
     std::vector<spool::RecordRef> refs_;  // a pass's records, kept for its capacity
+    MetricsServer metrics_server_;        // last: stopped before what it renders goes
     bool can_defer_commit() const;        // few enough unsynced bytes that the commit may wait
     int64_t last_commit_ns_ = 0;
 };

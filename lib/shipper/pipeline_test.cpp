@@ -186,7 +186,7 @@ TEST_CASE("pipeline: a job's NCCL flood fills only the jobs lane, the node's rec
     });
     // No Loki takes anything: the jobs lane stays full until the timeout.
     CHECK(run_once(p, 3'000) == 2);
-    CHECK(p.metrics().spool_full > 0);
+    CHECK(p.metrics().group<PipelineMetrics>().spool_full > 0);
 
     // Every line of the node's source is in the node lane, once (beside the shipper's own
     // "lane is full" warning).
@@ -363,9 +363,7 @@ public:
 private:
     uint64_t failures() const {
         auto& m = const_cast<Pipeline*>(*p_)->metrics();
-        std::lock_guard<std::mutex> lk(m.mu);
-        const auto it = m.events.find({"pipeline", "spool_sync_failed"});
-        return it == m.events.end() ? 0 : it->second;
+        return m.group<PipelineMetrics>().events.value({"pipeline", "spool_sync_failed"});
     }
     std::string name_ = "watched";
     uint64_t next_ = 0, end_;
@@ -399,7 +397,7 @@ TEST_CASE("pipeline: a full disk stops reading until a commit succeeds, then eve
         ::setrlimit(RLIMIT_FSIZE, &old);
         ::signal(SIGXFSZ, old_handler);
         CHECK(status == 2);  // --once ends by its timeout, not as if all were done
-        CHECK(p.metrics().events[{"pipeline", "spool_sync_failed"}] >= 2);
+        CHECK(p.metrics().group<PipelineMetrics>().events.value({"pipeline", "spool_sync_failed"}) >= 2);
         // A source is asked again only after a successful commit: what it gave waits in memory
         // (one commit's worth), and the disk's being full holds the positions where they are.
         CHECK(WatchedSource::polls_while_failing == 0);

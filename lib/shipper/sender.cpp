@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <random>
 #include <string_view>
 #include <utility>
@@ -28,7 +29,9 @@ Sender::Sender(const config::ShipperConfig& cfg, spool::Spool& spool, Metrics& m
                Lane lane)
     : cfg_(cfg),
       spool_(spool),
-      m_(m),
+      m_(m.group<SenderMetrics>()),
+      drops_(m.group<Drops>()),
+      lanes_m_(m.group<LaneMetrics>()),
       events_(std::move(events)),
       make_(std::move(make)),
       lane_(lane),
@@ -106,8 +109,9 @@ void Sender::handle(const Job& job) {
     auto d = policy_.decide(s.policy, job.stream, s.sent, v, res.error, now);
     if (d.retry) ++m_.retries;
     if (d.counts_rejected()) {
-        std::lock_guard<std::mutex> lk(m_.mu);
-        d.count_rejected(m_.rejected);
+        std::map<std::string, uint64_t> by_reason;
+        d.count_rejected(by_reason);
+        for (const auto& [reason, n] : by_reason) m_.rejected.add({reason}, n);
     }
     if (d.outage_since_ns)
         // Loki is back: the shipper's own warnings (and every stream the outage held) go now,
@@ -116,10 +120,12 @@ void Sender::handle(const Job& job) {
     if (d.stored()) {
         m_.sent += d.stored_entries;
         m_.sent_bytes += d.stored_bytes;
-        m_.last_success_ns = m_.lane_last_success_ns[lane_index(lane_)] = realtime_ns();
+        const int64_t now_ns = realtime_ns();
+        m_.last_success = now_ns;
+        m_.lane_last_success.set({std::string(lane_name(lane_))}, now_ns);
     }
-    if (d.stream_rate_limit) m_.loki_stream_rate_limit_bytes = d.stream_rate_limit;
-    if (d.tenant_rate_limit) m_.loki_tenant_rate_limit_bytes = d.tenant_rate_limit;
+    if (d.stream_rate_limit) m_.loki_limit.set({"per_stream"}, static_cast<int64_t>(d.stream_rate_limit));
+    if (d.tenant_rate_limit) m_.loki_limit.set({"tenant"}, static_cast<int64_t>(d.tenant_rate_limit));
     if (d.say) events_.emit(d.say->severity, "sender", d.say->event, std::move(d.say->text));
     if (d.settles()) settle(s);
 }

@@ -19,8 +19,10 @@
 #include "loki/response.hpp"
 #include "shipper/event.hpp"
 #include "shipper/internal_events.hpp"
+#include "shipper/lane_metrics.hpp"
 #include "shipper/lanes.hpp"
 #include "shipper/metrics.hpp"
+#include "shipper/sender/metrics.hpp"
 #include "shipper/sender/policy.hpp"
 #include "spool/spool.hpp"
 
@@ -131,7 +133,9 @@ private:
 
     const config::ShipperConfig& cfg_;
     spool::Spool& spool_;
-    Metrics& m_;
+    SenderMetrics& m_;
+    Drops& drops_;
+    LaneMetrics& lanes_m_;
     Events events_;
     TransportFactory make_;
     Lane lane_;

@@ -164,7 +164,7 @@ TEST_CASE("sender: each push carries one stream, and everything is acknowledged"
     REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
     std::lock_guard<std::mutex> lk(rig.script.mu);
     for (const auto& r : rig.script.seen) CHECK(r.streams.size() == 1);
-    CHECK(rig.m.sent == 300);
+    CHECK(rig.m.group<shipper::SenderMetrics>().sent == 300);
 }
 
 TEST_CASE("sender: a record committed to an idle spool goes out at once, not after batch.max_wait", "[loki][sender]") {
@@ -196,15 +196,14 @@ TEST_CASE("sender: a per-stream 429 splits that stream below the named limit, th
     REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 105; }));
     REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
     std::lock_guard<std::mutex> lk(rig.script.mu);
-    CHECK(rig.m.loki_stream_rate_limit_bytes == 64 * 1024);
-    CHECK(rig.m.sent == 105);
+    CHECK(rig.m.group<shipper::SenderMetrics>().stream_rate_limit() == 64 * 1024);
+    CHECK(rig.m.group<shipper::SenderMetrics>().sent == 105);
     // B's lines were stored before A's last (A was still being paced).
     const auto last_a = std::find_if(rig.script.stored.rbegin(), rig.script.stored.rend(),
                                      [](const std::string& l) { return l.rfind("a ", 0) == 0; });
     const auto first_b = std::find(rig.script.stored.begin(), rig.script.stored.end(), "b 0");
     CHECK(first_b - rig.script.stored.begin() < rig.script.stored.rend() - last_a - 1);
-    std::lock_guard<std::mutex> lk2(rig.m.mu);
-    CHECK(rig.m.rejected.empty());
+    CHECK(rig.m.group<shipper::SenderMetrics>().rejected.empty());
 }
 
 TEST_CASE("sender: a 429 for the tenant's whole push splits the batch below the named rate", "[loki][sender]") {
@@ -225,8 +224,8 @@ TEST_CASE("sender: a 429 for the tenant's whole push splits the batch below the 
     };
     rig.start();
     REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 400; }));
-    CHECK(rig.m.loki_tenant_rate_limit_bytes == 262144);
-    CHECK(rig.m.sent == 400);
+    CHECK(rig.m.group<shipper::SenderMetrics>().tenant_rate_limit() == 262144);
+    CHECK(rig.m.group<shipper::SenderMetrics>().sent == 400);
 }
 
 TEST_CASE("sender: Loki 3 grouped and capped bodies are counted entry by entry", "[loki][sender]") {
@@ -252,7 +251,7 @@ TEST_CASE("sender: Loki 3 grouped and capped bodies are counted entry by entry",
     };
     rig.start();
     REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
-    CHECK(rig.m.sent == 7 + 3);
+    CHECK(rig.m.group<shipper::SenderMetrics>().sent == 7 + 3);
     uint64_t short_bytes = 0;
     for (int i = 0; i < 13; i += 2) short_bytes += ("short " + std::to_string(i)).size();
     // B's accepted three: the average of its 33 equal-sized lines (2 B of "b N" and "b NN").
@@ -261,10 +260,9 @@ TEST_CASE("sender: Loki 3 grouped and capped bodies are counted entry by entry",
         for (int i = 0; i < 33; ++i) n += ("b " + std::to_string(i)).size();
         return n;
     }();
-    CHECK(rig.m.sent_bytes == short_bytes + b_bytes - b_bytes * 30 / 33);
-    std::lock_guard<std::mutex> lk(rig.m.mu);
-    CHECK(rig.m.rejected["line_too_long"] == 6);
-    CHECK(rig.m.rejected["too_far_behind"] == 30);
+    CHECK(rig.m.group<shipper::SenderMetrics>().sent_bytes == short_bytes + b_bytes - b_bytes * 30 / 33);
+    CHECK(rig.m.group<shipper::SenderMetrics>().rejected.value({"line_too_long"}) == 6);
+    CHECK(rig.m.group<shipper::SenderMetrics>().rejected.value({"too_far_behind"}) == 30);
 }
 
 TEST_CASE("sender: the spool is acknowledged only up to the first record not answered for", "[loki][sender]") {
@@ -303,7 +301,7 @@ TEST_CASE("sender: each stream is paced below Loki's shard threshold, in pushes 
     // 400 KB at 256 KiB/s: every push but the first waits for the one before (a lower bound
     // only; a slow machine takes longer).
     CHECK(took >= (400.0 * 1001 - (64 << 10)) / (256 << 10) * 0.9);
-    CHECK(rig.m.sent == 400);
+    CHECK(rig.m.group<shipper::SenderMetrics>().sent == 400);
 }
 
 TEST_CASE("sender: megabytes of a stream Loki holds back do not hold another stream's lines behind them",
@@ -349,7 +347,7 @@ TEST_CASE("sender: a spooled run that cannot go as it is goes entry by entry: to
         // Each line once, in order.
         for (size_t i = 0; i < want; ++i)
             CHECK(rig.script.stored[i].rfind("line " + std::to_string(i + 300 - want) + " ", 0) == 0);
-        CHECK(rig.m.sent == want);
+        CHECK(rig.m.group<shipper::SenderMetrics>().sent == want);
         size_t md = 0;
         for (const auto& r : rig.script.seen) md += r.metadata;
         if (w == "metadata") CHECK(md == 0);
@@ -357,8 +355,7 @@ TEST_CASE("sender: a spooled run that cannot go as it is goes entry by entry: to
             CHECK(rig.script.seen.size() > 4);  // the run, halved until it fit
             for (const auto& r : rig.script.seen) CHECK((r.bytes <= 20'000 || r.lines.size() > 1));
         }
-        std::lock_guard<std::mutex> lk2(rig.m.mu);
-        CHECK(rig.m.dropped["too_old"] == (w == "too old" ? 100u : 0u));
+        CHECK(rig.m.group<shipper::Drops>().of("too_old") == (w == "too old" ? 100u : 0u));
     }
 }
 
@@ -391,7 +388,7 @@ TEST_CASE(
     CHECK(std::adjacent_find(a.begin(), a.end()) == a.end());
     CHECK(a.size() + b.size() == 301);
     CHECK(a.front() == 0);
-    CHECK(rig.m.sent == 301);
+    CHECK(rig.m.group<shipper::SenderMetrics>().sent == 301);
 }
 
 TEST_CASE("sender: a huge line's run, then a run that goes entry by entry: each sent as written", "[loki][sender]") {
@@ -425,8 +422,7 @@ TEST_CASE("sender: too-old lines strewn through a run are dropped in passing, no
     std::lock_guard<std::mutex> lk(rig.script.mu);
     CHECK(rig.script.seen.size() <= 2);
     for (size_t i = 0; i < 150; ++i) CHECK(rig.script.stored[i] == "line " + std::to_string(2 * i));
-    std::lock_guard<std::mutex> lk2(rig.m.mu);
-    CHECK(rig.m.dropped["too_old"] == 150);
+    CHECK(rig.m.group<shipper::Drops>().of("too_old") == 150);
 }
 
 TEST_CASE("sender: a 413 for a push of blank lines halves it until it fits: every line goes", "[loki][sender]") {
@@ -441,9 +437,8 @@ TEST_CASE("sender: a 413 for a push of blank lines halves it until it fits: ever
     rig.start();
     REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 200; }));
     REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
-    CHECK(rig.m.sent == 200);
-    std::lock_guard<std::mutex> lk(rig.m.mu);
-    CHECK(rig.m.rejected.empty());
+    CHECK(rig.m.group<shipper::SenderMetrics>().sent == 200);
+    CHECK(rig.m.group<shipper::SenderMetrics>().rejected.empty());
 }
 
 TEST_CASE("sender: right after a Loki restart a 429 naming 8EB is no limit: the stream goes on at the limit named next",
@@ -464,8 +459,8 @@ TEST_CASE("sender: right after a Loki restart a 429 naming 8EB is no limit: the 
     rig.start();
     REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 105; }));
     REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
-    CHECK(rig.m.loki_stream_rate_limit_bytes == 64 * 1024);
-    CHECK(rig.m.sent == 105);
+    CHECK(rig.m.group<shipper::SenderMetrics>().stream_rate_limit() == 64 * 1024);
+    CHECK(rig.m.group<shipper::SenderMetrics>().sent == 105);
     std::lock_guard<std::mutex> lk(rig.log_mu);
     // The operator is told, once (not once per 429), and the absurd limit is named as such.
     const auto said = std::count_if(rig.log.begin(), rig.log.end(),
@@ -499,7 +494,7 @@ TEST_CASE("sender: a 429 whose body names no limit makes the stream's requests s
     std::vector<std::string> want;
     for (int i = 0; i < 60; ++i) want.push_back("a " + std::to_string(i) + " " + std::string(1000, 'a'));
     CHECK(rig.script.stored == want);  // each once, in order
-    CHECK(rig.m.sent == 60);
+    CHECK(rig.m.group<shipper::SenderMetrics>().sent == 60);
     std::lock_guard<std::mutex> lk2(rig.log_mu);
     CHECK(std::any_of(rig.log.begin(), rig.log.end(),
                       [](const std::string& l) { return l.find("no limit we can read") != l.npos; }));
@@ -536,7 +531,7 @@ TEST_CASE("sender: a wait for a named per-stream limit is never longer than max_
     };
     rig.start();  // max_backoff 100 ms: 30 lines in about 3 s
     REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 30; }));
-    CHECK(rig.m.sent == 30);
+    CHECK(rig.m.group<shipper::SenderMetrics>().sent == 30);
 }
 
 TEST_CASE("sender: a per-stream limit Loki named is probed again after a while", "[loki][sender]") {

@@ -84,7 +84,7 @@ bool Sender::build_partial(const std::string& name, StreamState& s, uint64_t cap
     const bool decoded = [&] {
         std::string why;
         if (spool::expand_run(run, run_raw_, run_records_, run_metadata_, &why)) return true;
-        m_.drop("spool_corrupt", run.count - s.run_done);
+        drops_("spool_corrupt", run.count - s.run_done);
         events_.emit(Severity::kError, "sender", event::kSpoolCorrupt,
                      "a spooled run of " + std::to_string(run.count) + " records of " + name + " does not decode (" +
                          why + "); dropped");
@@ -123,7 +123,7 @@ bool Sender::build_partial(const std::string& name, StreamState& s, uint64_t cap
     if (run_records_.capacity() > 1 << 14) std::vector<spool::RecordView>().swap(run_records_);
     if (run_metadata_.capacity() > 1 << 14) std::vector<spool::MetadataView>().swap(run_metadata_);
     if (!ref.entries.empty()) return true;
-    if (skipped) m_.drop("too_old", skipped);
+    if (skipped) drops_("too_old", skipped);
     s.run_done = 0;
     advance(s, 1);
     return false;

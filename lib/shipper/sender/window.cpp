@@ -40,7 +40,7 @@ bool Sender::fill_window() {
         size_t last = 0;
         for (const auto& r : batch.records.records()) {
             if (r.run == spool::kNoRun && r.ts_ns < oldest) {
-                m_.drop("too_old");
+                drops_("too_old");
                 continue;
             }
             // A run's records share one view of its stream: same bytes, no compare needed.
@@ -80,7 +80,7 @@ void Sender::advance(StreamState& s, size_t items) {
 void Sender::settle(StreamState& s) {
     if (s.partial) {
         const Piece& p = s.queue.front();
-        if (s.sent_skipped) m_.drop("too_old", s.sent_skipped);
+        if (s.sent_skipped) drops_("too_old", s.sent_skipped);
         s.run_done += s.sent_consumed;
         if (s.run_done < p.batch->records.run(*p.recs[p.next]).count) return;
         s.run_done = 0;
@@ -128,7 +128,7 @@ void Sender::ack_done() {
         else
             acked_ = end;
     }
-    m_.oldest_pending_ns[lane_index(lane_)] =
+    lanes_m_.oldest_pending_ns[lane_index(lane_)] =
         window_.empty() || window_.front().records.empty() ? 0 : window_.front().records.records().front().ts_ns;
 }
 

@@ -14,6 +14,9 @@
 namespace jobtrail::config {
 class Parser;
 }
+namespace jobtrail::metrics {
+class Registry;
+}
 
 // What a kind of source is: a type K in its own folder, sources/<kind>/, and one row in
 // registry.hpp's SourceKinds (which checks SourceKind below).
@@ -37,6 +40,13 @@ concept SourceKind = requires(config::Parser& p, const YAML::Node& sources, cons
     K::schema(c, schema);
     // Its sources (<kind>/<kind>_source.cpp, the shipper).
     K::build(ctx, c, out);
+};
+
+// A kind may have counters of its own: K::declare_metrics(metrics::Registry&), in its
+// <kind>_source.cpp, declares them whether or not the kind is configured (registry.cpp).
+template <class K>
+concept CountingSourceKind = SourceKind<K> && requires(metrics::Registry& m) {
+    K::declare_metrics(m);
 };
 
 // K's parsed value in `c`, or K's defaults when `c` was not parsed with K's section.

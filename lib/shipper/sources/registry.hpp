@@ -24,4 +24,7 @@ config::SourceSections source_sections();
 // Every configured source, in the rows' order (registry.cpp: the shipper).
 Sources build_sources(const SourceContext& ctx);
 
+// Every kind's own metrics, configured or not, so that /metrics always has them.
+void declare_source_metrics(metrics::Registry& m);
+
 }  // namespace jobtrail::shipper

@@ -24,7 +24,7 @@ std::string bytes_text(uint64_t b) {
 NcclBudget::NcclBudget(uint64_t bytes, int64_t window_ms, Metrics& m, Clock now)
     : budget_(bytes),
       window_ns_(std::max<int64_t>(1, window_ms) * 1'000'000),
-      m_(m),
+      drops_(m.group<Drops>()),
       now_(now ? std::move(now) : Clock(monotonic_ns)) {}
 
 void NcclBudget::roll(int64_t now, bool all) {
@@ -83,7 +83,7 @@ bool NcclBudget::take(const Event& e) {
     ++j.dropped_lines;
     j.dropped_bytes += e.line.size();
     j.stream = e.origin;
-    m_.drop("nccl_budget");
+    drops_("nccl_budget");
     return false;
 }
 

@@ -39,7 +39,7 @@ private:
 
     uint64_t budget_;
     int64_t window_ns_;
-    Metrics& m_;
+    Drops& drops_;
     Clock now_;
     int64_t last_roll_ns_ = 0;
     std::map<std::string, Job, std::less<>> jobs_;

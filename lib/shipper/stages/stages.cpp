@@ -116,7 +116,7 @@ Stages::Stages(const config::ShipperConfig& cfg, node::Layout layout, Metrics& m
       nccl_noise_(cfg.nccl_noise),
       jobs_(std::move(layout), std::move(wall)),
       budget_(cfg.nccl_budget_bytes, cfg.nccl_budget_window_ms, m, std::move(clock)),
-      m_(m) {
+      drops_(m.group<Drops>()) {
     for (const auto& r : cfg.drop) {
         RE2::Options o;
         o.set_log_errors(false);
@@ -129,13 +129,13 @@ void Stages::apply(std::vector<Event>& events) {
     for (auto& e : events) {
         if (drop_blank_ && e.line.find_first_not_of(" \t\r") == std::string::npos) {
             e.dropped = true;
-            m_.drop("blank");
+            drops_("blank");
             continue;
         }
         for (const auto& r : rules_) {
             if (r.re->ok() && RE2::PartialMatch(e.line, *r.re)) {
                 e.dropped = true;
-                m_.drop(r.name);
+                drops_(r.name);
                 break;
             }
         }
@@ -146,7 +146,7 @@ void Stages::apply(std::vector<Event>& events) {
             if (nccl_noise_ && !o.job_id.empty() && jobs_.traced(o.job_id, o.step) == 0 &&
                 RE2::PartialMatch(e.line, noise_)) {
                 e.dropped = true;
-                m_.drop("nccl_noise");
+                drops_("nccl_noise");
             } else if (!budget_.take(e)) {
                 e.dropped = true;
             }

@@ -83,7 +83,7 @@ private:
     RE2 noise_{R"(NCCL INFO (Net|Channel|Comm))"};
     JobTable jobs_;
     NcclBudget budget_;
-    Metrics& m_;
+    Drops& drops_;
 };
 
 }  // namespace jobtrail::shipper

@@ -61,8 +61,8 @@ TEST_CASE("stages: blank lines, drop rules, NCCL noise, running jobs on kernel r
     // Two jobs ran at the record's time and it names no device: it concerns both.
     using P = std::pair<std::string, std::string>;
     CHECK(e[6].metadata == std::vector<P>{{"slurm_jobs_running", "10,11"}, {"attribution", "node"}});
-    CHECK(m.dropped.at("healthcheck") == 1);
-    CHECK(m.dropped.at("nccl_noise") == 1);
+    CHECK(m.group<Drops>().of("healthcheck") == 1);
+    CHECK(m.group<Drops>().of("nccl_noise") == 1);
 }
 
 TEST_CASE("stages key on the kind of stream: a renamed `job` and a step's own trace request", "[shipper]") {
@@ -111,7 +111,7 @@ TEST_CASE("stages: a job's NCCL lines past its budget are dropped, counted and s
     CHECK(kept_4242 == 10);
     CHECK(kept_4343 == 5);
     CHECK_FALSE(e.back().dropped);  // the kernel is never held to a job's budget
-    CHECK(m.dropped["nccl_budget"] == 20);
+    CHECK(m.group<Drops>().of("nccl_budget") == 20);
 
     // Nothing is said before the window is over.
     std::vector<Event> said;

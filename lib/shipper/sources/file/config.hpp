@@ -55,6 +55,7 @@ struct FileKind {
     // The `job` value of each kind of stream a file source is (`stream:`, or from its format).
     static void schema(const Config& c, node::Schema& s);
     static void build(const SourceContext& ctx, const Config& c, Sources& out);
+    static void declare_metrics(metrics::Registry& m);
 };
 
 }  // namespace jobtrail::shipper

@@ -13,7 +13,8 @@ FileSource::FileSource(FileSourceConfig cfg, FileSourceOptions o, Metrics& m)
     : cfg_(std::move(cfg)),
       node_(std::move(o.node)),
       max_line_(o.max_line),
-      m_(m),
+      m_(m.group<FileSourceMetrics>()),
+      drops_(m.group<Drops>()),
       idle_ns_(o.idle_ms * 1'000'000),
       scan_interval_ns_(o.scan_interval_ms * 1'000'000),
       events_(std::move(o.events)),
@@ -108,6 +109,10 @@ bool FileSource::poll(std::vector<Event>& out, size_t max_bytes) {
     }
     // Files waiting for a descriptor: another pass soon, not after the idle sleep.
     return budget == 0 || waiting > 0;
+}
+
+void FileKind::declare_metrics(metrics::Registry& m) {
+    m.group<FileSourceMetrics>();
 }
 
 void FileKind::build(const SourceContext& c, const Config& files, Sources& out) {

@@ -14,6 +14,7 @@
 #include "shipper/sources/file/config.hpp"
 #include "shipper/sources/file/cri.hpp"
 #include "shipper/sources/file/labels.hpp"
+#include "shipper/sources/file/metrics.hpp"
 #include "shipper/sources/file/watch.hpp"
 #include "shipper/sources/source.hpp"
 
@@ -132,7 +133,8 @@ private:
     FileSourceConfig cfg_;
     NodeInfo node_;
     uint64_t max_line_;
-    Metrics& m_;
+    FileSourceMetrics& m_;
+    Drops& drops_;
     int64_t idle_ns_;
     Files files_;                                                    // by dev:ino
     std::map<std::string, std::pair<std::string, uint64_t>> saved_;  // dev:ino -> (fingerprint, offset)

@@ -244,8 +244,9 @@ TEST_CASE("a job user's links, FIFOs and other owners' files are refused, counte
     }
     std::sort(lines.begin(), lines.end());
     CHECK(lines == std::vector<std::string>{"mine", "root's file, not the user's"});
-    CHECK(f.m.files_refused ==
-          std::map<std::string, uint64_t>{{"symlink", 2}, {"not_regular", 1}, {"hard_link", 1}, {"owner", 1}});
+    CHECK(f.m.group<FileSourceMetrics>().files_refused.samples() ==
+          std::map<jobtrail::metrics::Labels, uint64_t>{
+              {{"symlink"}, 2}, {{"not_regular"}, 1}, {{"hard_link"}, 1}, {{"owner"}, 1}});
     REQUIRE(logged.size() == 5);
     CHECK(logged[0].rfind("not reading " + jobdir + "/", 0) == 0);
     const auto checkpoint = s.checkpoint().dump();
@@ -261,7 +262,7 @@ TEST_CASE("a symlinked job directory is not followed", "[shipper]") {
     std::ofstream(f.dir.path() + "/nccl/7/0.n.2.log") << "this job's\n";
     auto s = f.source();
     CHECK(f.lines(*s) == std::vector<std::string>{"this job's"});
-    CHECK(f.m.files_refused["symlink"] == 1);
+    CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"symlink"}) == 1);
 }
 
 TEST_CASE("files past a source's limits are refused and counted once, the others read", "[shipper]") {
@@ -283,7 +284,7 @@ TEST_CASE("files past a source's limits are refused and counted once, the others
     }
     CHECK(lines.size() == 4);                                 // at most 3 of job 9's, 4 in all
     CHECK(std::count(lines.begin(), lines.end(), "a") <= 3);  // the directory's cap holds
-    CHECK(f.m.files_refused["too_many_files"] == 3);          // once each, not once per pass
+    CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"too_many_files"}) == 3);  // once each, not once per pass
     REQUIRE(said.size() == 1);
     CHECK(said[0].rfind("too_many_files: not reading 3 more files", 0) == 0);
 }
@@ -365,7 +366,7 @@ TEST_CASE("a closed file is opened again only through the safe open: hard-linked
     REQUIRE(::link((f.dir.path() + "/logs/a.log").c_str(), (f.dir.path() + "/a.link").c_str()) == 0);
     f.append("a.log", "2\n");
     CHECK(f.lines(*s).empty());
-    CHECK(f.m.files_refused["hard_link"] == 1);
+    CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"hard_link"}) == 1);
 }
 
 TEST_CASE("a closed file renamed away after its last lines is finished, running and across a restart", "[shipper]") {
@@ -426,8 +427,9 @@ TEST_CASE("one owner's files take at most their share of a source, root's are no
     };
     CHECK(of("job 0 ") == 4);
     CHECK(of("job 1 ") + of("job 2 ") + of("job 3 ") == 3);
-    CHECK(of("job 9 ") == 2);                                  // not crowded out by uid 1001's
-    CHECK(f.m.files_refused["too_many_files_of_owner"] == 6);  // once each, not once per pass
+    CHECK(of("job 9 ") == 2);  // not crowded out by uid 1001's
+    CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"too_many_files_of_owner"}) ==
+          6);  // once each, not once per pass
     REQUIRE(said.size() == 1);
     CHECK(said[0].find("not reading 6 more files of uid 1001") != std::string::npos);
 }
@@ -468,7 +470,7 @@ TEST_CASE("unterminated lines past max_partial_bytes are shipped as lines, nothi
     }
     // At most the cap's worth (4096 bytes of ~104-byte lines) waited whole for its newline.
     CHECK(whole <= 4096 / 104);
-    CHECK(f.m.partial_lines_cut == 300 - whole);
+    CHECK(f.m.group<FileSourceMetrics>().partial_lines_cut == 300 - whole);
     CHECK(std::count(said.begin(), said.end(), "partial_lines_cut") == 1);  // said once, not per line
 }
 
@@ -487,8 +489,8 @@ TEST_CASE("a directory full of links costs one line and no opens past its cap", 
         s.poll(ev, 1 << 20);
         CHECK(ev.empty());
     }
-    CHECK(f.m.files_refused["symlink"] == 20);          // opened (and refused) up to the cap
-    CHECK(f.m.files_refused["too_many_files"] == 180);  // the rest not even opened
+    CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"symlink"}) == 20);  // opened (and refused) up to the cap
+    CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"too_many_files"}) == 180);  // the rest not even opened
     // Ten said one by one, the rest in one line each: not two hundred lines.
     CHECK(said.size() == 12);
 }

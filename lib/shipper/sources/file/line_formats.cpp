@@ -104,7 +104,7 @@ void FileSource::cut_long(std::string& line) {
     const std::string_view keep = utf8_prefix(line, max_line_ - 64);
     line = std::string(keep) + " [jobtrail: line truncated, " + std::to_string(line.size() - keep.size()) +
            " bytes dropped]";
-    m_.drop("truncated_lines_kept");
+    drops_("truncated_lines_kept");
 }
 
 void FileSource::recycle(std::vector<Event>& done) {

@@ -160,10 +160,7 @@ bool FileSource::refuse(const std::string& path, const SafeFile& f, ino_t ino) {
     if (f.refused == Refusal::kMissing) return false;
     refused_now_[path] = {f.refused, ino};
     if (auto it = refused_.find(path); it != refused_.end() && it->second.why == f.refused) return false;
-    {
-        std::lock_guard<std::mutex> lk(m_.mu);
-        ++m_.files_refused[refusal_name(f.refused)];
-    }
+    { m_.files_refused.add({refusal_name(f.refused)}); }
     // Ten thousand files over a limit are one line per scan (say_refused), not ten thousand.
     if (f.refused == Refusal::kTooMany) {
         ++over_limit_now_;

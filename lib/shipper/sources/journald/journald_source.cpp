@@ -15,7 +15,11 @@
 namespace jobtrail::shipper {
 
 JournaldSource::JournaldSource(JournaldConfig cfg, NodeInfo node, uint64_t max_line, Metrics& m, Events events)
-    : cfg_(std::move(cfg)), node_(std::move(node)), max_line_(max_line), m_(m), events_(std::move(events)) {}
+    : cfg_(std::move(cfg)),
+      node_(std::move(node)),
+      max_line_(max_line),
+      drops_(m.group<Drops>()),
+      events_(std::move(events)) {}
 
 void JournaldSource::restore(const nlohmann::json& state) {
     if (state.is_object() && state.contains("cursor") && state["cursor"].is_string())
@@ -115,7 +119,7 @@ bool JournaldSource::poll(std::vector<Event>& out, size_t max_bytes) {
         if (r == 0) break;
         if (r < 0) {
             // A damaged journal file: reopen later from the last cursor.
-            m_.drop("journal_read_error");
+            drops_("journal_read_error");
             sd_journal_close(j_);
             j_ = nullptr;
             break;

@@ -38,7 +38,7 @@ private:
     JournaldConfig cfg_;
     NodeInfo node_;
     uint64_t max_line_;
-    Metrics& m_;
+    Drops& drops_;
     Events events_;
     bool open_failed_ = false;
     sd_journal* j_ = nullptr;

@@ -16,6 +16,7 @@ struct KmsgKind {
     static void parse(config::Parser& p, const YAML::Node& sources, const std::string& where, Config& out);
     static void schema(const Config&, node::Schema&) {}  // {job="kmsg"}: not configurable
     static void build(const SourceContext& ctx, const Config& c, Sources& out);
+    static void declare_metrics(metrics::Registry& m);
 };
 
 }  // namespace jobtrail::shipper

@@ -9,7 +9,12 @@
 namespace jobtrail::shipper {
 
 KmsgSource::KmsgSource(std::string path, const kmsg::BootClock& clock, NodeInfo node, Metrics& m, Events events)
-    : path_(std::move(path)), clock_(clock), node_(std::move(node)), m_(m), events_(std::move(events)) {}
+    : path_(std::move(path)),
+      clock_(clock),
+      node_(std::move(node)),
+      m_(m.group<KmsgMetrics>()),
+      drops_(m.group<Drops>()),
+      events_(std::move(events)) {}
 
 // {"boot_id": ..., "seq": last shipped}: only meaningful on the same boot.
 void KmsgSource::restore(const nlohmann::json& st) {
@@ -100,7 +105,7 @@ bool KmsgSource::poll(std::vector<Event>& out, size_t max_bytes) {
             e.origin = origin(4);  // warning
             e.line = "jobtrail: " + std::to_string(reader_.lost()) + " kernel records lost (" +
                      (reader_.overrun() ? "ring buffer overrun" : "sequence gap") + ")";
-            m_.kmsg_lost += reader_.lost();
+            m_.lost += reader_.lost();
             out.push_back(std::move(e));
             continue;
         }
@@ -109,7 +114,7 @@ bool KmsgSource::poll(std::vector<Event>& out, size_t max_bytes) {
         kmsg::Record r;
         kmsg::ParseError perr;
         if (!kmsg::parse_record(reader_.raw(), r, perr)) {
-            m_.drop("kmsg_unparsable");
+            drops_("kmsg_unparsable");
             continue;
         }
         bytes += r.message.size() + 64;
@@ -129,6 +134,10 @@ void KmsgSource::flush_partial(std::vector<Event>& out) {
     std::vector<kmsg::Record> done;
     merger_.flush(done);
     for (auto& r : done) emit(r, out);
+}
+
+void KmsgKind::declare_metrics(metrics::Registry& m) {
+    m.group<KmsgMetrics>();
 }
 
 void KmsgKind::build(const SourceContext& c, const Config& k, Sources& out) {

@@ -9,6 +9,7 @@
 #include "kmsg/merge.hpp"
 #include "kmsg/reader.hpp"
 #include "shipper/sources/kmsg/config.hpp"
+#include "shipper/sources/kmsg/metrics.hpp"
 #include "shipper/sources/source.hpp"
 
 namespace jobtrail::shipper {
@@ -36,7 +37,8 @@ private:
     std::string path_;
     const kmsg::BootClock& clock_;
     NodeInfo node_;
-    Metrics& m_;
+    KmsgMetrics& m_;
+    Drops& drops_;
     Events events_;
     bool open_failed_ = false;                              // said once per failure, not once per pass
     std::array<std::shared_ptr<const Origin>, 8> origins_;  // one stream per priority

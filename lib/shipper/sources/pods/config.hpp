@@ -36,6 +36,7 @@ struct PodsKind {
     static void parse(config::Parser& p, const YAML::Node& sources, const std::string& where, Config& out);
     static void schema(const Config& c, node::Schema& s) { s.set_job(node::StreamKind::kPod, c.job); }
     static void build(const SourceContext& ctx, const Config& c, Sources& out);
+    static void declare_metrics(metrics::Registry& m);
 };
 
 }  // namespace jobtrail::shipper

@@ -43,6 +43,11 @@ FileSourceConfig pod_files(const PodsConfig& c) {
     return f;
 }
 
+// A pod's logs are read by a file source.
+void PodsKind::declare_metrics(metrics::Registry& m) {
+    m.group<FileSourceMetrics>();
+}
+
 void PodsKind::build(const SourceContext& ctx, const Config& c, Sources& out) {
     if (!c.enabled) return;
     FileSourceOptions o = FileSourceOptions::of(ctx);

@@ -97,9 +97,10 @@ TEST_CASE("pod streams: namespace, pod, container and node from the path, the ui
     CHECK(w.origin->kind == jobtrail::node::StreamKind::kPod);
     CHECK(w.origin->label("job_id").empty());  // no Slurm job in its name
     CHECK(w.origin->label("namespace") == "serving");
-    CHECK(t.m.files_refused["unexpected_name"] == 1);  // the odd directory, said and counted once
+    CHECK(t.m.group<FileSourceMetrics>().files_refused.value({"unexpected_name"}) ==
+          1);  // the odd directory, said and counted once
     t.poll(*s);
-    CHECK(t.m.files_refused["unexpected_name"] == 1);
+    CHECK(t.m.group<FileSourceMetrics>().files_refused.value({"unexpected_name"}) == 1);
 }
 
 TEST_CASE("pod job ids: only a valid Slurm job id the pattern captures becomes job_id", "[pods]") {
@@ -145,12 +146,12 @@ TEST_CASE("pod P pieces held at a checkpoint are read again after a restart, and
            "not cri\n");
     auto s = t.source();
     CHECK(Tree::lines(t.poll(*s)) == std::vector<std::string>{"warning between", "not cri"});
-    CHECK(t.m.cri_malformed == 1);
+    CHECK(t.m.group<FileSourceMetrics>().cri_malformed == 1);
     s.reset();  // killed here: the checkpoint's offset is the held piece's
     append(c + "/0.log", "2026-11-29T21:52:23Z stdout F end\n");
     auto again = t.source();
     CHECK(Tree::lines(t.poll(*again)) == std::vector<std::string>{"begin end"});
-    CHECK(t.m.cri_malformed == 1);
+    CHECK(t.m.group<FileSourceMetrics>().cri_malformed == 1);
     s.reset();
     auto third = t.source();
     CHECK(t.poll(*third).empty());

@@ -5,13 +5,15 @@
 
 namespace jobtrail::shipper {
 
-SelfSource::SelfSource(NodeInfo node, const Metrics& m, int64_t interval_ms)
+SelfSource::SelfSource(NodeInfo node, Metrics& m, int64_t interval_ms)
     : origin_(make_origin({{node::label::kCluster, node.cluster},
                            {node::label::kNode, node.node},
                            {node::label::kJob, node::Schema::defaults().job(node::StreamKind::kShipper)},
                            {node::label::kServiceName, node::Schema::defaults().job(node::StreamKind::kShipper)}},
                           {}, node::StreamKind::kShipper)),
-      m_(m),
+      pipeline_m_(m.group<PipelineMetrics>()),
+      sender_m_(m.group<SenderMetrics>()),
+      kmsg_m_(m.group<KmsgMetrics>()),
       interval_ns_(interval_ms * 1'000'000) {}
 
 void SelfSource::note(const std::string& line) {
@@ -49,14 +51,15 @@ bool SelfSource::poll(std::vector<Event>& out, size_t) {
     }
     if (interval_ns_ > 0 && now >= next_ns_) {
         next_ns_ = now + interval_ns_;
-        out.push_back({now,
-                       origin_,
-                       "heartbeat version=" + std::string(kVersion) + " read=" + std::to_string(m_.read.load()) +
-                           " sent=" + std::to_string(m_.sent.load()) + " retries=" + std::to_string(m_.retries.load()) +
-                           " spool_full=" + std::to_string(m_.spool_full.load()) +
-                           " kmsg_lost=" + std::to_string(m_.kmsg_lost.load()),
-                       {},
-                       false});
+        out.push_back(
+            {now,
+             origin_,
+             "heartbeat version=" + std::string(kVersion) + " read=" + std::to_string(pipeline_m_.read.value()) +
+                 " sent=" + std::to_string(sender_m_.sent.value()) +
+                 " retries=" + std::to_string(sender_m_.retries.value()) + " spool_full=" +
+                 std::to_string(pipeline_m_.spool_full.value()) + " kmsg_lost=" + std::to_string(kmsg_m_.lost.value()),
+             {},
+             false});
     }
     return false;
 }

@@ -4,6 +4,9 @@
 #include <mutex>
 #include <string>
 
+#include "shipper/pipeline_metrics.hpp"
+#include "shipper/sender/metrics.hpp"
+#include "shipper/sources/kmsg/metrics.hpp"
 #include "shipper/sources/source.hpp"
 
 namespace jobtrail::shipper {
@@ -14,7 +17,7 @@ namespace jobtrail::shipper {
 // after a crash: these lines are also on stderr.
 class SelfSource : public Source {
 public:
-    SelfSource(NodeInfo node, const Metrics& m, int64_t interval_ms);
+    SelfSource(NodeInfo node, Metrics& m, int64_t interval_ms);
     const std::string& name() const override { return name_; }
     node::StreamKind kind() const override { return node::StreamKind::kShipper; }
     bool poll(std::vector<Event>& out, size_t max_bytes) override;
@@ -26,7 +29,10 @@ public:
 private:
     std::string name_ = "self";
     std::shared_ptr<const Origin> origin_;
-    const Metrics& m_;
+    // The heartbeat says the main counters.
+    const PipelineMetrics& pipeline_m_;
+    const SenderMetrics& sender_m_;
+    const KmsgMetrics& kmsg_m_;
     int64_t interval_ns_;
     int64_t next_ns_ = 0;
     std::mutex mu_;
