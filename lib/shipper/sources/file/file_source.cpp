@@ -95,7 +95,7 @@ bool FileSource::poll(std::vector<Event>& out, size_t max_bytes) {
             // Not grown for much longer (its job over): its slot back too. Bounded, so that a
             // user's old files cannot grow what is remembered of them without end.
             if (t.seen && at_end && !t.fd.valid() && !t.stale && t.partial.empty() && !t.cri.holding() &&
-                realtime_ns() - t.last_growth_ns > release_ns_ && released_.size() < 4 * cfg_.max_files) {
+                realtime_ns() - t.last_growth_ns > release_ns_ && released_.size() < cfg_.max_files) {
                 it = release_file(it);
                 continue;
             }

@@ -179,7 +179,7 @@ private:
         struct timespec mtime {};
         bool seen = true;  // matched in the last scan
     };
-    std::map<std::string, Released> released_;  // by dev:ino, at most 4 * max_files
+    std::map<std::string, Released> released_;  // by dev:ino, at most max_files (each is in the checkpoint)
     size_t over_limit_now_ = 0;                 // files newly refused for a limit in this scan
     std::map<uid_t, size_t> owner_over_now_;    // and for their owner's share, by owner
     int64_t backlog_ = 0;
