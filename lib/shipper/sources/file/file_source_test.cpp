@@ -2,16 +2,19 @@
 
 #include <poll.h>
 #include <sys/fsuid.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
 
 #include "node/nccl_file.hpp"
+#include "skip.hpp"
 #include "temp_dir.hpp"
 
 using namespace jobtrail::shipper;
@@ -619,7 +622,7 @@ TEST_CASE("a directory past its cap is not read past it, and a file under it shi
     for (const auto& l : second) CHECK(std::find(first.begin(), first.end(), l) == first.end());
 }
 
-TEST_CASE("finished jobs' idle files give their slots back; one that grows again ships only its new lines",
+TEST_CASE("finished jobs' idle files give their slots back, and one that grows again ships only its new lines",
           "[shipper]") {
     Fixture f(LineFormat::kNccl, "nccl");
     f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
@@ -665,4 +668,32 @@ TEST_CASE("a file replaced while the shipper was down is read from its start, no
     { std::ofstream(f.dir.path() + "/logs/a.log", std::ios::trunc) << "NEW first line\nNEW second\nNEW third\n"; }
     auto again = f.source();
     CHECK(f.lines(*again) == std::vector<std::string>{"NEW first line", "NEW second", "NEW third"});
+}
+
+TEST_CASE("a filesystem mounted on a job directory is not entered, and the other jobs ship", "[shipper]") {
+    Fixture f(LineFormat::kNccl, "nccl/1");
+    f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
+    const std::string mnt = f.dir.path() + "/nccl/2";
+    ::mkdir(mnt.c_str(), 0755);
+    // As a user's FUSE mount would be (one that never answers must not be opened or stat-ed).
+    if (::mount("jobtrail-test", mnt.c_str(), "tmpfs", 0, "size=64k") != 0)
+        JOBTRAIL_SKIP(std::string("cannot mount a tmpfs here: ") + std::strerror(errno));
+    struct Unmount {
+        std::string at;
+        ~Unmount() { ::umount2(at.c_str(), MNT_DETACH); }
+    } unmount{mnt};
+    std::ofstream(mnt + "/0.n.1.log") << "inside the mount\n";
+    std::ofstream(f.dir.path() + "/nccl/1/0.n.2.log") << "a job beside it\n";
+    std::vector<std::string> said;
+    const Events events([&](const InternalEvent& e) { said.push_back(e.message); });
+    FileSource s(f.cfg, f.options(events), f.m);
+    std::vector<std::string> lines;
+    for (int pass = 0; pass < 3; ++pass) {
+        std::vector<Event> ev;
+        s.poll(ev, 1 << 20);
+        for (auto& e : ev) lines.push_back(e.line);
+    }
+    CHECK(lines == std::vector<std::string>{"a job beside it"});
+    CHECK(f.m.files_refused["mount_point"] == 1);
+    CHECK(said == std::vector<std::string>{"not reading " + mnt + ": a mount point"});
 }
