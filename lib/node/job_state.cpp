@@ -129,14 +129,18 @@ Status write_step_record(const Layout& l, const StepRecord& r) {
     return write_file_atomic(l.step_record(r.job_id, r.step), to_json(r), 0644);
 }
 
+std::optional<StepRecord> read_step_record(const Layout& l, const std::string& name) {
+    const auto text = read_small_file(l.steps_dir() + "/" + name, kMaxRecordBytes);
+    if (!text) return std::nullopt;
+    auto r = parse_step_record(*text);
+    if (!r || name != r->job_id + "." + r->step) return std::nullopt;
+    return r;
+}
+
 std::vector<StepRecord> read_step_records(const Layout& l) {
     std::vector<StepRecord> out;
-    for (const auto& name : entries(l.steps_dir())) {
-        const auto text = read_small_file(l.steps_dir() + "/" + name, kMaxRecordBytes);
-        if (!text) continue;
-        auto r = parse_step_record(*text);
-        if (r && name == r->job_id + "." + r->step) out.push_back(std::move(*r));
-    }
+    for (const auto& name : entries(l.steps_dir()))
+        if (auto r = read_step_record(l, name)) out.push_back(std::move(*r));
     return out;
 }
 

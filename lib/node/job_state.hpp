@@ -53,6 +53,8 @@ std::string to_json(const StepRecord& r);
 std::optional<StepRecord> parse_step_record(std::string_view text);
 Status write_step_record(const Layout& l, const StepRecord& r);
 std::vector<StepRecord> read_step_records(const Layout& l);
+// The record in steps/<name>, if it is one and names itself so.
+std::optional<StepRecord> read_step_record(const Layout& l, const std::string& name);
 
 // Removes the job marker and the job's step records (the epilog's last act). With end_ns, the
 // marker is kept in <run_dir>/ended/ with that end time, for kernel records read late (an hour,

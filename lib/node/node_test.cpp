@@ -4,6 +4,7 @@
 #include <ctime>
 #include <fstream>
 #include <iomanip>
+#include <set>
 #include <sstream>
 #include <tuple>
 #include <vector>
@@ -112,6 +113,24 @@ TEST_CASE("job marker and step record: one writer, one reader, damaged files rea
     CHECK(read_step_records(l).empty());
     CHECK(parse_kmsg_mark(to_json(KmsgMark{"b", 17, 3}))->next_seq == 17);
     CHECK_FALSE(parse_kmsg_mark(R"({"next_seq":-1})"));
+}
+
+TEST_CASE("a job's end removes its own step records, not those of jobs whose id starts the same", "[node]") {
+    jobtrail::test::TempDir run;
+    Layout l;
+    l.run_dir = run.path();
+    for (const char* id : {"1", "12", "120", "123", "129", "1200"})
+        for (const char* step : {"0", "batch"}) REQUIRE(write_step_record(l, {id, step, "", 5, ""}).ok);
+    remove_job_state(l, "12", 1000);
+    std::set<std::string> left;
+    for (const auto& r : read_step_records(l)) left.insert(r.job_id + "." + r.step);
+    CHECK(left == std::set<std::string>{"1.0", "1.batch", "120.0", "120.batch", "123.0", "123.batch", "129.0",
+                                        "129.batch", "1200.0", "1200.batch"});
+    remove_job_state(l, "123");
+    left.clear();
+    for (const auto& r : read_step_records(l)) left.insert(r.job_id + "." + r.step);
+    CHECK(left ==
+          std::set<std::string>{"1.0", "1.batch", "120.0", "120.batch", "129.0", "129.batch", "1200.0", "1200.batch"});
 }
 
 TEST_CASE("the stream schema takes the site's job values from the config", "[node]") {

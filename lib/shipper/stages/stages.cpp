@@ -1,5 +1,6 @@
 #include "shipper/stages/stages.hpp"
 
+#include <dirent.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -27,6 +28,7 @@ JobTable::JobTable(node::Layout layout, Clock now)
     : layout_(std::move(layout)), now_(now ? std::move(now) : Clock(realtime_ns)) {}
 
 void JobTable::refresh() {
+    const size_t known = jobs_.size();
     for (auto& [id, j] : jobs_) j.marker = false;
     for (auto& m : node::read_job_markers(layout_)) {
         Job& j = jobs_[m.job_id];
@@ -87,10 +89,7 @@ void JobTable::refresh() {
             }
         }
     }
-    for (const auto& r : node::read_step_records(layout_)) {
-        auto it = jobs_.find(r.job_id);
-        if (it != jobs_.end()) it->second.steps[r.step] = is_trace(r.trace);
-    }
+    refresh_steps(jobs_.size() != known);
     // Forget finished jobs eventually; keep enough to judge their late NCCL lines.
     if (jobs_.size() > 10'000) {
         for (auto it = jobs_.begin(); it != jobs_.end() && jobs_.size() > 5'000;)
@@ -100,6 +99,46 @@ void JobTable::refresh() {
                 attributor_.erase(it->first);
                 it = jobs_.erase(it);
             }
+    }
+}
+
+void JobTable::refresh_steps(bool jobs_added) {
+    const std::string dir = layout_.steps_dir();
+    struct stat st {};
+    bool changed = false;
+    if (::stat(dir.c_str(), &st) != 0) {
+        changed = !steps_.empty();
+        steps_.clear();
+        steps_mtime_ = {};
+    } else if (st.st_mtim.tv_sec != steps_mtime_.tv_sec || st.st_mtim.tv_nsec != steps_mtime_.tv_nsec ||
+               realtime_ns() - (static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec) <
+                   1'000'000'000) {
+        // Within a second of its last change the mtime may not show the next one (a coarse
+        // clock): listed again until it is older.
+        steps_mtime_ = st.st_mtim;
+        std::map<std::string, StepSeen> now;
+        if (DIR* d = ::opendir(dir.c_str())) {
+            while (const dirent* e = ::readdir(d)) {
+                const std::string name = e->d_name;
+                if (name == "." || name == "..") continue;
+                auto old = steps_.find(name);
+                if (old != steps_.end() && old->second.ino == e->d_ino) {
+                    now.insert(steps_.extract(old));
+                    continue;
+                }
+                now[name] = {e->d_ino, node::read_step_record(layout_, name)};
+                changed = true;
+            }
+            ::closedir(d);
+        }
+        changed |= !steps_.empty();  // records gone
+        steps_.swap(now);
+    }
+    if (!changed && !jobs_added) return;
+    for (const auto& [name, s] : steps_) {
+        if (!s.record) continue;
+        auto it = jobs_.find(s.record->job_id);
+        if (it != jobs_.end()) it->second.steps[s.record->step] = is_trace(s.record->trace);
     }
 }
 

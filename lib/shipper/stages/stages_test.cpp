@@ -329,3 +329,37 @@ TEST_CASE("stages: the epilog's end time decides, even for a job the shipper nev
     // After its end (by the epilog's clock, not when the shipper noticed), nobody's.
     CHECK(meta(e[1], "slurm_job_id") == "-");
 }
+
+TEST_CASE("job table: step records of jobs with similar ids stay each job's, and new or rewritten ones are read",
+          "[shipper]") {
+    jobtrail::test::TempDir run;
+    const auto l = layout(run.path());
+    for (const char* id : {"12", "123"})
+        REQUIRE(jobtrail::node::write_job_marker(l, {id, "u", "1000", "n", "", 1000, {}, {}, 0}).ok);
+    REQUIRE(jobtrail::node::write_step_record(l, {"12", "0", "none", 1100, ""}).ok);
+    REQUIRE(jobtrail::node::write_step_record(l, {"123", "0", "INFO", 1100, ""}).ok);
+    JobTable t(l);
+    t.refresh();
+    CHECK(t.traced("12", "0") == 0);
+    CHECK(t.traced("123", "0") == 1);
+    // A step that starts later, and a record the plugin writes again (a new file in its place).
+    REQUIRE(jobtrail::node::write_step_record(l, {"12", "1", "INFO", 1200, ""}).ok);
+    REQUIRE(jobtrail::node::write_step_record(l, {"123", "0", "none", 1100, ""}).ok);
+    t.refresh();
+    CHECK(t.traced("12", "1") == 1);
+    CHECK(t.traced("123", "0") == 0);
+    CHECK(t.traced("123", "1") == 0);  // no record: the job's own request
+    // A record that comes before its job's marker counts once the marker is there.
+    REQUIRE(jobtrail::node::write_step_record(l, {"1200", "0", "INFO", 1300, ""}).ok);
+    t.refresh();
+    CHECK(t.traced("1200", "0") == -1);
+    REQUIRE(jobtrail::node::write_job_marker(l, {"1200", "u", "1000", "n", "", 1300, {}, {}, 0}).ok);
+    t.refresh();
+    CHECK(t.traced("1200", "0") == 1);
+    // Job 12 ends: job 123's and 1200's steps are still theirs.
+    jobtrail::node::remove_job_state(l, "12", 5000);
+    t.refresh();
+    CHECK(t.traced("123", "0") == 0);
+    CHECK(t.traced("1200", "0") == 1);
+    CHECK(t.traced("12", "1") == 1);  // remembered after its record is gone
+}

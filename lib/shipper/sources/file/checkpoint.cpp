@@ -6,7 +6,8 @@ namespace jobtrail::shipper {
 
 // A source's checkpoint: {"files": [...]}, one entry per tracked file, by dev:ino, with the
 // fingerprint and offset it is known by again after a restart (and where it was, for a rotation
-// while the shipper was down; and a CRI file's held pieces).
+// while the shipper was down; and a CRI file's held pieces); a released file's with its size and
+// mtime.
 nlohmann::json FileSource::checkpoint() const {
     nlohmann::json files = nlohmann::json::array();
     for (const auto& [k, t] : files_) {
@@ -26,6 +27,13 @@ nlohmann::json FileSource::checkpoint() const {
         // one idle long enough to be closed has its next stamp later.
         if (t.run_count && (t.fd.valid() || t.stale)) files.back()["run"] = {t.run_stamp, t.run_count};
     }
+    // Released files: known by size and mtime, so that a restart does not take their slots again.
+    for (const auto& [k, r] : released_)
+        files.push_back({{"key", k},
+                         {"path", r.path},
+                         {"fp", r.fingerprint},
+                         {"offset", r.offset},
+                         {"released", {{"size", r.size}, {"mtime_s", r.mtime.tv_sec}, {"mtime_ns", r.mtime.tv_nsec}}}});
     return {{"files", files}};
 }
 
@@ -34,6 +42,21 @@ void FileSource::restore(const nlohmann::json& j) {
     for (const auto& f : j["files"]) {
         if (!f.is_object() || !f.contains("key") || !f.contains("fp") || !f.contains("offset")) continue;
         if (!f["key"].is_string() || !f["fp"].is_string() || !f["offset"].is_number_unsigned()) continue;
+        if (const auto r = f.find("released");
+            r != f.end() && r->is_object() && r->contains("size") && (*r)["size"].is_number_unsigned() &&
+            r->contains("mtime_s") && (*r)["mtime_s"].is_number_integer() && r->contains("mtime_ns") &&
+            (*r)["mtime_ns"].is_number_integer() && f.contains("path") && f["path"].is_string()) {
+            Released rel{f["path"].get<std::string>(),
+                         f["fp"].get<std::string>(),
+                         f["offset"].get<uint64_t>(),
+                         (*r)["size"].get<uint64_t>(),
+                         {},
+                         true};
+            rel.mtime.tv_sec = (*r)["mtime_s"].get<time_t>();
+            rel.mtime.tv_nsec = (*r)["mtime_ns"].get<long>();
+            released_[f["key"].get<std::string>()] = std::move(rel);
+            continue;
+        }
         saved_[f["key"].get<std::string>()] = {f["fp"].get<std::string>(), f["offset"].get<uint64_t>()};
         if (f.contains("path") && f["path"].is_string())
             saved_paths_[f["key"].get<std::string>()] = f["path"].get<std::string>();

@@ -71,6 +71,7 @@ void parse_file_bounds(config::Parser& p, const YAML::Node& n, const std::string
     fs.max_files = static_cast<size_t>(max_files);
     fs.max_open_files = static_cast<size_t>(open);
     p.duration(n, where, "idle_close", fs.idle_close_ms, kSec, kDay);
+    p.duration(n, where, "release_after", fs.release_after_ms, kSec, 30 * kDay);
     // Below one line's worth lines get cut often; past 1GiB it is no bound under MemoryMax.
     p.size(n, where, "max_partial_bytes", fs.max_partial_bytes, 64 * kKiB, kGiB);
 }
@@ -88,7 +89,7 @@ void FileKind::parse(config::Parser& p, const YAML::Node& sources, const std::st
                 if (!p.check_map(
                         item, fw,
                         {"name", "paths", "job", "format", "stream", "labels", "max_files", "max_files_per_dir",
-                         "max_files_per_owner", "max_open_files", "idle_close", "max_partial_bytes"}))
+                         "max_files_per_owner", "max_open_files", "idle_close", "release_after", "max_partial_bytes"}))
                     continue;
                 FileSourceConfig fs;
                 p.string(item, fw, "name", fs.name);

@@ -37,12 +37,16 @@ struct FileSourceConfig {
     // again when its size changes; past max_open_files the least recently grown are closed.
     size_t max_open_files = 256;
     int64_t idle_close_ms = 60'000;
+    // A file not grown for release_after (a finished job's: tmpfiles keeps NCCL files 30 days) is
+    // released: it no longer counts against max_files or its owner's share, and is known by its
+    // size and mtime; when it grows it is tracked again from its checkpoint.
+    int64_t release_after_ms = 600'000;
     // Bytes of unterminated lines held for all files together; past it the longest are cut and
     // shipped as lines (their rest follows as new lines), so a user's growing lines cost bounded memory.
     uint64_t max_partial_bytes = 8ULL << 20;
 };
 
-// max_files, max_open_files, idle_close and max_partial_bytes of a section (a file source's, or
+// max_files, max_open_files, idle_close, release_after and max_partial_bytes of a section (a file source's, or
 // another kind's built on it: pods/), into `fs`.
 void parse_file_bounds(config::Parser& p, const YAML::Node& n, const std::string& where, FileSourceConfig& fs);
 

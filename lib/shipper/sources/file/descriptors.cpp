@@ -24,7 +24,15 @@ void FileSource::close_file(Tracked& t) {
 
 FileSource::Files::iterator FileSource::forget(Files::iterator it) {
     if (it->second.fd.valid()) --open_;
+    ++freed_;
     return files_.erase(it);
+}
+
+FileSource::Files::iterator FileSource::release_file(Files::iterator it) {
+    close_file(it->second);
+    const Tracked& t = it->second;
+    released_[it->first] = {t.path, t.fingerprint, t.emitted_off, t.size, t.mtime, true};
+    return forget(it);
 }
 
 FileSource::Reopen FileSource::reopen(Tracked& t, SafeFile& f) {

@@ -19,7 +19,8 @@ FileSource::FileSource(FileSourceConfig cfg, FileSourceOptions o, Metrics& m)
       scan_interval_ns_(o.scan_interval_ms * 1'000'000),
       events_(std::move(o.events)),
       labeler_(o.labeler ? std::move(o.labeler) : contract_labeler(cfg_.format, cfg_.stream)),
-      idle_close_ns_(cfg_.idle_close_ms * 1'000'000) {}
+      idle_close_ns_(cfg_.idle_close_ms * 1'000'000),
+      release_ns_(cfg_.release_after_ms * 1'000'000) {}
 
 bool FileSource::poll(std::vector<Event>& out, size_t max_bytes) {
     // Listing a directory a user filled costs one lstat per entry: not on every pass.
@@ -94,6 +95,13 @@ bool FileSource::poll(std::vector<Event>& out, size_t max_bytes) {
             }
             // Not grown for a while: its descriptor back, its position kept.
             if (t.fd.valid() && at_end && realtime_ns() - t.last_growth_ns > idle_close_ns_) close_file(t);
+            // Not grown for much longer (its job over): its slot back too. Bounded, so that a
+            // user's old files cannot grow what is remembered of them without end.
+            if (t.seen && at_end && !t.fd.valid() && !t.stale && t.partial.empty() && !t.cri.holding() &&
+                realtime_ns() - t.last_growth_ns > release_ns_ && released_.size() < cfg_.max_files) {
+                it = release_file(it);
+                continue;
+            }
             held += t.partial.size() + t.cri.held_bytes();
             ++it;
         }

@@ -15,6 +15,7 @@
 #include "shipper/sources/file/cri.hpp"
 #include "shipper/sources/file/labels.hpp"
 #include "shipper/sources/file/metrics.hpp"
+#include "shipper/sources/file/mounts.hpp"
 #include "shipper/sources/file/watch.hpp"
 #include "shipper/sources/source.hpp"
 
@@ -90,11 +91,20 @@ private:
     };
     using Files = std::map<std::string, Tracked>;
 
-    // scan.cpp: the globs listed, new files adopted or refused within the limits.
+    // scan.cpp: the globs' directories listed one by one, new files adopted or refused within
+    // the limits.
+    struct ScanPass;
     void scan();
-    // One path the globs matched: tracked already, adopted, or refused (per_dir and per_owner:
-    // the files counted against each directory's and owner's limit so far).
-    void scan_path(const std::string& path, std::map<std::string, size_t>& per_dir, std::map<uid_t, size_t>& per_owner);
+    void walk_pattern(ScanPass& p, const std::string& pattern);
+    void walk(ScanPass& p, int dfd, const std::string& dir, dev_t dev, const std::vector<std::string>& comps, size_t i);
+    void enter(ScanPass& p, int dfd, const std::string& dir, dev_t dev, const std::string& name,
+               const std::vector<std::string>& comps, size_t i);
+    void list_files(ScanPass& p, int dfd, const std::string& dir, dev_t dev, const std::string& pattern);
+    void look_again(int dfd, Tracked& t);  // a tracked file by its name, in a directory not listed
+    void unlistable(ScanPass& p, const std::string& dir, int err);
+    void refuse_dir(ScanPass& p, const std::string& path, const std::string& why, const char* reason, bool keep);
+    // One file the listing found: tracked already, adopted, or refused.
+    void scan_path(ScanPass& p, const std::string& path, const struct stat& st);
     void say_refused();
     bool adopt(const std::string& path, const struct stat& st, bool seen, FileStream stream);
     bool refuse(const std::string& path, const SafeFile& f, ino_t ino);
@@ -110,6 +120,8 @@ private:
     Reopen reopen(Tracked& t, SafeFile& f);
     void make_room();
     Files::iterator forget(Files::iterator it);  // erases, closing its descriptor
+    // Idle past release_after: forgotten from the slots, its checkpoint kept in released_.
+    Files::iterator release_file(Files::iterator it);
     // line_reader.cpp: bytes into lines, partial lines held and cut.
     void read_file(Tracked& t, std::vector<Event>& out, size_t& budget);
     void take_partial(Tracked& t, std::vector<Event>& out);
@@ -164,12 +176,35 @@ private:
     Events events_;
     Labeler labeler_;
     bool first_scan_ = true;
-    bool glob_failed_ = false;
-    size_t over_limit_now_ = 0;               // files newly refused for a limit in this scan
-    std::map<uid_t, size_t> owner_over_now_;  // and for their owner's share, by owner
+    MountPoints mounts_;
+    // Job directories as last listed: one whose mtime did not change is not listed again.
+    struct DirState {
+        dev_t dev = 0;
+        ino_t ino = 0;
+        struct timespec mtime {};
+        size_t tracked = 0;    // files tracked in it after the listing
+        bool limited = false;  // it had files refused for a limit: listed again once a slot is freed
+        uint64_t freed = 0;    // freed_ then
+    };
+    std::map<std::string, DirState> dirs_, dirs_now_;
+    // Directories (and mount points) not read, with why: said and counted once, tried each scan.
+    std::map<std::string, std::string> dir_refused_, dir_refused_now_;
+    uint64_t freed_ = 0;  // files forgotten or released so far (slots freed)
+    // Files released after release_after idle (a finished job's): not tracked, no slot held, but
+    // known by their size and mtime; one that changes is tracked again from its checkpoint.
+    struct Released {
+        std::string path, fingerprint;
+        uint64_t offset = 0, size = 0;
+        struct timespec mtime {};
+        bool seen = true;  // matched in the last scan
+    };
+    std::map<std::string, Released> released_;  // by dev:ino, at most max_files (each is in the checkpoint)
+    size_t over_limit_now_ = 0;                 // files newly refused for a limit in this scan
+    std::map<uid_t, size_t> owner_over_now_;    // and for their owner's share, by owner
     int64_t backlog_ = 0;
     size_t open_ = 0;  // descriptors held, at most cfg_.max_open_files
     int64_t idle_close_ns_ = 0;
+    int64_t release_ns_ = 0;
     // Unterminated lines cut under max_partial_bytes and not said yet (one line per 10 s).
     uint64_t cut_unsaid_ = 0, cut_bytes_unsaid_ = 0;
     int64_t cut_said_ns_ = 0;

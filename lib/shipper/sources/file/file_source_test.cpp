@@ -1,16 +1,20 @@
 #include "shipper/sources/file/file_source.hpp"
 
 #include <poll.h>
+#include <sys/fsuid.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
 
 #include "node/nccl_file.hpp"
+#include "skip.hpp"
 #include "temp_dir.hpp"
 
 using namespace jobtrail::shipper;
@@ -284,9 +288,15 @@ TEST_CASE("files past a source's limits are refused and counted once, the others
     }
     CHECK(lines.size() == 4);                                 // at most 3 of job 9's, 4 in all
     CHECK(std::count(lines.begin(), lines.end(), "a") <= 3);  // the directory's cap holds
-    CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"too_many_files"}) == 3);  // once each, not once per pass
-    REQUIRE(said.size() == 1);
-    CHECK(said[0].rfind("too_many_files: not reading 3 more files", 0) == 0);
+    // Once each, not once per pass: the directory past its cap once (not read past it), the
+    // file past the source's limit once.
+    CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"too_many_files_in_directory"}) == 1);
+    CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"too_many_files"}) == 1);
+    REQUIRE(said.size() == 2);
+    std::sort(said.begin(), said.end());
+    CHECK(said[0].rfind("too_many_files: not reading 1 more files", 0) == 0);
+    CHECK(said[1].rfind("too_many_files: not reading more files of " + f.dir.path() + "/nccl/9: over the limit of 3",
+                        0) == 0);
 }
 
 namespace {
@@ -489,8 +499,8 @@ TEST_CASE("a directory full of links costs one line and no opens past its cap", 
         s.poll(ev, 1 << 20);
         CHECK(ev.empty());
     }
-    CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"symlink"}) == 20);  // opened (and refused) up to the cap
-    CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"too_many_files"}) == 180);  // the rest not even opened
+    CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"symlink"}) == 20);                     // opened (and refused) up to the cap
+    CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"too_many_files_in_directory"}) == 1);  // the rest not even listed
     // Ten said one by one, the rest in one line each: not two hundred lines.
     CHECK(said.size() == 12);
 }
@@ -528,4 +538,164 @@ TEST_CASE("a write into a tracked file wakes the idle shipper, and nothing new w
     s->woken();
     CHECK_FALSE(readable(0));
     CHECK(f.lines(*s) == std::vector<std::string>{"two"});
+}
+
+namespace {
+// Root reads any directory whatever its mode; a node's FUSE mount or a directory root cannot
+// read answers EACCES. With the filesystem uid of a user, root's permission checks are theirs
+// (the capabilities that bypass them go with it), for the test's polls only.
+struct AsUser {
+    explicit AsUser(uid_t uid) { ::setfsuid(uid); }
+    ~AsUser() { ::setfsuid(0); }
+};
+std::vector<std::string> poll_as(FileSource& s, uid_t uid) {
+    AsUser as(uid);
+    std::vector<Event> ev;
+    while (s.poll(ev, 1 << 20)) {
+    }
+    std::vector<std::string> out;
+    for (auto& e : ev) out.push_back(e.line);
+    std::sort(out.begin(), out.end());
+    return out;
+}
+}  // namespace
+
+TEST_CASE("a job directory that cannot be listed is skipped alone: other jobs ship, and it ships once it can",
+          "[shipper]") {
+    Fixture f(LineFormat::kNccl, "nccl");
+    f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
+    REQUIRE(::chmod(f.dir.path().c_str(), 0755) == 0);
+    auto job = [&](const std::string& id, uid_t uid, const std::string& line) {
+        const std::string d = f.dir.path() + "/nccl/" + id;
+        ::mkdir(d.c_str(), 0755);
+        REQUIRE(::chown(d.c_str(), uid, uid) == 0);
+        const std::string p = d + "/0.n1.1" + id + ".log";
+        std::ofstream(p, std::ios::app) << line << "\n";
+        REQUIRE(::chown(p.c_str(), uid, uid) == 0);
+        return d;
+    };
+    const std::string kept = job("30", 65534, "tracked before");
+    std::vector<std::string> said;
+    const Events events([&](const InternalEvent& e) { said.push_back(e.name + ": " + e.message); });
+    FileSource s(f.cfg, f.options(events), f.m);
+    CHECK(poll_as(s, 65534) == std::vector<std::string>{"tracked before"});
+    // Another user's job directory the shipper cannot list (mode 000 here; a FUSE mount without
+    // allow_other answers root the same), listed before the others, and a tracked one going so.
+    const std::string blocked = job("10", 1234, "blocked job");
+    REQUIRE(::chmod(blocked.c_str(), 0) == 0);
+    REQUIRE(::chmod(kept.c_str(), 0) == 0);
+    job("20", 65534, "other user's new job");
+    CHECK(poll_as(s, 65534) == std::vector<std::string>{"other user's new job"});
+    CHECK(poll_as(s, 65534).empty());
+    REQUIRE(said.size() == 2);  // said once each, not once per scan
+    std::sort(said.begin(), said.end());
+    CHECK(said[0].rfind("glob_failed: cannot list " + blocked + ": ", 0) == 0);
+    CHECK(said[1].rfind("glob_failed: cannot list " + kept + ": ", 0) == 0);
+    // The blocker goes: its lines ship; the tracked file was kept, not read again from its start.
+    REQUIRE(::chmod(blocked.c_str(), 0755) == 0);
+    REQUIRE(::chmod(kept.c_str(), 0755) == 0);
+    std::ofstream(kept + "/0.n1.130.log", std::ios::app) << "tracked after\n";
+    CHECK(poll_as(s, 65534) == std::vector<std::string>{"blocked job", "tracked after"});
+    CHECK(poll_as(s, 65534).empty());
+}
+
+TEST_CASE("a directory past its cap is not read past it, and a file under it ships once the others go", "[shipper]") {
+    Fixture f(LineFormat::kNccl, "nccl/5");
+    f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
+    f.cfg.max_files_per_dir = 3;
+    const std::string d = f.dir.path() + "/nccl/5/";
+    for (int i = 0; i < 5; ++i) std::ofstream(d + std::to_string(i) + ".n.1.log") << "line " << i << "\n";
+    auto s = f.source();
+    auto first = f.lines(*s);
+    CHECK(first.size() == 3);
+    CHECK(f.lines(*s).empty());
+    CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"too_many_files_in_directory"}) == 1);
+    // Two of the three read are deleted: the two waiting are read, none of the first again.
+    size_t gone = 0;
+    for (int i = 0; i < 5 && gone < 2; ++i) {
+        const std::string line = "line " + std::to_string(i);
+        if (std::find(first.begin(), first.end(), line) == first.end()) continue;
+        ::unlink((d + std::to_string(i) + ".n.1.log").c_str());
+        ++gone;
+    }
+    auto second = f.lines(*s);
+    second = second.empty() ? f.lines(*s) : second;
+    CHECK(second.size() == 2);
+    for (const auto& l : second) CHECK(std::find(first.begin(), first.end(), l) == first.end());
+}
+
+TEST_CASE("finished jobs' idle files give their slots back, and one that grows again ships only its new lines",
+          "[shipper]") {
+    Fixture f(LineFormat::kNccl, "nccl");
+    f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
+    f.cfg.max_files = 4;
+    f.cfg.idle_close_ms = 0;
+    f.cfg.release_after_ms = 0;  // released as soon as it is read to its end and closed
+    auto job = [&](const std::string& id, int files) {
+        const std::string d = f.dir.path() + "/nccl/" + id;
+        ::mkdir(d.c_str(), 0755);
+        for (int i = 0; i < files; ++i)
+            std::ofstream(d + "/" + std::to_string(i) + ".n.1.log") << "job " << id << " file " << i << "\n";
+    };
+    job("1", 2);  // two finished jobs: every slot of the source
+    job("2", 2);
+    auto s = f.source();
+    auto lines = f.lines(*s);
+    CHECK(lines.size() == 4);
+    job("3", 1);  // a new job: its file ships
+    CHECK(f.lines(*s) == std::vector<std::string>{"job 3 file 0"});
+    CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"too_many_files"}) == 0);
+    // An old file appended to: its new line only, once, also across a restart.
+    std::ofstream(f.dir.path() + "/nccl/1/0.n.1.log", std::ios::app) << "job 1 again\n";
+    CHECK(f.lines(*s) == std::vector<std::string>{"job 1 again"});
+    CHECK(f.lines(*s).empty());
+    s.reset();
+    auto again = f.source();
+    CHECK(f.lines(*again).empty());
+    std::ofstream(f.dir.path() + "/nccl/2/1.n.1.log", std::ios::app) << "job 2 after the restart\n";
+    CHECK(f.lines(*again) == std::vector<std::string>{"job 2 after the restart"});
+    CHECK(f.lines(*again).empty());
+    // Rewritten from its start while released: a new file, read from its start.
+    { std::ofstream(f.dir.path() + "/nccl/1/1.n.1.log", std::ios::trunc) << "REWRITTEN one\nREWRITTEN two, longer\n"; }
+    CHECK(f.lines(*again) == std::vector<std::string>{"REWRITTEN one", "REWRITTEN two, longer"});
+}
+
+TEST_CASE("a file replaced while the shipper was down is read from its start, not from the old offset", "[shipper]") {
+    Fixture f;
+    f.append("a.log", "old one\nold two\n");
+    auto s = f.source();
+    CHECK(f.lines(*s) == std::vector<std::string>{"old one", "old two"});
+    s.reset();
+    // The same inode, other content, longer than the old offset (a job rewriting its log).
+    { std::ofstream(f.dir.path() + "/logs/a.log", std::ios::trunc) << "NEW first line\nNEW second\nNEW third\n"; }
+    auto again = f.source();
+    CHECK(f.lines(*again) == std::vector<std::string>{"NEW first line", "NEW second", "NEW third"});
+}
+
+TEST_CASE("a filesystem mounted on a job directory is not entered, and the other jobs ship", "[shipper]") {
+    Fixture f(LineFormat::kNccl, "nccl/1");
+    f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
+    const std::string mnt = f.dir.path() + "/nccl/2";
+    ::mkdir(mnt.c_str(), 0755);
+    // As a user's FUSE mount would be (one that never answers must not be opened or stat-ed).
+    if (::mount("jobtrail-test", mnt.c_str(), "tmpfs", 0, "size=64k") != 0)
+        JOBTRAIL_SKIP(std::string("cannot mount a tmpfs here: ") + std::strerror(errno));
+    struct Unmount {
+        std::string at;
+        ~Unmount() { ::umount2(at.c_str(), MNT_DETACH); }
+    } unmount{mnt};
+    std::ofstream(mnt + "/0.n.1.log") << "inside the mount\n";
+    std::ofstream(f.dir.path() + "/nccl/1/0.n.2.log") << "a job beside it\n";
+    std::vector<std::string> said;
+    const Events events([&](const InternalEvent& e) { said.push_back(e.message); });
+    FileSource s(f.cfg, f.options(events), f.m);
+    std::vector<std::string> lines;
+    for (int pass = 0; pass < 3; ++pass) {
+        std::vector<Event> ev;
+        s.poll(ev, 1 << 20);
+        for (auto& e : ev) lines.push_back(e.line);
+    }
+    CHECK(lines == std::vector<std::string>{"a job beside it"});
+    CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"mount_point"}) == 1);
+    CHECK(said == std::vector<std::string>{"not reading " + mnt + ": a mount point"});
 }

@@ -1,7 +1,11 @@
-#include <glob.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <fnmatch.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <functional>
 #include <set>
 #include <utility>
 
@@ -11,45 +15,131 @@
 
 namespace jobtrail::shipper {
 
-void FileSource::scan() {
-    // A glob that fails (EMFILE, ENOMEM, an unreadable directory) says nothing about which files
-    // exist: keep tracking what we have rather than forget it and read it again from 0.
-    // Sorted, so that under a cap the same files win after a restart. A directory that is not
-    // there is no error; any other failure to read one (EMFILE) is.
-    static thread_local int glob_errno = 0;
-    glob_errno = 0;
-    auto on_error = [](const char*, int e) -> int {
-        if (e == ENOENT || e == ENOTDIR) return 0;
-        glob_errno = e;
-        return 1;
-    };
-    std::vector<glob_t> found(cfg_.paths.size());
-    bool failed = false;
-    for (size_t i = 0; i < cfg_.paths.size(); ++i) {
-        const int rc = ::glob(cfg_.paths[i].c_str(), GLOB_BRACE, on_error, &found[i]);
-        failed |= rc != 0 && rc != GLOB_NOMATCH;
-    }
-    if (failed) {
-        for (auto& g : found) globfree(&g);
-        if (!glob_failed_)
-            events_.emit(Severity::kWarning, cfg_.name, event::kGlobFailed,
-                         "cannot list the files of " + cfg_.paths.front() +
-                             "...: " + (glob_errno ? errno_text(glob_errno) : std::string("out of memory")) +
-                             "; keeping the files already tracked");
-        glob_failed_ = true;
-        return;
-    }
-    glob_failed_ = false;
-    for (auto& [k, t] : files_) t.seen = false;
+// What one scan knows as it walks the directories: the files counted against each directory's
+// and owner's limit so far, and which directories it could not list in full.
+struct FileSource::ScanPass {
     std::map<std::string, size_t> per_dir;
     std::map<uid_t, size_t> per_owner;
-    for (const auto& [k, t] : files_) {
-        ++per_dir[dir_of(t.path)];
-        if (t.uid != 0) ++per_owner[t.uid];
+    std::map<std::string, std::vector<Tracked*>> tracked_in;  // directory -> its tracked files
+    std::set<std::string> kept;    // not listed (unreadable, a mount): what is tracked there stays
+    std::set<std::string> walked;  // listed, or unchanged since
+    std::set<std::string> listed;  // listed to its end
+    bool limited = false;          // the listing refused a file for the source's or an owner's limit
+    size_t adopted = 0;            // files the listing adopted
+};
+
+namespace {
+
+bool has_magic(const std::string& s) {
+    return s.find_first_of("*?[") != std::string::npos;
+}
+
+// glob's GLOB_BRACE: "a/{b,c}/d" is "a/b/d" and "a/c/d".
+std::vector<std::string> expand_braces(const std::string& p) {
+    const size_t open = p.find('{');
+    if (open == std::string::npos) return {p};
+    std::vector<std::string> parts;
+    size_t depth = 0, from = open + 1;
+    for (size_t i = open + 1; i < p.size(); ++i) {
+        if (p[i] == '{') ++depth;
+        if (p[i] == '}' && depth-- == 0) {
+            parts.push_back(p.substr(from, i - from));
+            std::vector<std::string> out;
+            for (const auto& part : parts)
+                for (auto& e : expand_braces(p.substr(0, open) + part + p.substr(i + 1))) out.push_back(std::move(e));
+            return out;
+        }
+        if (p[i] == ',' && depth == 0) {
+            parts.push_back(p.substr(from, i - from));
+            from = i + 1;
+        }
     }
-    for (auto& g : found) {
-        for (size_t i = 0; i < g.gl_pathc; ++i) scan_path(g.gl_pathv[i], per_dir, per_owner);
-        globfree(&g);
+    return {p};  // no closing brace: taken as it is, as glob does
+}
+
+std::vector<std::string> components(const std::string& p) {
+    std::vector<std::string> out;
+    for (size_t at = 0; at < p.size();) {
+        const size_t slash = std::min(p.find('/', at), p.size());
+        if (slash > at) out.push_back(p.substr(at, slash - at));
+        at = slash + 1;
+    }
+    return out;
+}
+
+std::string join(const std::string& dir, const std::string& name) {
+    return dir == "/" ? "/" + name : dir + "/" + name;
+}
+
+// As glob matches: a leading dot only by a pattern that says it.
+bool matches(const std::string& pattern, const char* name) {
+    return ::fnmatch(pattern.c_str(), name, FNM_PERIOD) == 0;
+}
+
+// Each entry of the directory open at dfd, until each says stop; errno when it could not be read.
+int list(int dfd, const std::function<bool(const dirent&)>& each) {
+    const int fd = ::openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return errno;
+    DIR* d = ::fdopendir(fd);
+    if (d == nullptr) {
+        const int e = errno;
+        ::close(fd);
+        return e;
+    }
+    int err = 0;
+    for (;;) {
+        errno = 0;
+        const dirent* e = ::readdir(d);
+        if (e == nullptr) {
+            err = errno;
+            break;
+        }
+        if (std::string_view(e->d_name) == "." || std::string_view(e->d_name) == "..") continue;
+        if (!each(*e)) break;
+    }
+    ::closedir(d);
+    return err;
+}
+
+int64_t ns_of(const struct timespec& t) {
+    return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+}
+
+}  // namespace
+
+void FileSource::scan() {
+    // Directory by directory, never one glob over all of them: a directory that cannot be listed
+    // (a user's FUSE mount answers root with EACCES) is skipped alone, and what is tracked in it
+    // is kept rather than forgotten and read again from 0 once it can be listed.
+    mounts_.refresh();
+    ScanPass p;
+    for (auto& [k, t] : files_) {
+        t.seen = false;
+        p.tracked_in[dir_of(t.path)].push_back(&t);
+        ++p.per_dir[dir_of(t.path)];
+        if (t.uid != 0) ++p.per_owner[t.uid];
+    }
+    for (auto& [k, r] : released_) r.seen = false;
+    for (const auto& pattern : cfg_.paths)
+        for (const auto& one : expand_braces(pattern)) walk_pattern(p, one);
+    auto kept = [&](std::string d) {  // the directory or one above it
+        for (;;) {
+            if (p.kept.count(d)) return true;
+            const size_t slash = d.rfind('/');
+            if (slash == std::string::npos) return false;
+            if (slash == 0) return p.kept.count("/") != 0;
+            d.resize(slash);
+        }
+    };
+    for (auto& [k, t] : files_)
+        if (!t.seen && kept(dir_of(t.path))) t.seen = true;
+    // A released file not seen where its directory was listed to its end is gone.
+    for (auto it = released_.begin(); it != released_.end();) {
+        const std::string d = dir_of(it->second.path);
+        if (!it->second.seen && !kept(d) && (p.listed.count(d) || !p.walked.count(d)))
+            it = released_.erase(it);
+        else
+            ++it;
     }
     std::set<std::string> dirs;
     for (const auto& [k, t] : files_) dirs.insert(dir_of(t.path));
@@ -62,30 +152,220 @@ void FileSource::scan() {
     find_moved();
     refused_.swap(refused_now_);
     refused_now_.clear();
+    dirs_.swap(dirs_now_);
+    dirs_now_.clear();
+    dir_refused_.swap(dir_refused_now_);
+    dir_refused_now_.clear();
     say_refused();
 }
 
-void FileSource::scan_path(const std::string& path, std::map<std::string, size_t>& per_dir,
-                           std::map<uid_t, size_t>& per_owner) {
+void FileSource::walk_pattern(ScanPass& p, const std::string& pattern) {
+    const auto comps = components(pattern);
+    if (comps.empty()) return;
+    // The part before the first wildcard is the site's own path: opened as configured.
+    size_t first = 0;
+    while (first + 1 < comps.size() && !has_magic(comps[first])) ++first;
+    std::string dir = pattern[0] == '/' ? "/" : ".";
+    for (size_t i = 0; i < first; ++i) dir = join(dir, comps[i]);
+    Fd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     struct stat st {};
-    // lstat: a symlink is refused (and counted) when adopted, never followed.
-    if (::lstat(path.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) return;
+    if (!d.valid() || ::fstat(d.get(), &st) != 0) {
+        if (errno != ENOENT && errno != ENOTDIR) unlistable(p, dir, errno);
+        return;
+    }
+    walk(p, d.get(), dir, st.st_dev, comps, first);
+}
+
+void FileSource::walk(ScanPass& p, int dfd, const std::string& dir, dev_t dev, const std::vector<std::string>& comps,
+                      size_t i) {
+    const std::string& c = comps[i];
+    if (i + 1 == comps.size()) {
+        if (has_magic(c)) {
+            list_files(p, dfd, dir, dev, c);
+        } else if (const std::string path = join(dir, c); mounts_.contains(path)) {
+            refuse_dir(p, path, "a mount point", "mount_point", true);
+        } else if (struct stat st{}; ::fstatat(dfd, c.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+            scan_path(p, path, st);
+        }
+        return;
+    }
+    if (!has_magic(c)) {
+        enter(p, dfd, dir, dev, c, comps, i + 1);
+        return;
+    }
+    std::vector<std::string> subs;
+    const int err = list(dfd, [&](const dirent& e) {
+        if (e.d_type != DT_REG && matches(c, e.d_name)) subs.emplace_back(e.d_name);  // a link is refused there
+        return true;
+    });
+    if (err != 0) {
+        unlistable(p, dir, err);
+        return;
+    }
+    // In order: under the source's cap the same job directories win after a restart.
+    std::sort(subs.begin(), subs.end());
+    for (const auto& s : subs) enter(p, dfd, dir, dev, s, comps, i + 1);
+}
+
+void FileSource::enter(ScanPass& p, int dfd, const std::string& dir, dev_t dev, const std::string& name,
+                       const std::vector<std::string>& comps, size_t i) {
+    const std::string path = join(dir, name);
+    // Not even a stat into a mount below the site's path: a user's FUSE daemon may never answer.
+    if (mounts_.contains(path)) {
+        refuse_dir(p, path, "a mount point", "mount_point", true);
+        return;
+    }
+    Fd sub(::openat(dfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (!sub.valid()) {
+        const int err = errno;
+        struct stat st {};
+        if ((err == ELOOP || err == ENOTDIR) && ::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISLNK(st.st_mode))
+            refuse_dir(p, path, "a symlink to a directory", "symlink", false);
+        else if (err != ENOENT && err != ENOTDIR)
+            unlistable(p, path, err);
+        return;
+    }
+    struct stat st {};
+    if (::fstat(sub.get(), &st) != 0) {
+        unlistable(p, path, errno);
+        return;
+    }
+    // Mounted since the mount table was read.
+    if (st.st_dev != dev) {
+        refuse_dir(p, path, "another filesystem mounted there", "mount_point", true);
+        return;
+    }
+    walk(p, sub.get(), path, dev, comps, i);
+}
+
+void FileSource::list_files(ScanPass& p, int dfd, const std::string& dir, dev_t dev, const std::string& pattern) {
+    struct stat ds {};
+    if (::fstat(dfd, &ds) != 0) {
+        unlistable(p, dir, errno);
+        return;
+    }
+    auto& tracked = p.tracked_in[dir];
+    p.walked.insert(dir);
+    // Unchanged since the last listing (its mtime; the files tracked in it; no file waiting for
+    // a slot freed since): the same entries, not read again. Its tracked files are looked at by
+    // name, the closed ones for a change.
+    if (auto c = dirs_.find(dir); c != dirs_.end() && c->second.dev == ds.st_dev && c->second.ino == ds.st_ino &&
+                                  same_time(c->second.mtime, ds.st_mtim) && c->second.tracked == tracked.size() &&
+                                  (!c->second.limited || c->second.freed == freed_)) {
+        dirs_now_.insert(*c);
+        for (auto r = refused_.lower_bound(dir + "/"); r != refused_.end() && r->first.rfind(dir + "/", 0) == 0; ++r)
+            if (r->first.find('/', dir.size() + 1) == std::string::npos) refused_now_.insert(*r);
+        if (auto r = dir_refused_.find(dir); r != dir_refused_.end()) dir_refused_now_.insert(*r);
+        for (Tracked* t : tracked) {
+            if (t->fd.valid())
+                t->seen = true;
+            else
+                look_again(dfd, *t);
+        }
+        return;
+    }
+    const int64_t started = realtime_ns();
+    size_t& in_dir = p.per_dir[dir];
+    p.limited = false;
+    p.adopted = 0;
+    bool full = false;
+    const int err = list(dfd, [&](const dirent& e) {
+        if (e.d_type == DT_DIR || !matches(pattern, e.d_name)) return true;
+        const std::string key = key_of(dev, e.d_ino);
+        const std::string path = join(dir, e.d_name);
+        if (auto it = files_.find(key); it != files_.end() && it->second.fd.valid()) {
+            it->second.seen = true;  // open: poll reads it through its descriptor
+            it->second.path = path;
+            return true;
+        }
+        const auto r = refused_.find(path);
+        const bool known = files_.count(key) || released_.count(key) ||
+                           (r != refused_.end() && r->second.ino == e.d_ino && r->second.why != Refusal::kTooMany &&
+                            r->second.why != Refusal::kOwnerShare);
+        // The cap applies while listing: a user's hundred thousand files are not read past it.
+        if (!known && in_dir >= cfg_.max_files_per_dir) {
+            full = true;
+            return false;
+        }
+        if (mounts_.contains(path)) {
+            refuse_dir(p, path, "a mount point", "mount_point", true);
+            return true;
+        }
+        if (struct stat st{}; ::fstatat(dfd, e.d_name, &st, AT_SYMLINK_NOFOLLOW) == 0) scan_path(p, path, st);
+        return true;
+    });
+    if (err != 0) {
+        unlistable(p, dir, err);
+        return;
+    }
+    for (Tracked* t : tracked)
+        if (!t->seen && full) look_again(dfd, *t);  // past where the listing stopped
+    if (full) {
+        dir_refused_now_[dir] = "too_many_files_in_directory";
+        if (!dir_refused_.count(dir)) {
+            m_.files_refused.add({"too_many_files_in_directory"});
+            events_.emit(Severity::kWarning, cfg_.name, event::kTooManyFiles,
+                         "not reading more files of " + dir + ": over the limit of " +
+                             std::to_string(cfg_.max_files_per_dir) +
+                             " files in one directory (max_files_per_dir); the rest of it is not listed");
+        }
+    } else {
+        p.listed.insert(dir);
+    }
+    // Listed within a second of its last change: a change in the same tick of a coarse clock
+    // would not show in its mtime, so list it again next time.
+    if (started - ns_of(ds.st_mtim) > 1'000'000'000)
+        dirs_now_[dir] = {ds.st_dev, ds.st_ino, ds.st_mtim, tracked.size() + p.adopted, p.limited || full, freed_};
+}
+
+void FileSource::look_again(int dfd, Tracked& t) {
+    const std::string name = t.path.substr(t.path.rfind('/') + 1);
+    struct stat st {};
+    if (mounts_.contains(t.path) || ::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_dev != t.dev ||
+        st.st_ino != t.ino)
+        return;
+    t.seen = true;
+    if (!t.fd.valid() && (static_cast<uint64_t>(st.st_size) != t.size || !same_time(st.st_mtim, t.mtime))) {
+        t.stale = true;
+        t.size = static_cast<uint64_t>(st.st_size);
+        t.mtime = st.st_mtim;
+    }
+}
+
+void FileSource::unlistable(ScanPass& p, const std::string& dir, int err) {
+    p.kept.insert(dir);
+    dir_refused_now_[dir] = "unlistable";
+    if (dir_refused_.count(dir)) return;  // said when it began; tried again at every scan
+    events_.emit(Severity::kWarning, cfg_.name, event::kGlobFailed,
+                 "cannot list " + dir + ": " + errno_text(err) +
+                     "; skipped alone and tried again at each scan (the files tracked in it are kept)");
+}
+
+void FileSource::refuse_dir(ScanPass& p, const std::string& path, const std::string& why, const char* reason,
+                            bool keep) {
+    if (keep) p.kept.insert(path);
+    dir_refused_now_[path] = reason;
+    if (auto r = dir_refused_.find(path); r != dir_refused_.end() && r->second == reason) return;
+    m_.files_refused.add({reason});
+    if (++said_now_ > 10) {
+        ++unsaid_now_;
+        return;
+    }
+    events_.emit(Severity::kWarning, cfg_.name, event::kFileRefused, "not reading " + path + ": " + why);
+}
+
+void FileSource::scan_path(ScanPass& p, const std::string& path, const struct stat& st) {
+    if (S_ISDIR(st.st_mode)) return;
+    size_t& in_dir = p.per_dir[dir_of(path)];
     if (auto r = refused_.find(path); r != refused_.end() && r->second.ino == st.st_ino &&
                                       r->second.why != Refusal::kTooMany && r->second.why != Refusal::kOwnerShare) {
         refused_now_.insert(*r);  // the same entry, refused before: not opened again
-        ++per_dir[dir_of(path)];
+        ++in_dir;
         return;
     }
     if (!S_ISREG(st.st_mode)) {
-        // Counts against its directory's cap like a file: past it, not even opened.
-        size_t& in_dir = per_dir[dir_of(path)];
-        if (in_dir >= cfg_.max_files_per_dir) {
-            SafeFile over;
-            over.refused = Refusal::kTooMany;
-            refuse(path, over, st.st_ino);
-        } else {
-            refuse(path, open_read_safe(path), st.st_ino);
-        }
+        refuse(path, open_read_safe(path), st.st_ino);  // counts against its directory's cap like a file
         ++in_dir;
         return;
     }
@@ -104,33 +384,47 @@ void FileSource::scan_path(const std::string& path, std::map<std::string, size_t
         }
         return;
     }
+    if (auto r = released_.find(key); r != released_.end()) {
+        r->second.seen = true;
+        r->second.path = path;
+        if (static_cast<uint64_t>(st.st_size) == r->second.size && same_time(st.st_mtim, r->second.mtime)) return;
+        // Changed since it was released: tracked again from its checkpoint (adopt checks that it
+        // is still the same file by its fingerprint).
+        saved_[key] = {r->second.fingerprint, r->second.offset};
+        released_.erase(r);
+    }
     auto stream = labeler_(path);
     if (!stream.ok) {
         SafeFile odd;
         odd.refused = Refusal::kUnexpectedName;
         odd.error = stream.error;
         refuse(path, odd, st.st_ino);
+        ++in_dir;
         return;
     }
-    size_t& in_dir = per_dir[dir_of(path)];
     // An owner past their share is refused for that first, so that the reason stays
     // the same from scan to scan (and is counted once) as the source fills.
-    if (st.st_uid != 0 && per_owner[st.st_uid] >= cfg_.max_files_per_owner) {
+    if (st.st_uid != 0 && p.per_owner[st.st_uid] >= cfg_.max_files_per_owner) {
         SafeFile over;
         over.refused = Refusal::kOwnerShare;
         if (refuse(path, over, st.st_ino)) ++owner_over_now_[st.st_uid];
+        p.limited = true;
+        ++in_dir;
         return;
     }
-    if (files_.size() >= cfg_.max_files || in_dir >= cfg_.max_files_per_dir) {
+    if (files_.size() >= cfg_.max_files) {
         SafeFile over;
         over.refused = Refusal::kTooMany;
-        over.error = path + ": over the limit of " +
-                     std::to_string(files_.size() >= cfg_.max_files ? cfg_.max_files : cfg_.max_files_per_dir) +
-                     (files_.size() >= cfg_.max_files ? " files for this source" : " files in its directory");
+        over.error = path + ": over the limit of " + std::to_string(cfg_.max_files) + " files for this source";
         refuse(path, over, st.st_ino);
+        p.limited = true;
+        ++in_dir;
         return;
     }
-    if (adopt(path, st, true, std::move(stream.value)) && st.st_uid != 0) ++per_owner[st.st_uid];
+    if (adopt(path, st, true, std::move(stream.value))) {
+        if (st.st_uid != 0) ++p.per_owner[st.st_uid];
+        ++p.adopted;
+    }
     ++in_dir;
 }
 
@@ -139,14 +433,13 @@ void FileSource::say_refused() {
     if (unsaid_now_)
         events_.emit(Severity::kWarning, cfg_.name, event::kFileRefused,
                      "not reading " + std::to_string(unsaid_now_) +
-                         " more files (links, FIFOs, devices, hard links or "
+                         " more files (links, FIFOs, devices, hard links, mount points or "
                          "other owners' files; counted in jobtrail_shipper_files_refused_total)");
     said_now_ = unsaid_now_ = 0;
     if (over_limit_now_)
         events_.emit(Severity::kWarning, cfg_.name, event::kTooManyFiles,
                      "not reading " + std::to_string(over_limit_now_) + " more files: over the limit of " +
-                         std::to_string(cfg_.max_files) + " files for this source or " +
-                         std::to_string(cfg_.max_files_per_dir) + " in one directory");
+                         std::to_string(cfg_.max_files) + " files for this source");
     over_limit_now_ = 0;
     for (const auto& [uid, n] : owner_over_now_)
         events_.emit(Severity::kWarning, cfg_.name, event::kTooManyFiles,
@@ -155,7 +448,6 @@ void FileSource::say_refused() {
                          " files per owner, kept for the others");
     owner_over_now_.clear();
 }
-
 bool FileSource::refuse(const std::string& path, const SafeFile& f, ino_t ino) {
     if (f.refused == Refusal::kMissing) return false;
     refused_now_[path] = {f.refused, ino};
