@@ -27,7 +27,9 @@ namespace jobtrail::shipper {
 class JobTable {
 public:
     using Clock = std::function<int64_t()>;  // realtime ns
-    explicit JobTable(node::Layout layout, Clock now = {});
+    // slurm_cgroup_roots: where Slurm's job cgroups are (devices::default_slurm_cgroup_roots()).
+    explicit JobTable(node::Layout layout, Clock now = {},
+                      std::vector<std::string> slurm_cgroup_roots = devices::default_slurm_cgroup_roots());
     void refresh();
     // Which job a kernel record concerns (devices/attribution.hpp). message and pci_bdf are
     // empty for a record the kernel did not write itself.
@@ -48,6 +50,7 @@ private:
         std::map<std::string, bool> steps;  // step -> traced
         std::vector<node::JobDevice> devices;
         std::string devices_note;
+        std::string uid;          // the job's user: an OOM kill is the job's only if its task was theirs
         bool attributed = false;  // in attributor_ (running, or ended within kAttributeAfterEnd)
     };
     node::Layout layout_;
@@ -66,7 +69,8 @@ class Stages {
 public:
     // Clocks for tests: the budget's (monotonic) and the job table's (realtime).
     Stages(const config::ShipperConfig& cfg, node::Layout layout, Metrics& m, NcclBudget::Clock clock = {},
-           JobTable::Clock wall = {});
+           JobTable::Clock wall = {},
+           std::vector<std::string> slurm_cgroup_roots = devices::default_slurm_cgroup_roots());
     void apply(std::vector<Event>& events);
     // Lines the stages say themselves (a job over its NCCL budget), once per pass.
     void flush(std::vector<Event>& out, bool all = false) { budget_.flush(out, all); }

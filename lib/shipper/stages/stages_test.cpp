@@ -269,8 +269,8 @@ TEST_CASE("stages: a kernel record goes to the job that owned its GPU then, even
         kernel("NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.", 5000, "0000:3b:00"),
         kernel("mlx5_core 0000:5e:00.0: health compromised - reached miss count", 5000, "0000:5e:00.0"),
         kernel("oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,"
-               "oom_memcg=/slurm/uid_0/job_3,task_memcg=/slurm/uid_0/job_3/step_0/task_0,"
-               "task=eat,pid=4040,uid=0",
+               "oom_memcg=/slurm/uid_1000/job_3,task_memcg=/slurm/uid_1000/job_3/step_0/task_0,"
+               "task=eat,pid=4040,uid=1000",
                5000),
         kernel("Memory cgroup out of memory: Killed process 4040 (eat) total-vm:10kB", 5000)};
     st.apply(e);
