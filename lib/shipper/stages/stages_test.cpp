@@ -234,6 +234,37 @@ TEST_CASE("stages: an NCCL file whose name gives no job does not spend another j
     CHECK_FALSE(e.back().dropped);
 }
 
+TEST_CASE("stages: a pod's NCCL lines never spend a Slurm job's NCCL budget, whatever job id it carries", "[shipper]") {
+    jobtrail::test::TempDir run;
+    auto cfg = jobtrail::config::default_shipper_config();
+    cfg.nccl_budget_bytes = 1000;
+    Metrics m;
+    Stages st(cfg, layout(run.path()), m, [] { return int64_t{1'000'000'000}; });
+    // A pod given job 4242's id (a namespace the site trusts, a name like the job's) floods.
+    auto pod = make_origin({{"job", "kubernetes-pods"},
+                            {"namespace", "slurm"},
+                            {"pod", "slurm-job-4242-w-0"},
+                            {"container", "trainer"},
+                            {"job_id", "4242"}},
+                           {}, StreamKind::kNccl, "4242");
+    std::vector<Event> e;
+    for (int i = 0; i < 100; ++i) {
+        Event x;
+        x.ts_ns = 3000 + i;
+        x.origin = pod;
+        x.line = std::string(100, 'p');
+        e.push_back(std::move(x));
+    }
+    e.push_back(ev("nccl", "gpu:1:1 [0] NCCL WARN NET/IB : error", "4242"));  // job 4242's own file
+    st.apply(e);
+    CHECK_FALSE(e.back().dropped);
+    CHECK(m.dropped["nccl_budget"] > 0);  // the pod's excess: its own budget's
+    std::vector<Event> said;
+    st.flush(said, true);
+    REQUIRE(said.size() == 1);
+    CHECK(said[0].origin->label("job") == "kubernetes-pods");
+}
+
 namespace {
 // A kernel record as the kmsg source makes it: the extractor's pci_bdf, and the kernel's facility.
 Event kernel(std::string line, int64_t ts, std::string bdf = "", bool kernel_facility = true) {
