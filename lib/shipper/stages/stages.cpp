@@ -147,8 +147,9 @@ void Stages::apply(std::vector<Event>& events) {
         const Origin& o = *e.origin;
         if (o.kind == node::StreamKind::kNccl) {
             // Unknown jobs keep their lines: dropping is only for jobs known not to trace.
-            if (nccl_noise_ && !o.job_id.empty() && jobs_.traced(o.job_id, o.step) == 0 &&
-                RE2::PartialMatch(e.line, noise_)) {
+            const size_t level = e.line.find("NCCL ");
+            if (nccl_noise_ && !o.job_id.empty() && level != std::string::npos && jobs_.traced(o.job_id, o.step) == 0 &&
+                RE2::PartialMatch(std::string_view(e.line).substr(level), noise_)) {
                 e.dropped = true;
                 m_.drop("nccl_noise");
             } else if (!budget_.take(e)) {

@@ -84,7 +84,9 @@ private:
     bool drop_blank_;
     bool nccl_noise_;
     std::vector<Rule> rules_;
-    RE2 noise_{R"(NCCL INFO (Net|Channel|Comm))"};
+    // At the line's first "NCCL " (after NCCL's [timestamp] host:pid:tid [dev] prefix): its level,
+    // not text a message quotes.
+    RE2 noise_{R"(^NCCL INFO (Net|Channel|Comm))"};
     JobTable jobs_;
     NcclBudget budget_;
     Metrics& m_;
