@@ -243,7 +243,7 @@ int cmd_node(const Common& f, const std::string& node_name, const std::string& s
         return forensics::kExitUsage;
     }
     const int64_t to = realtime_ns(), from = to - *d * 1'000'000;
-    forensics::NodeView v(node_name);
+    forensics::NodeView v(node_name, c.collector.slurm_cgroup_roots);
     std::string source;
     int rc = forensics::kExitOk;
     if (local) {

@@ -55,8 +55,8 @@ void say_owner(EventHit& h, const devices::Attribution& a, const std::string& se
     const auto& e = h.event;
     if (a.basis == devices::Basis::kNode) {
         h.owner = "node";
-        h.attribution = e.pci_bdf.empty() ? "node-wide: every job on the node then"
-                                          : "node-wide: " + a.note + ", so every job on the node then";
+        h.attribution = a.note.empty() ? "node-wide: every job on the node then"
+                                       : "node-wide: " + a.note + ", so every job on the node then";
         return;
     }
     h.owner_job = a.owner;

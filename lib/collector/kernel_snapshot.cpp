@@ -108,12 +108,12 @@ std::vector<EventHit> record_kernel_delta(Session& s, const events::Extractor& e
     // then; running ones first each time: a neighbour's epilog writes its ended marker before it
     // removes the running one, so a job ending meanwhile is seen in one or the other (a running
     // marker overrides an ended one of the same id).
-    devices::Attributor attributor;
+    devices::Attributor attributor(cc.slurm_cgroup_roots);
     const auto read_markers = [&] {
         const auto running = node::read_job_markers(layout);
         for (const auto& m : node::read_ended_markers(layout))
-            attributor.upsert(m.job_id, m.start_ns, m.end_ns, m.devices, m.devices_note);
-        for (const auto& m : running) attributor.upsert(m.job_id, m.start_ns, 0, m.devices, m.devices_note);
+            attributor.upsert(m.job_id, m.uid, m.start_ns, m.end_ns, m.devices, m.devices_note);
+        for (const auto& m : running) attributor.upsert(m.job_id, m.uid, m.start_ns, 0, m.devices, m.devices_note);
     };
     read_markers();
     EventTally tally(ex);

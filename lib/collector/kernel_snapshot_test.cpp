@@ -72,3 +72,36 @@ TEST_CASE("a long job's epilog stamps kernel lines now and keeps their kernel ti
     CHECK(kernel[1] < kernel[2]);
     CHECK(before - kernel[0] > kTwoHours - 60'000'000'000);
 }
+
+TEST_CASE("the epilog says an OOM kill is in this job's memory cgroup only when it is Slurm's and its user's",
+          "[collector]") {
+    events::Extractor ex;
+    devices::Attributor a;
+    a.upsert("4242", "1000", 100, 0, {}, "");
+    const auto kill = [](uint64_t seq, const std::string& memcg, int pid, int uid) {
+        kmsg::Record r;
+        r.seq = seq;
+        r.message = "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=" + memcg +
+                    ",task_memcg=" + memcg + "/step_0/user/task_0,task=eat,pid=" + std::to_string(pid) +
+                    ",uid=" + std::to_string(uid);
+        kmsg::Record killed;
+        killed.seq = seq + 1;
+        killed.message = "Memory cgroup out of memory: Killed process " + std::to_string(pid) + " (eat) total-vm:1kB";
+        return std::pair{r, killed};
+    };
+    const auto said = [&](const std::pair<kmsg::Record, kmsg::Record>& records) {
+        EventTally t(ex);
+        t.attribute_with(&a, "4242");
+        t.add(records.first, 200);
+        t.add(records.second, 201);
+        REQUIRE(t.hits().size() == 1);
+        return t.hits()[0].attribution;
+    };
+    CHECK(said(kill(1, "/system.slice/slurmstepd.scope/job_4242", 9, 1000)) == "in this job's memory cgroup");
+    CHECK(said(kill(3, "/user.slice/user-1001.slice/user@1001.service/job_4242", 10, 1001)) ==
+          "node-wide: not attributed: memory cgroup /user.slice/user-1001.slice/user@1001.service/job_4242 is not "
+          "under Slurm's cgroup root (collector.slurm_cgroup_roots), so every job on the node then");
+    CHECK(said(kill(5, "/system.slice/slurmstepd.scope/job_4242", 11, 1001)) ==
+          "node-wide: not attributed: the kernel's uid=1001 is not job 4242's user (uid 1000), so every job on the "
+          "node then");
+}

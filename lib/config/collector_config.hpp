@@ -49,6 +49,9 @@ struct CollectorConfig {
     uint64_t max_line_bytes = 64ULL << 10;
     int64_t kill_grace_ms = 1'000;   // SIGTERM to SIGKILL for a timed-out process group
     int64_t kmsg_budget_ms = 2'000;  // upper bound on time spent reading the kernel ring
+    // Where Slurm makes its jobs' cgroups: an OOM kill is a job's only in <root>/job_<id> (or
+    // <root>/uid_<uid>/job_<id>, cgroup v1) and only when the kernel's uid= is the job's user.
+    std::vector<std::string> slurm_cgroup_roots{"/system.slice/slurmstepd.scope", "/slurm"};
     PhaseConfig prolog;
     PhaseConfig epilog;
     // The node contract's paths, from the directories above.

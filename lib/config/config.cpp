@@ -123,10 +123,10 @@ void parse_phase(Parser& p, const YAML::Node& n, const std::string& where, Phase
 
 void parse_collector(Parser& p, const YAML::Node& n, CollectorConfig& c) {
     const std::string w = "collector";
-    if (!p.check_map(
-            n, w,
-            {"log_dir", "state_dir", "run_dir", "nccl_dir", "kmsg", "nvidia_proc", "gres_command", "path",
-             "kernel_context", "max_log_bytes", "max_line_bytes", "kill_grace", "kmsg_budget", "prolog", "epilog"}))
+    if (!p.check_map(n, w,
+                     {"log_dir", "state_dir", "run_dir", "nccl_dir", "kmsg", "nvidia_proc", "gres_command", "path",
+                      "kernel_context", "max_log_bytes", "max_line_bytes", "kill_grace", "kmsg_budget",
+                      "slurm_cgroup_roots", "prolog", "epilog"}))
         return;
     p.path(n, w, "log_dir", c.log_dir);
     p.path(n, w, "state_dir", c.state_dir);
@@ -137,6 +137,20 @@ void parse_collector(Parser& p, const YAML::Node& n, CollectorConfig& c) {
         c.gres_command.empty())
         p.error(n["gres_command"], Parser::join(w, "gres_command"), "empty: the program and its arguments");
     p.path(n, w, "nccl_dir", c.nccl_dir);
+    if (const YAML::Node r = n["slurm_cgroup_roots"]) {
+        const std::string key = Parser::join(w, "slurm_cgroup_roots");
+        std::vector<std::string> roots;
+        if (p.string_list(r, key, roots)) {
+            bool ok = true;
+            for (size_t i = 0; i < roots.size(); ++i)
+                if (roots[i][0] != '/' || roots[i].find(',') != std::string::npos) {
+                    p.error(r[i], key,
+                            "'" + roots[i] + "' is not a cgroup path such as /system.slice/slurmstepd.scope");
+                    ok = false;
+                }
+            if (ok) c.slurm_cgroup_roots = std::move(roots);
+        }
+    }
     p.string(n, w, "path", c.path);
     if (const YAML::Node k = n["kernel_context"]) {
         if (p.check_map(k, w + ".kernel_context", {"records", "max_age"})) {

@@ -246,6 +246,10 @@ TEST_CASE("durations are bounded: no overflowing or never-ending timeouts", "[co
     CHECK(only_error("collector:\n  kill_grace: 1d\n").key == "collector.kill_grace");
     CHECK(only_error("collector:\n  kill_grace: 1ms\n").key == "collector.kill_grace");
     CHECK(only_error("collector:\n  kmsg_budget: 1h\n").key == "collector.kmsg_budget");
+    CHECK(only_error("collector:\n  slurm_cgroup_roots: [slurm]\n").message.find("'slurm' is not a cgroup path") !=
+          std::string::npos);
+    CHECK(parse_config("collector:\n  slurm_cgroup_roots: [/system.slice/n1_slurmstepd.scope]\n", "h.yaml")
+              .config.collector.slurm_cgroup_roots == std::vector<std::string>{"/system.slice/n1_slurmstepd.scope"});
     CHECK(only_error("collector:\n  kernel_context: {max_age: 999d}\n").key == "collector.kernel_context.max_age");
     CHECK(only_error("shipper:\n  loki: {timeout: 1d}\n").key == "shipper.loki.timeout");
     CHECK(only_error("shipper:\n  batch: {max_wait: 1h}\n").key == "shipper.batch.max_wait");

@@ -13,6 +13,10 @@ using jobtrail::node::JobDevice;
 
 namespace {
 
+OomKill oom(std::string_view message) {
+    return parse_oom_kill(message, default_slurm_cgroup_roots());
+}
+
 // As the driver writes it (kernel-open/nvidia/nv-procfs.c, 535+: "Key: \t value").
 std::string information(int minor, const std::string& bdf) {
     return "Model: \t\t NVIDIA H100 80GB HBM3\n"
@@ -130,53 +134,53 @@ TEST_CASE("devices: a job's GPUs resolve to bus ids and serials, and what is mis
 
 TEST_CASE("devices: OOM kill lines of recent kernels name the job's cgroup", "[devices]") {
     // cgroup v1 (Slurm's /slurm/uid_N/job_N/step_N/task_N), kernel 5.x
-    auto k = parse_oom_kill(
-        "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0-1,"
-        "oom_memcg=/slurm/uid_1000/job_4243,task_memcg=/slurm/uid_1000/job_4243/step_0/task_0,task=python3,"
-        "pid=81234,uid=1000");
+    auto k =
+        oom("oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0-1,"
+            "oom_memcg=/slurm/uid_1000/job_4243,task_memcg=/slurm/uid_1000/job_4243/step_0/task_0,task=python3,"
+            "pid=81234,uid=1000");
     CHECK(k.job_id == "4243");
     CHECK(k.pid == 81234);
     // cgroup v2 (slurmstepd.scope), kernel 6.x
-    k = parse_oom_kill(
-        "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,"
-        "oom_memcg=/system.slice/slurmstepd.scope/job_77,task_memcg=/system.slice/slurmstepd.scope/job_77/"
-        "step_batch/user/task_0,task=train,pid=5,uid=0");
+    k =
+        oom("oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,"
+            "oom_memcg=/system.slice/slurmstepd.scope/job_77,task_memcg=/system.slice/slurmstepd.scope/job_77/"
+            "step_batch/user/task_0,task=train,pid=5,uid=0");
     CHECK(k.job_id == "77");
     // A global OOM (no memcg) names no job.
-    k = parse_oom_kill(
-        "oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom,"
-        "task_memcg=/system.slice/foo.service,task=foo,pid=9,uid=0");
+    k =
+        oom("oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom,"
+            "task_memcg=/system.slice/foo.service,task=foo,pid=9,uid=0");
     CHECK(k.job_id.empty());
     CHECK(k.pid == 9);
     // A comm chosen to look like another job's cgroup and pid changes nothing.
-    k = parse_oom_kill(
-        "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,"
-        "oom_memcg=/slurm/uid_5/job_10,task_memcg=/slurm/uid_5/job_10/step_0/task_0,"
-        "task=x,task_memcg=/slurm/job_99/,pid=1,pid=700,uid=5");
+    k =
+        oom("oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,"
+            "oom_memcg=/slurm/uid_5/job_10,task_memcg=/slurm/uid_5/job_10/step_0/task_0,"
+            "task=x,task_memcg=/slurm/job_99/,pid=1,pid=700,uid=5");
     CHECK(k.job_id == "10");
     CHECK(k.pid == 700);
     // A job's own sub-cgroup deeper in the path is not a job.
-    CHECK(parse_oom_kill("oom-kill:constraint=CONSTRAINT_MEMCG,oom_memcg=/slurm/uid_5/job_10,"
-                         "task_memcg=/slurm/uid_5/job_10/step_0/task_0/job_99,task=x,pid=2,uid=5")
+    CHECK(oom("oom-kill:constraint=CONSTRAINT_MEMCG,oom_memcg=/slurm/uid_5/job_10,"
+              "task_memcg=/slurm/uid_5/job_10/step_0/task_0/job_99,task=x,pid=2,uid=5")
               .job_id == "10");
-    CHECK(parse_oom_kill("Out of memory: Killed process 1 (x)").job_id.empty());
+    CHECK(oom("Out of memory: Killed process 1 (x)").job_id.empty());
     CHECK(killed_pid("Memory cgroup out of memory: Killed process 81234 (python3) total-vm:1kB") == 81234);
     CHECK(killed_pid("Out of memory: Killed process 12 (a b)") == 12);
     CHECK(killed_pid("segfault: Killed process 12") == -1);
     CHECK(killed_pid("audit: exe=/home/u/Out of memory Killed process 12") == -1);
     CHECK(killed_pid("Out of memory (oom_kill_allocating_task): Killed process 33 (x)") == 33);
     // A job's own sub-cgroup named to look like a field and another job is not read.
-    CHECK(parse_oom_kill("oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,"
-                         "oom_memcg=/slurm/uid_5/job_10/step_0/x,task_memcg=/job_7,task_memcg=/slurm/uid_5/job_10/"
-                         "step_0,task=x,pid=2,uid=5")
+    CHECK(oom("oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,"
+              "oom_memcg=/slurm/uid_5/job_10/step_0/x,task_memcg=/job_7,task_memcg=/slurm/uid_5/job_10/"
+              "step_0,task=x,pid=2,uid=5")
               .job_id == "10");
 }
 
 TEST_CASE("devices: a record is the device owner's, the memcg's, or every running job's", "[devices]") {
     Attributor a;
-    a.upsert("1", 100, 0, {gpu(0, "0000:1b:00.0")}, "");
-    a.upsert("2", 100, 0, {gpu(1, "0000:3b:00.0")}, "");
-    a.upsert("3", 200, 500, {gpu(2, "0000:5d:00.0")}, "");
+    a.upsert("1", "0", 100, 0, {gpu(0, "0000:1b:00.0")}, "");
+    a.upsert("2", "0", 100, 0, {gpu(1, "0000:3b:00.0")}, "");
+    a.upsert("3", "0", 200, 500, {gpu(2, "0000:5d:00.0")}, "");
 
     auto r = a.attribute(300, "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.", "0000:3b:00");
     CHECK(r.basis == Basis::kDevice);
@@ -214,13 +218,13 @@ TEST_CASE("devices: a record is the device owner's, the memcg's, or every runnin
               .basis == Basis::kNode);
 
     // Missing device data: node-wide, and said so.
-    a.upsert("4", 100, 0, {}, "the driver lists no GPU with minor 3");
+    a.upsert("4", "0", 100, 0, {}, "the driver lists no GPU with minor 3");
     r = a.attribute(300, "NVRM: Xid (PCI:0000:86:00): 48, x", "0000:86:00");
     CHECK(r.basis == Basis::kNode);
     CHECK(r.note.find("devices unknown for job 4: the driver lists no GPU with minor 3") != std::string::npos);
     CHECK(a.owner_of("0000:1b:00.0", 300) == "1");
     // A stale marker (its epilog never ran) and a new job on the same GPU: the new job's.
-    a.upsert("1002", 250, 0, {gpu(0, "0000:1b:00.0")}, "");
+    a.upsert("1002", "0", 250, 0, {gpu(0, "0000:1b:00.0")}, "");
     CHECK(a.attribute(300, "NVRM: Xid (PCI:0000:1b:00): 79, x", "0000:1b:00").owner == "1002");
     CHECK(a.attribute(200, "NVRM: Xid (PCI:0000:1b:00): 79, x", "0000:1b:00").owner == "1");
     CHECK(a.owner_of("0000:1b:00.0", 300) == "1002");
@@ -328,4 +332,60 @@ TEST_CASE("devices: every gres.conf form maps Slurm's GPU index to the right fil
                   .empty());
         CHECK(!why.empty());
     }
+}
+
+TEST_CASE("devices: an OOM kill is a job's only under Slurm's cgroup root and for the job's own user", "[devices]") {
+    Attributor a;
+    a.upsert("4242", "1000", 100, 0, {}, "");  // alice's job
+    a.upsert("4343", "1001", 100, 0, {}, "");  // mallory's job
+    const auto kill = [](const std::string& memcg, int pid, int uid) {
+        return "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=" + memcg +
+               ",task_memcg=" + memcg + "/step_0/user/task_0,task=eat,pid=" + std::to_string(pid) +
+               ",uid=" + std::to_string(uid);
+    };
+    // mallory makes job_4242 in her own systemd-delegated subtree and gets a task there killed.
+    auto r = a.attribute(300, kill("/user.slice/user-1001.slice/user@1001.service/job_4242", 5050, 1001), "");
+    CHECK(r.basis == Basis::kNode);
+    CHECK(r.owner.empty());
+    CHECK(r.note ==
+          "not attributed: memory cgroup /user.slice/user-1001.slice/user@1001.service/job_4242 is not under Slurm's "
+          "cgroup root (collector.slurm_cgroup_roots)");
+    r = a.attribute(301, "Memory cgroup out of memory: Killed process 5050 (eat) total-vm:10kB", "");
+    CHECK(r.basis == Basis::kNode);
+    CHECK(r.jobs() == std::vector<std::string>{"4242", "4343"});
+    CHECK(r.note.substr(0, 16) == "not attributed: ");
+
+    // Under Slurm's root, but the kernel killed a task of another user than the job's.
+    r = a.attribute(302, kill("/system.slice/slurmstepd.scope/job_4242", 5051, 1001), "");
+    CHECK(r.basis == Basis::kNode);
+    CHECK(r.note == "not attributed: the kernel's uid=1001 is not job 4242's user (uid 1000)");
+    // cgroup v1: the path's uid_ is another user's.
+    r = a.attribute(303, kill("/slurm/uid_1001/job_4242", 5052, 1000), "");
+    CHECK(r.basis == Basis::kNode);
+    CHECK(r.note == "not attributed: the cgroup's uid_1001 is not job 4242's user (uid 1000)");
+    // A job_ deeper under the root than Slurm puts it (a job's own sub-cgroup) is not that job.
+    r = a.attribute(304, kill("/system.slice/slurmstepd.scope/job_4343/step_0/user/job_4242", 5053, 1001), "");
+    CHECK(r.owner == "4343");
+
+    // The right one: Slurm's cgroup of the job, a task of its user.
+    for (const std::string memcg : {"/system.slice/slurmstepd.scope/job_4242", "/slurm/uid_1000/job_4242"}) {
+        r = a.attribute(305, kill(memcg, 5054, 1000), "");
+        CHECK(r.basis == Basis::kMemcg);
+        CHECK(r.owner == "4242");
+        CHECK(r.note.empty());
+        CHECK(a.attribute(306, "Memory cgroup out of memory: Killed process 5054 (eat) total-vm:10kB", "").owner ==
+              "4242");
+    }
+    // A job whose user is unknown (a marker without uid) gets no OOM kill.
+    a.upsert("4444", "", 100, 0, {}, "");
+    r = a.attribute(307, kill("/system.slice/slurmstepd.scope/job_4444", 5055, 1000), "");
+    CHECK(r.basis == Basis::kNode);
+    CHECK(r.note == "not attributed: job 4444's user is unknown");
+
+    // A site whose slurmd runs as several nodes (<node>_slurmstepd.scope) configures its root.
+    Attributor multi({"/system.slice/n1_slurmstepd.scope"});
+    multi.upsert("4242", "1000", 100, 0, {}, "");
+    CHECK(multi.attribute(300, kill("/system.slice/n1_slurmstepd.scope/job_4242", 1, 1000), "").owner == "4242");
+    CHECK(multi.attribute(300, kill("/system.slice/slurmstepd.scope/job_4242", 2, 1000), "").owner.empty());
+    CHECK(multi.attribute(300, kill("/system.slice/n1_slurmstepd.scope2/job_4242", 3, 1000), "").owner.empty());
 }

@@ -273,6 +273,7 @@ TEST_CASE("jobtrail node: jobs with their GPUs, each kernel event with the job i
     v.add_job_line("1", "prolog", 100, "meta", "", "user=alice");
     v.add_job_line("1", "prolog", 101, "device", "", "kind=gpu index=0 bdf=0000:18:00.0 serial=S0");
     v.add_job_line("2", "prolog", 100, "device", "", "kind=gpu index=1 bdf=0000:2a:00.0");
+    v.add_job_line("3", "prolog", 100, "meta", "", "uid=0");
     v.add_job_line("3", "prolog", 100, "device", "unresolved",
                    "note=\"the driver lists no GPU with minor 2\" attribution=node-wide");
     v.add_job_line("1", "epilog", 900, "end", "", "status=0 duration_ms=1");
@@ -446,4 +447,32 @@ TEST_CASE("an output directory that cannot hold a bundle is an error that names 
     CHECK(r.archive.empty());
     CHECK(r.error.find(d.path() + "/file") != std::string::npos);
     CHECK(r.error.find("Not a directory") != std::string::npos);
+}
+
+TEST_CASE("jobtrail node: an OOM kill in a cgroup a user named after another's job is node-wide, and says why",
+          "[forensics]") {
+    NodeView v("n1");
+    v.add_job_line("4242", "prolog", 100, "meta", "", "user=alice");
+    v.add_job_line("4242", "prolog", 100, "meta", "", "uid=1000");
+    v.add_kernel(500,
+                 "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,"
+                 "oom_memcg=/user.slice/user-1001.slice/user@1001.service/job_4242,"
+                 "task_memcg=/user.slice/user-1001.slice/user@1001.service/job_4242,task=eat,pid=7,uid=1001");
+    v.add_kernel(501, "Memory cgroup out of memory: Killed process 7 (eat) total-vm:1kB");
+    // Slurm's cgroup of the job, but a task of another user: node-wide too.
+    v.add_kernel(600,
+                 "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,"
+                 "oom_memcg=/system.slice/slurmstepd.scope/job_4242,task_memcg=/system.slice/slurmstepd.scope/"
+                 "job_4242/step_0/user/task_0,task=eat,pid=8,uid=1001");
+    v.add_kernel(601, "Memory cgroup out of memory: Killed process 8 (eat) total-vm:1kB");
+    REQUIRE(v.events().size() == 2);
+    CHECK(v.events()[0].basis == "node");
+    CHECK(v.events()[1].basis == "node");
+    const std::string t = v.text(0, 1000, "test");
+    CHECK(t.find("its memory cgroup\n") == std::string::npos);
+    CHECK(t.find("node-wide: jobs 4242 (not attributed: memory cgroup "
+                 "/user.slice/user-1001.slice/user@1001.service/job_4242 is not under Slurm's cgroup root") !=
+          std::string::npos);
+    CHECK(t.find("node-wide: jobs 4242 (not attributed: the kernel's uid=1001 is not job 4242's user (uid 1000))") !=
+          std::string::npos);
 }

@@ -34,12 +34,15 @@ void NodeView::add_job_line(const std::string& job_id, std::string_view phase, i
     auto it = jobs_.find(job_id);
     if (it == jobs_.end()) {
         if (jobs_.size() >= kMaxJobs) return;
-        it = jobs_.emplace(job_id, NodeJob{job_id, {}, 0, 0, {}, {}}).first;
+        it = jobs_.emplace(job_id, NodeJob{job_id, {}, {}, 0, 0, {}, {}}).first;
     }
     NodeJob& j = it->second;
     if (phase == "prolog" && (!j.start_ns || ts < j.start_ns)) j.start_ns = ts;
     // What Loki returns is untrusted: printed only escaped.
     if (tag == joblog::kMeta && text.substr(0, 5) == "user=") j.user = escape_line(utf8_prefix(text.substr(5), 64));
+    if (tag == joblog::kMeta && text.substr(0, 4) == "uid=" && text.size() <= 14 &&
+        std::all_of(text.begin() + 4, text.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        j.uid = std::string(text.substr(4));
     if (phase == "prolog" && tag == joblog::kDevice) {
         if (name == "unresolved") {
             j.devices_note = escape_line(utf8_prefix(logfmt_field(text, "note"), 256));
@@ -66,7 +69,7 @@ void NodeView::prepare() {
     if (prepared_) return;
     prepared_ = true;
     for (const auto& [id, j] : jobs_)
-        if (j.start_ns) attributor_.upsert(id, j.start_ns, j.end_ns, j.devices, j.devices_note);
+        if (j.start_ns) attributor_.upsert(id, j.uid, j.start_ns, j.end_ns, j.devices, j.devices_note);
 }
 
 void NodeView::add_kernel(int64_t ts, std::string_view message) {

@@ -18,6 +18,7 @@ namespace jobtrail::forensics {
 
 struct NodeJob {
     std::string id, user;
+    std::string uid;  // from the prolog's meta uid=: an OOM kill is the job's only if its task was this user's
     int64_t start_ns = 0, end_ns = 0;  // end 0: no epilog end seen (still running, or lost)
     std::vector<node::JobDevice> devices;
     std::string devices_note;
@@ -35,7 +36,10 @@ struct NodeEvent {
 
 class NodeView {
 public:
-    explicit NodeView(std::string node) : node_(std::move(node)) {}
+    // slurm_cgroup_roots: where Slurm's job cgroups are (collector.slurm_cgroup_roots).
+    explicit NodeView(std::string node,
+                      std::vector<std::string> slurm_cgroup_roots = devices::default_slurm_cgroup_roots())
+        : node_(std::move(node)), attributor_(std::move(slurm_cgroup_roots)) {}
     // One line of a job's prolog or epilog log (tag, [name], text as the job log has them).
     void add_job_line(const std::string& job_id, std::string_view phase, int64_t ts_ns, std::string_view tag,
                       std::string_view name, std::string_view text);

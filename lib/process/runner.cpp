@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "common/fs.hpp"
@@ -69,6 +70,9 @@ std::vector<std::string> environment_with(const std::vector<std::string>& overri
 }
 
 namespace {
+
+// How long grandchildren may hold the pipes after the script exited (their last lines).
+constexpr int64_t kDrainNs = 200'000'000;
 
 struct Pipe {
     Fd fd;
@@ -193,21 +197,34 @@ RunResult run(const std::vector<std::string>& argv, const RunOptions& opts, cons
     int status = 0;
     char buf[16384];
     StrictStamps stamps;  // one sequence for both pipes: the sink may write them to one file
+    // The exit status, taken whenever it is there: one that came before the deadline is the
+    // script's answer, whatever its daemons do with the pipes afterwards.
+    const auto reap = [&](int64_t now) {
+        if (reaped) return;
+        const pid_t w = ::waitpid(pid, &status, WNOHANG);
+        if (w == pid || (w < 0 && errno == ECHILD)) {
+            // ECHILD: someone set SIGCHLD to SIG_IGN and the kernel reaped it for us.
+            if (w < 0) res.error = "exit status unavailable (SIGCHLD ignored)";
+            reaped = true;
+            drain_until = now + kDrainNs;
+        }
+    };
+    // The next moment the loop must act at: the deadline, the SIGKILL, giving up, the drain's end.
+    const auto next_due = [&] {
+        int64_t t = INT64_MAX;
+        for (int64_t d :
+             {reaped || res.timed_out ? int64_t{0} : deadline, kill_at, give_up_at, reaped ? drain_until : int64_t{0}})
+            if (d > 0 && d < t) t = d;
+        return t;
+    };
 
     for (;;) {
         const int64_t now = monotonic_ns();
-        if (!reaped) {
-            const pid_t w = ::waitpid(pid, &status, WNOHANG);
-            if (w == pid || (w < 0 && errno == ECHILD)) {
-                // ECHILD: someone set SIGCHLD to SIG_IGN and the kernel reaped it for us.
-                if (w < 0) res.error = "exit status unavailable (SIGCHLD ignored)";
-                reaped = true;
-                drain_until = now + 200'000'000;
-            }
-        }
+        reap(now);
         const bool pipes_open = pipes[0].fd.valid() || pipes[1].fd.valid();
         if (reaped && (!pipes_open || now >= drain_until)) break;
-        if (!res.timed_out && now >= deadline) {
+        // The deadline is the script's: once it exited, only the drain's own bound applies.
+        if (!reaped && !res.timed_out && now >= deadline) {
             res.timed_out = true;
             ::killpg(pid, SIGTERM);
             kill_at = now + opts.kill_grace_ms * 1'000'000;
@@ -236,17 +253,18 @@ RunResult run(const std::vector<std::string>& argv, const RunOptions& opts, cons
         auto clamp = [&](int64_t t) {
             if (t > 0 && t - now < wait_ns) wait_ns = t - now;
         };
-        if (!res.timed_out) clamp(deadline);
-        clamp(kill_at);
-        clamp(give_up_at);
-        if (reaped) clamp(drain_until);
+        clamp(next_due());
         if (wait_ns < 0) wait_ns = 0;
         const int rc = ::poll(pfds, n, static_cast<int>((wait_ns + 999'999) / 1'000'000));
         if (rc < 0 && errno != EINTR) break;
+        const int64_t due = next_due();
         for (nfds_t k = 0; k < n; ++k) {
             if (idx[k] < 0 || pfds[k].revents == 0) continue;
             Pipe& p = pipes[idx[k]];
+            // A writer faster than the sink never lets the pipe run dry: the clock is read between
+            // reads, and the loop goes back to its deadlines when one is due.
             for (;;) {
+                if (monotonic_ns() >= due) break;
                 const ssize_t r = ::read(p.fd.get(), buf, sizeof buf);
                 if (r > 0) {
                     emit_lines(p, buf, static_cast<size_t>(r), opts.max_line_bytes, stamps, sink);

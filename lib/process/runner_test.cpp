@@ -132,3 +132,52 @@ TEST_CASE("PATH lookup", "[process]") {
     CHECK(find_in_path("no-such-program-here", "/bin:/usr/bin").empty());
     CHECK(find_in_path("/bin/sh", "") == "/bin/sh");
 }
+
+namespace {
+
+// Counts lines like the collectors' sink does its work: one stamped log line per output line.
+struct Counted {
+    size_t lines = 0;
+    std::string last;
+    LineSink sink() {
+        return [this](Stream, int64_t ts, std::string_view l) {
+            last = std::to_string(ts) + " " + std::string(l);
+            ++lines;
+        };
+    }
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+TEST_CASE("a script that exits 0 leaving a daemon on its stdout succeeds, whatever the daemon does", "[process]") {
+    // The daemon is in its own session: the process group kill does not reach it, and it keeps
+    // the pipe open (quiet) or full (loud) after the script's exit, which came before the deadline.
+    for (const std::string daemon : {"setsid sleep 3", "setsid yes"}) {
+        INFO(daemon);
+        Counted c;
+        const auto t0 = std::chrono::steady_clock::now();
+        auto r = run({"/bin/sh", "-c", "(" + daemon + " &); sleep 0.4; exit 0"}, opts(500), c.sink());
+        const double took = seconds_since(t0);
+        CHECK(r.shell_status() == 0);
+        CHECK_FALSE(r.timed_out);
+        CHECK(r.ok());
+        // Its exit at 0.4 s, then a bounded drain of what the daemon holds.
+        CHECK(took < 2.0);
+    }
+}
+
+TEST_CASE("a script writing forever is killed at its deadline, however fast it writes", "[process]") {
+    Counted c;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = run({"/usr/bin/yes"}, opts(1000), c.sink());
+    const double took = seconds_since(t0);
+    CHECK(r.timed_out);
+    CHECK(r.shell_status() == 124);
+    CHECK(c.lines > 0);
+    // The deadline, the kill grace (200 ms) and slack for a slow (sanitized) build.
+    CHECK(took < 1.0 + 5.0);
+}

@@ -239,7 +239,8 @@ int Pipeline::run(const RunOptions& opts, const std::atomic<bool>& stop) {
     }
     const Checkpoint cp = read_checkpoint(checkpoint_path_);
     restore_sources(cp, sources_);
-    stages_ = std::make_unique<Stages>(sc, cfg_.collector.layout(), metrics_);
+    stages_ = std::make_unique<Stages>(sc, cfg_.collector.layout(), metrics_, NcclBudget::Clock{}, JobTable::Clock{},
+                                       cfg_.collector.slurm_cgroup_roots);
 
     if (opts.dry_run) {
         print_dry_run(sources_, *stages_, lanes_[0].pass_bytes, stdout);

@@ -16,7 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     using namespace jobtrail;
     const std::string_view in(reinterpret_cast<const char*>(data), size);
 
-    const auto k = devices::parse_oom_kill(in);
+    const auto k = devices::parse_oom_kill(in, devices::default_slurm_cgroup_roots());
     if (!k.job_id.empty() && !node::valid_job_id(k.job_id)) __builtin_trap();
     (void)devices::killed_pid(in);
 
@@ -41,7 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
     if (const auto m = node::parse_job_marker(in)) {
         devices::Attributor a;
-        a.upsert(m->job_id, m->start_ns, m->end_ns, m->devices, m->devices_note);
+        a.upsert(m->job_id, m->uid, m->start_ns, m->end_ns, m->devices, m->devices_note);
         const auto r = a.attribute(m->start_ns, in, in.substr(0, 16));
         if (r.basis != devices::Basis::kNode && r.owner.empty()) __builtin_trap();
         (void)node::to_json(*m);

@@ -26,7 +26,8 @@ class Pods(unittest.TestCase):
             d = env.dir
             root = d + "/pods"
             with_prolog(env, "true", ('    journald: {', '    pods: {enabled: true, root: "%s", nccl_containers: '
-                                                            '[trainer]}\n    journald: {' % root))
+                                                            '[trainer], job_id_namespaces: [train]}\n'
+                                                            '    journald: {' % root))
             # Job 4242 runs on this node without trace capture: its NCCL containers' INFO noise goes.
             p = subprocess.run([os.path.join(BUILD, "prolog/jobtrail-prolog"), "--config", d + "/cfg.yaml"],
                                env=dict(os.environ, SLURM_JOB_ID="4242"), capture_output=True, timeout=60)

@@ -64,9 +64,10 @@ bool NcclBudget::take(const Event& e) {
     if (budget_ == 0) return true;
     const int64_t now = now_();
     roll(now);
-    // A file whose name gives no job shares a budget with its stream's other such files, never
-    // with every other job's.
-    const std::string& key = e.origin->job_id.empty() ? e.origin->stream : e.origin->job_id;
+    // Keyed by the stream the lines go to: a job's NCCL files share theirs ({job="nccl",
+    // job_id=...}); a pod given a job's id, or a file whose name gives no job, has its own, and never
+    // spends a Slurm job's.
+    const std::string& key = e.origin->stream;
     auto it = jobs_.find(key);
     if (it == jobs_.end()) it = jobs_.emplace(key, Job{now, 0, 0, 0, e.origin}).first;
     Job& j = it->second;

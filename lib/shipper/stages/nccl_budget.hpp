@@ -12,11 +12,11 @@
 
 namespace jobtrail::shipper {
 
-// How many NCCL line bytes one job may ship from this node per window (a minute by default). A job's user decides how
-// much NCCL prints (TRACE on every rank, a debug loop); past the budget its lines are dropped
-// and counted, and once its window is over one line in the job's own NCCL stream says how many,
-// so an operator reading the job sees the gap rather than a silent hole. The window runs on the
-// shipper's clock, never on the lines' timestamps (the user writes those).
+// How many NCCL line bytes one job's stream may ship from this node per window (a minute by default). A job's user
+// decides how much NCCL prints (TRACE on every rank, a debug loop); past the budget its lines are dropped and counted,
+// and once its window is over one line in the job's own NCCL stream says how many, so an operator reading the job sees
+// the gap rather than a silent hole. The window runs on the shipper's clock, never on the lines' timestamps (the user
+// writes those).
 class NcclBudget {
 public:
     using Clock = std::function<int64_t()>;  // monotonic ns

@@ -24,8 +24,10 @@ bool is_trace(const std::string& t) {
 
 }  // namespace
 
-JobTable::JobTable(node::Layout layout, Clock now)
-    : layout_(std::move(layout)), now_(now ? std::move(now) : Clock(realtime_ns)) {}
+JobTable::JobTable(node::Layout layout, Clock now, std::vector<std::string> slurm_cgroup_roots)
+    : layout_(std::move(layout)),
+      now_(now ? std::move(now) : Clock(realtime_ns)),
+      attributor_(std::move(slurm_cgroup_roots)) {}
 
 void JobTable::refresh() {
     const size_t known = jobs_.size();
@@ -38,7 +40,8 @@ void JobTable::refresh() {
         j.gone_ns = 0;
         j.devices = std::move(m.devices);
         j.devices_note = std::move(m.devices_note);
-        attributor_.upsert(m.job_id, j.start_ns, 0, j.devices, j.devices_note);
+        j.uid = std::move(m.uid);
+        attributor_.upsert(m.job_id, j.uid, j.start_ns, 0, j.devices, j.devices_note);
         j.attributed = true;
     }
     const int64_t now = now_();
@@ -46,7 +49,7 @@ void JobTable::refresh() {
     for (auto& [id, j] : jobs_) {
         if (j.running && !j.marker) {
             j.gone_ns = now;
-            attributor_.upsert(id, j.start_ns, j.gone_ns, j.devices, j.devices_note);
+            attributor_.upsert(id, j.uid, j.start_ns, j.gone_ns, j.devices, j.devices_note);
             ended = true;
         }
         j.running = j.marker;
@@ -74,7 +77,8 @@ void JobTable::refresh() {
             j.gone_ns = m.end_ns;
             j.devices = std::move(m.devices);
             j.devices_note = std::move(m.devices_note);
-            attributor_.upsert(m.job_id, j.start_ns, j.gone_ns, j.devices, j.devices_note);
+            j.uid = std::move(m.uid);
+            attributor_.upsert(m.job_id, j.uid, j.start_ns, j.gone_ns, j.devices, j.devices_note);
             j.attributed = true;
         }
         // Each kernel record is judged against every job kept: the last kMaxEndedAttributed only.
@@ -150,10 +154,10 @@ int JobTable::traced(const std::string& id, const std::string& step) const {
 }
 
 Stages::Stages(const config::ShipperConfig& cfg, node::Layout layout, Metrics& m, NcclBudget::Clock clock,
-               JobTable::Clock wall)
+               JobTable::Clock wall, std::vector<std::string> slurm_cgroup_roots)
     : drop_blank_(cfg.drop_blank),
       nccl_noise_(cfg.nccl_noise),
-      jobs_(std::move(layout), std::move(wall)),
+      jobs_(std::move(layout), std::move(wall), std::move(slurm_cgroup_roots)),
       budget_(cfg.nccl_budget_bytes, cfg.nccl_budget_window_ms, m, std::move(clock)),
       drops_(m.group<Drops>()) {
     for (const auto& r : cfg.drop) {
@@ -182,8 +186,9 @@ void Stages::apply(std::vector<Event>& events) {
         const Origin& o = *e.origin;
         if (o.kind == node::StreamKind::kNccl) {
             // Unknown jobs keep their lines: dropping is only for jobs known not to trace.
-            if (nccl_noise_ && !o.job_id.empty() && jobs_.traced(o.job_id, o.step) == 0 &&
-                RE2::PartialMatch(e.line, noise_)) {
+            const size_t level = e.line.find("NCCL ");
+            if (nccl_noise_ && !o.job_id.empty() && level != std::string::npos && jobs_.traced(o.job_id, o.step) == 0 &&
+                RE2::PartialMatch(std::string_view(e.line).substr(level), noise_)) {
                 e.dropped = true;
                 drops_("nccl_noise");
             } else if (!budget_.take(e)) {

@@ -29,7 +29,9 @@ namespace jobtrail::shipper {
 class JobTable {
 public:
     using Clock = std::function<int64_t()>;  // realtime ns
-    explicit JobTable(node::Layout layout, Clock now = {});
+    // slurm_cgroup_roots: where Slurm's job cgroups are (devices::default_slurm_cgroup_roots()).
+    explicit JobTable(node::Layout layout, Clock now = {},
+                      std::vector<std::string> slurm_cgroup_roots = devices::default_slurm_cgroup_roots());
     void refresh();
     // Which job a kernel record concerns (devices/attribution.hpp). message and pci_bdf are
     // empty for a record the kernel did not write itself.
@@ -50,6 +52,7 @@ private:
         std::map<std::string, bool> steps;  // step -> traced
         std::vector<node::JobDevice> devices;
         std::string devices_note;
+        std::string uid;          // the job's user: an OOM kill is the job's only if its task was theirs
         bool attributed = false;  // in attributor_ (running, or ended within kAttributeAfterEnd)
     };
     node::Layout layout_;
@@ -79,7 +82,8 @@ class Stages {
 public:
     // Clocks for tests: the budget's (monotonic) and the job table's (realtime).
     Stages(const config::ShipperConfig& cfg, node::Layout layout, Metrics& m, NcclBudget::Clock clock = {},
-           JobTable::Clock wall = {});
+           JobTable::Clock wall = {},
+           std::vector<std::string> slurm_cgroup_roots = devices::default_slurm_cgroup_roots());
     void apply(std::vector<Event>& events);
     // Lines the stages say themselves (a job over its NCCL budget), once per pass.
     void flush(std::vector<Event>& out, bool all = false) { budget_.flush(out, all); }
@@ -93,7 +97,9 @@ private:
     bool drop_blank_;
     bool nccl_noise_;
     std::vector<Rule> rules_;
-    RE2 noise_{R"(NCCL INFO (Net|Channel|Comm))"};
+    // At the line's first "NCCL " (after NCCL's [timestamp] host:pid:tid [dev] prefix): its level,
+    // not text a message quotes.
+    RE2 noise_{R"(^NCCL INFO (Net|Channel|Comm))"};
     JobTable jobs_;
     NcclBudget budget_;
     Drops& drops_;

@@ -87,6 +87,50 @@ TEST_CASE("stages key on the kind of stream: a renamed `job` and a step's own tr
     CHECK(e[3].metadata[0] == std::make_pair(std::string("slurm_job_id"), std::string("20")));
 }
 
+TEST_CASE("stages: a job submitted with --trace-capture keeps the NCCL INFO of a step whose own record says none",
+          "[shipper]") {
+    jobtrail::test::TempDir run;
+    const auto l = layout(run.path());
+    // sbatch --trace-capture=INFO; an srun inside it without the option writes trace "none".
+    REQUIRE(jobtrail::node::write_job_marker(l, {"21", "u", "1000", "n", "INFO", 1000, {}, {}, 0}).ok);
+    REQUIRE(jobtrail::node::write_step_record(l, {"21", "0", "none", 1100, ""}).ok);
+    // Beside it, a job without trace capture: its untraced step's INFO goes, its traced step's stays.
+    REQUIRE(jobtrail::node::write_job_marker(l, {"22", "u", "1000", "n", "none", 1000, {}, {}, 0}).ok);
+    REQUIRE(jobtrail::node::write_step_record(l, {"22", "0", "none", 1100, ""}).ok);
+    REQUIRE(jobtrail::node::write_step_record(l, {"22", "1", "TRACE", 1100, ""}).ok);
+    auto cfg = jobtrail::config::default_shipper_config();
+    Metrics m;
+    Stages st(cfg, l, m);
+    const std::string info = "gpu:1:1 [0] NCCL INFO Channel 00/02 : 0 1";
+    std::vector<Event> e = {ev("nccl", info, "21", 2000, "0"), ev("nccl", info, "21", 2000, "batch"),
+                            ev("nccl", info, "22", 2000, "0"), ev("nccl", info, "22", 2000, "1")};
+    st.apply(e);
+    CHECK_FALSE(e[0].dropped);  // the job asked: every step of it is traced
+    CHECK_FALSE(e[1].dropped);  // a step without a record: the job's request
+    CHECK(e[2].dropped);        // neither asked
+    CHECK_FALSE(e[3].dropped);  // the step asked
+    CHECK(m.dropped.at("nccl_noise") == 1);
+}
+
+TEST_CASE("stages: NCCL noise is a line NCCL said at INFO, not one that merely quotes such a line", "[shipper]") {
+    jobtrail::test::TempDir run;
+    const auto l = layout(run.path());
+    REQUIRE(jobtrail::node::write_job_marker(l, {"23", "u", "1000", "n", "none", 1000, {}, {}, 0}).ok);
+    auto cfg = jobtrail::config::default_shipper_config();
+    Metrics m;
+    Stages st(cfg, l, m);
+    std::vector<Event> e = {
+        ev("nccl", "gpu01:4242:4250 [0] NCCL INFO Channel 00/02 : 0 1", "23"),
+        ev("nccl", "2026-12-03T12:00:00.000001+00:00 gpu01:4242:4250 [0] NCCL INFO Comm 0x1 rank 0 nranks 2", "23"),
+        ev("nccl", "gpu01:4242:4250 [0] NCCL WARN unexpected message 'NCCL INFO Channel 00' from peer 3", "23"),
+        ev("nccl", "gpu01:4242:4250 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0", "23")};
+    st.apply(e);
+    CHECK(e[0].dropped);
+    CHECK(e[1].dropped);        // NCCL's own timestamp prefix (the plugin asks for one)
+    CHECK_FALSE(e[2].dropped);  // a warning, whatever text it carries
+    CHECK_FALSE(e[3].dropped);  // INFO, but not Net/Channel/Comm chatter
+}
+
 TEST_CASE("stages: a job's NCCL lines past its budget are dropped, counted and said once per window in its stream",
           "[shipper]") {
     jobtrail::test::TempDir run;
@@ -234,6 +278,37 @@ TEST_CASE("stages: an NCCL file whose name gives no job does not spend another j
     CHECK_FALSE(e.back().dropped);
 }
 
+TEST_CASE("stages: a pod's NCCL lines never spend a Slurm job's NCCL budget, whatever job id it carries", "[shipper]") {
+    jobtrail::test::TempDir run;
+    auto cfg = jobtrail::config::default_shipper_config();
+    cfg.nccl_budget_bytes = 1000;
+    Metrics m;
+    Stages st(cfg, layout(run.path()), m, [] { return int64_t{1'000'000'000}; });
+    // A pod given job 4242's id (a namespace the site trusts, a name like the job's) floods.
+    auto pod = make_origin({{"job", "kubernetes-pods"},
+                            {"namespace", "slurm"},
+                            {"pod", "slurm-job-4242-w-0"},
+                            {"container", "trainer"},
+                            {"job_id", "4242"}},
+                           {}, StreamKind::kNccl, "4242");
+    std::vector<Event> e;
+    for (int i = 0; i < 100; ++i) {
+        Event x;
+        x.ts_ns = 3000 + i;
+        x.origin = pod;
+        x.line = std::string(100, 'p');
+        e.push_back(std::move(x));
+    }
+    e.push_back(ev("nccl", "gpu:1:1 [0] NCCL WARN NET/IB : error", "4242"));  // job 4242's own file
+    st.apply(e);
+    CHECK_FALSE(e.back().dropped);
+    CHECK(m.dropped["nccl_budget"] > 0);  // the pod's excess: its own budget's
+    std::vector<Event> said;
+    st.flush(said, true);
+    REQUIRE(said.size() == 1);
+    CHECK(said[0].origin->label("job") == "kubernetes-pods");
+}
+
 namespace {
 // A kernel record as the kmsg source makes it: the extractor's pci_bdf, and the kernel's facility.
 Event kernel(std::string line, int64_t ts, std::string bdf = "", bool kernel_facility = true) {
@@ -269,8 +344,8 @@ TEST_CASE("stages: a kernel record goes to the job that owned its GPU then, even
         kernel("NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.", 5000, "0000:3b:00"),
         kernel("mlx5_core 0000:5e:00.0: health compromised - reached miss count", 5000, "0000:5e:00.0"),
         kernel("oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,"
-               "oom_memcg=/slurm/uid_0/job_3,task_memcg=/slurm/uid_0/job_3/step_0/task_0,"
-               "task=eat,pid=4040,uid=0",
+               "oom_memcg=/slurm/uid_1000/job_3,task_memcg=/slurm/uid_1000/job_3/step_0/task_0,"
+               "task=eat,pid=4040,uid=1000",
                5000),
         kernel("Memory cgroup out of memory: Killed process 4040 (eat) total-vm:10kB", 5000)};
     st.apply(e);

@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <map>
 #include <utility>
 
 #include "common/time.hpp"
@@ -34,6 +36,22 @@ bool FileSource::poll(std::vector<Event>& out, size_t max_bytes) {
     backlog_ = 0;
     size_t waiting = 0;
     uint64_t held = 0;
+    // The pass is shared by the files' owners, not by files or jobs: each owner may first read
+    // its share (a user's ten jobs' bursts, listed first, do not keep another user's line for a
+    // later pass); what an owner leaves unread goes to the others after.
+    std::map<uid_t, size_t> share;
+    for (const auto& [path, t] : files_) share.emplace(t.uid, 0);
+    for (auto& [uid, left] : share) left = std::max<size_t>(max_bytes / share.size(), 1);
+    bool held_back = false;  // an owner stopped at its share with more to read
+    const auto read_share = [&](Tracked& t) {
+        size_t& left = share[t.uid];
+        size_t allowed = std::min(budget, left);
+        const size_t before = allowed;
+        read_file(t, out, allowed);
+        budget -= before - allowed;
+        left -= before - allowed;
+        held_back |= allowed == 0 && budget > 0;
+    };
     // Files gone from the globs first: renamed away by a rotation, they hold the older lines,
     // which must not come out (and be stamped) after the new file's.
     for (int round = 0; round < 2; ++round)
@@ -79,7 +97,7 @@ bool FileSource::poll(std::vector<Event>& out, size_t max_bytes) {
                         continue;
                 }
             }
-            read_file(t, out, budget);
+            read_share(t);
             if (struct stat st{}; t.fd.valid() && ::fstat(t.fd.get(), &st) == 0)
                 t.size = static_cast<uint64_t>(st.st_size);
             const bool at_end = t.fd.valid() ? t.read_off >= t.size : !t.stale;
@@ -104,6 +122,14 @@ bool FileSource::poll(std::vector<Event>& out, size_t max_bytes) {
             }
             held += t.partial.size() + t.cri.held_bytes();
             ++it;
+        }
+    // The pass's rest to whoever has more, in the same order: a file renamed away is read to its
+    // end before the file that took its name.
+    for (int round = 0; held_back && round < 2; ++round)
+        for (auto& [path, t] : files_) {
+            if (budget == 0 || t.seen != (round == 1) || !t.fd.valid() || t.read_off >= t.size) continue;
+            read_file(t, out, budget);
+            if (round == 0 && t.read_off < t.size) held_back = false;  // its rest first, next pass
         }
     if (held > cfg_.max_partial_bytes) cut_partials(out, held);
     if (cut_unsaid_ && (cut_said_ns_ == 0 || monotonic_ns() - cut_said_ns_ >= 10'000'000'000)) {

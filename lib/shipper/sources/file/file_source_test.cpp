@@ -444,6 +444,38 @@ TEST_CASE("one owner's files take at most their share of a source, root's are no
     CHECK(said[0].find("not reading 6 more files of uid 1001") != std::string::npos);
 }
 
+TEST_CASE("a pass's reading is shared by users, not by jobs or files: one user's bursts do not hold another's line",
+          "[shipper]") {
+    Fixture f(LineFormat::kNccl, "nccl/0");
+    f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
+    const std::string body(200, 'a');
+    auto job = [&](const std::string& id, uid_t uid, const std::string& text) {
+        const std::string dir = f.dir.path() + "/nccl/" + id;
+        ::mkdir(dir.c_str(), 0755);
+        REQUIRE(::chown(dir.c_str(), uid, uid) == 0);
+        const std::string p = dir + "/0.n.1.log";
+        std::ofstream(p) << text;
+        REQUIRE(::chown(p.c_str(), uid, uid) == 0);
+    };
+    // User 1001's ten jobs, listed first, each with a 2 MiB burst; user 1002's one line, listed last.
+    std::string burst;
+    for (int i = 0; burst.size() < (2u << 20); ++i) burst += "n:1:1 [0] NCCL INFO burst " + body + "\n";
+    for (int j = 0; j < 10; ++j) job("1" + std::to_string(j), 1001, burst);
+    job("9", 1002, "n:2:2 [0] NCCL WARN the other user's line\n");
+    FileSource s(f.cfg, f.options(), f.m);
+    // Read rounds of 1 MiB (the pipeline's pass): the other user's line comes in the first one,
+    // and that user's half of the round went unused by them, not to the burst's user beyond theirs.
+    std::vector<Event> ev;
+    s.poll(ev, 1 << 20);
+    const auto other = std::find_if(
+        ev.begin(), ev.end(), [](const Event& e) { return e.line.find("the other user's line") != std::string::npos; });
+    CHECK(other != ev.end());
+    // The burst's user keeps the rest of the round: nothing is left unread for fairness' sake.
+    size_t burst_bytes = 0;
+    for (const auto& e : ev) burst_bytes += e.line.find("burst") != std::string::npos ? e.line.size() + 1 : 0;
+    CHECK(burst_bytes > (600u << 10));
+}
+
 TEST_CASE("unterminated lines past max_partial_bytes are shipped as lines, nothing lost", "[shipper]") {
     Fixture f;
     f.cfg.max_partial_bytes = 4096;

@@ -42,13 +42,14 @@ void PodsKind::parse(config::Parser& p, const YAML::Node& sources, const std::st
     const std::string w = where + "." + kName;
     const YAML::Node n = sources[kName];
     if (!n || !p.check_map(n, w,
-                           {"enabled", "root", "job", "job_id_pattern", "nccl_containers", "max_files",
-                            "max_open_files", "idle_close", "max_partial_bytes"}))
+                           {"enabled", "root", "job", "job_id_namespaces", "job_id_pattern", "nccl_containers",
+                            "max_files", "max_open_files", "idle_close", "max_partial_bytes"}))
         return;
     p.boolean(n, w, "enabled", out.enabled);
     p.path(n, w, "root", out.root);
     while (out.root.size() > 1 && out.root.back() == '/') out.root.pop_back();
     p.string(n, w, "job", out.job);
+    if (n["job_id_namespaces"]) p.string_list(n["job_id_namespaces"], w + ".job_id_namespaces", out.job_id_namespaces);
     p.string(n, w, "job_id_pattern", out.job_id_pattern);
     if (n["job_id_pattern"]) compiles(p, n["job_id_pattern"], w + ".job_id_pattern", out.job_id_pattern, 1);
     if (const YAML::Node c = n["nccl_containers"]) {

@@ -18,7 +18,8 @@ TEST_CASE("pods source: off by default, and its job value is the schema's", "[co
     CHECK(none.config.shipper.schema.job(jobtrail::node::StreamKind::kPod) == "kubernetes-pods");
     auto r = parse_config(
         "shipper:\n  sources:\n    pods:\n      enabled: true\n      root: /srv/pods/\n      job: k8s\n"
-        "      job_id_pattern: '^sj-([0-9]+)'\n      nccl_containers: ['trainer', 'nccl-.*']\n",
+        "      job_id_pattern: '^sj-([0-9]+)'\n      nccl_containers: ['trainer', 'nccl-.*']\n"
+        "      job_id_namespaces: [slurm, train]\n",
         "h.yaml", source_sections());
     CHECK(r.errors.empty());
     const auto& c = source_config<PodsKind>(r.config.shipper);
@@ -26,6 +27,8 @@ TEST_CASE("pods source: off by default, and its job value is the schema's", "[co
     CHECK(c.root == "/srv/pods");
     CHECK(c.job_id_pattern == "^sj-([0-9]+)");
     CHECK(c.nccl_containers == std::vector<std::string>{"trainer", "nccl-.*"});
+    CHECK(c.job_id_namespaces == std::vector<std::string>{"slurm", "train"});
+    CHECK(source_config<PodsKind>(none.config.shipper).job_id_namespaces.empty());  // no pod is a job's by default
     CHECK(r.config.shipper.schema.job(jobtrail::node::StreamKind::kPod) == "k8s");
 }
 

@@ -68,6 +68,7 @@ std::string md(const Event& e, const std::string& key) {
 
 TEST_CASE("pod streams: namespace, pod, container and node from the path, the uid as metadata", "[pods]") {
     Tree t;
+    t.cfg.job_id_namespaces = {"train"};
     const std::string trainer = t.container(std::string("train_slurm-job-4242-worker-0_") + kUid, "trainer");
     const std::string web = t.container("serving_web-7d9f_1111-2222", "app");
     const std::string odd = t.container("Bad_Pod_1", "app");  // no upper case in Kubernetes names
@@ -105,7 +106,8 @@ TEST_CASE("pod streams: namespace, pod, container and node from the path, the ui
 
 TEST_CASE("pod job ids: only a valid Slurm job id the pattern captures becomes job_id", "[pods]") {
     Tree t;
-    t.cfg.job_id_pattern = "^sj([0-9a-z]+)-";
+    t.cfg.job_id_namespaces = {"a"};
+    t.cfg.job_id_pattern = "sj([0-9a-z]+)-x";
     append(t.container("a_sj77-x_1", "c") + "/0.log", "2026-11-29T21:52:22Z stdout F one\n");
     append(t.container("a_sjabc-x_2", "c") + "/0.log", "2026-11-29T21:52:22Z stdout F two\n");  // not an id
     auto s = t.source();
@@ -155,4 +157,37 @@ TEST_CASE("pod P pieces held at a checkpoint are read again after a restart, and
     s.reset();
     auto third = t.source();
     CHECK(t.poll(*third).empty());
+}
+
+TEST_CASE("pod job ids: a pod takes a Slurm job's id only in a namespace the site named, by its whole name", "[pods]") {
+    Tree t;
+    const auto ids = [&] {
+        std::map<std::string, std::string> out;
+        auto s = t.source();
+        for (const auto& e : t.poll(*s)) out[e.line] = std::string(e.origin->label("job_id"));
+        t.saved = {};
+        return out;
+    };
+    // Any user who may run a pod somewhere, named to look like Slurm job 4242's.
+    append(t.container("team-a_slurm-job-4242-worker-0_1", "c") + "/0.log", "2026-11-29T21:52:22Z stdout F a\n");
+    append(t.container("slurm_my-slurm-job-4242_2", "c") + "/0.log", "2026-11-29T21:52:22Z stdout F b\n");
+    append(t.container("slurm_slurm-job-4242-worker-0_3", "c") + "/0.log", "2026-11-29T21:52:22Z stdout F c\n");
+    // By default no pod gets a job id.
+    CHECK(ids() == std::map<std::string, std::string>{{"a", ""}, {"b", ""}, {"c", ""}});
+    // The site's Slurm namespace: only its pods, and only a name the pattern matches whole.
+    t.cfg.job_id_namespaces = {"slurm"};
+    CHECK(ids() == std::map<std::string, std::string>{{"a", ""}, {"b", ""}, {"c", "4242"}});
+}
+
+TEST_CASE("pods nccl_containers: a container is NCCL's only when its whole name matches", "[pods]") {
+    Tree t;  // nccl_containers: [trainer]
+    append(t.container("ns_p_1", "trainer") + "/0.log", "2026-11-29T21:52:22Z stdout F t\n");
+    append(t.container("ns_p_1", "trainer-exporter") + "/0.log", "2026-11-29T21:52:22Z stdout F e\n");
+    append(t.container("ns_p_1", "my-trainer") + "/0.log", "2026-11-29T21:52:22Z stdout F m\n");
+    auto s = t.source();
+    std::map<std::string, jobtrail::node::StreamKind> kinds;
+    for (const auto& e : t.poll(*s)) kinds[e.line] = e.origin->kind;
+    using jobtrail::node::StreamKind;
+    CHECK(kinds == std::map<std::string, StreamKind>{
+                       {"t", StreamKind::kNccl}, {"e", StreamKind::kPod}, {"m", StreamKind::kPod}});
 }
