@@ -609,9 +609,8 @@ TEST_CASE("sender: one line Loki refuses as too large (413) is dropped and count
     size_t tries = 0;
     for (const auto& r : rig.script.seen) tries += r.bytes > 10'000 && r.lines.size() == 1;
     CHECK(tries == 1);  // the lone line once: not again, and again
-    CHECK(rig.m.sent == 2);
-    std::lock_guard<std::mutex> mlk(rig.m.mu);
-    CHECK(rig.m.rejected == std::map<std::string, uint64_t>{{"request_too_large", 1}});
+    CHECK(rig.m.group<shipper::SenderMetrics>().sent == 2);
+    CHECK(rig.m.group<shipper::SenderMetrics>().rejected.value({"request_too_large"}) == 1);
 }
 
 TEST_CASE("sender: a record of an older spool format larger than the stream's request cap goes alone, no empty push",
@@ -633,5 +632,5 @@ TEST_CASE("sender: a record of an older spool format larger than the stream's re
     std::lock_guard<std::mutex> lk(rig.script.mu);
     for (const auto& r : rig.script.seen) CHECK(!r.lines.empty());
     CHECK(rig.script.seen.size() == 2);
-    CHECK(rig.m.sent == 2);
+    CHECK(rig.m.group<shipper::SenderMetrics>().sent == 2);
 }

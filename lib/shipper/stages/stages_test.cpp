@@ -109,7 +109,7 @@ TEST_CASE("stages: a job submitted with --trace-capture keeps the NCCL INFO of a
     CHECK_FALSE(e[1].dropped);  // a step without a record: the job's request
     CHECK(e[2].dropped);        // neither asked
     CHECK_FALSE(e[3].dropped);  // the step asked
-    CHECK(m.dropped.at("nccl_noise") == 1);
+    CHECK(m.group<Drops>().of("nccl_noise") == 1);
 }
 
 TEST_CASE("stages: NCCL noise is a line NCCL said at INFO, not one that merely quotes such a line", "[shipper]") {
@@ -302,7 +302,7 @@ TEST_CASE("stages: a pod's NCCL lines never spend a Slurm job's NCCL budget, wha
     e.push_back(ev("nccl", "gpu:1:1 [0] NCCL WARN NET/IB : error", "4242"));  // job 4242's own file
     st.apply(e);
     CHECK_FALSE(e.back().dropped);
-    CHECK(m.dropped["nccl_budget"] > 0);  // the pod's excess: its own budget's
+    CHECK(m.group<Drops>().of("nccl_budget") > 0);  // the pod's excess: its own budget's
     std::vector<Event> said;
     st.flush(said, true);
     REQUIRE(said.size() == 1);
