@@ -1,0 +1,43 @@
+#include "loki/query_back.hpp"
+
+#include <algorithm>
+
+namespace jobtrail::loki {
+namespace {
+
+constexpr int64_t kHourNs = 3'600'000'000'000;
+constexpr int64_t kDayNs = 24 * kHourNs;
+constexpr int64_t kMaxPieceNs = 32 * kDayNs;
+
+}  // namespace
+
+QueryResult query_back(Client& client, const std::string& logql, int64_t lo, int64_t hi, const QueryOptions& opts,
+                       const std::function<void(const QueryEntry&)>& on_entry,
+                       const std::function<bool(int64_t from, int64_t to)>& more) {
+    QueryResult r;
+    r.start_ns = lo;
+    int64_t piece = kDayNs;
+    for (int64_t to = hi; to > lo;) {
+        const int64_t from = std::max(lo, to - piece);
+        const auto got = query_range(client, logql, from, to, opts, on_entry);
+        r.entries += got.entries;
+        r.requests += got.requests;
+        r.truncated |= got.truncated;
+        r.start_ns = from;
+        if (got.failed) {
+            r.failed = true;
+            r.http_status = got.http_status;
+            r.error = got.error;
+            break;
+        }
+        if (!more(from, to)) break;
+        to = from;
+        // Each page after a piece's first asks Loki again for what is left of the piece, in as
+        // many of its pieces: where records are dense (a page or more), pieces shrink instead.
+        piece = got.entries >= static_cast<uint64_t>(opts.page_limit) ? std::max(piece / 2, kHourNs)
+                                                                      : std::min(piece * 2, kMaxPieceNs);
+    }
+    return r;
+}
+
+}  // namespace jobtrail::loki

@@ -1,0 +1,22 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "loki/query.hpp"
+
+namespace jobtrail::loki {
+
+// A long window from its newest records back: a day, then two, four..., at most 32 days a
+// piece (half the last, down to an hour, after one that filled a page), each piece forward in
+// time (query_range). After each piece `more(from, to)` says whether to go on: a caller that has
+// what it needs (the job's run, a view's limits) stops, so a 400-day window costs Loki (one
+// piece per split_queries_by_interval) only what the answer needs, and a dense range is not
+// asked for again page after page. Stops at the first failed piece. The result's start_ns is
+// where the last piece asked began: `lo` when the range was exhausted (or empty).
+QueryResult query_back(Client& client, const std::string& logql, int64_t lo, int64_t hi, const QueryOptions& opts,
+                       const std::function<void(const QueryEntry&)>& on_entry,
+                       const std::function<bool(int64_t from, int64_t to)>& more);
+
+}  // namespace jobtrail::loki
