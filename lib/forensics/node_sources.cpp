@@ -121,6 +121,7 @@ std::vector<std::string> node_from_loki(loki::Client& client, const Scope& scope
     // From now back, a day, two, four... (the bundle's stepping): each piece's kernel records,
     // then its jobs' lines; once the view's limits are filled nothing older is asked for. One
     // query in flight: a day is 24 of Loki's 1 h pieces, near its max_query_parallelism (32).
+    // Where the index holds neither stream of the node any more, nothing older is asked for.
     const std::string jobs_q = node_jobs_query(scope, node);
     const auto kr = loki::query_back(
         client, kernel_query(scope, node), from, to, query,
@@ -135,7 +136,9 @@ std::vector<std::string> node_from_loki(loki::Client& client, const Scope& scope
             const auto jr = loki::query_range(client, jobs_q, a, b, query, job_line);
             if (jr.failed) failed.push_back(jr.error);
             return !jr.failed && kernel.size() < NodeView::kMaxEvents && v.jobs().size() < NodeView::kMaxJobs;
-        });
+        },
+        {stream_selector(scope, node::StreamKind::kKernel, {node}),
+         stream_selector(scope, node::StreamKind::kJobLog, {node})});
     if (kr.failed) failed.push_back(kr.error);
     const int64_t looked_from = kr.start_ns;
     if (looked_from > from && failed.empty()) v.not_looked_before(looked_from);

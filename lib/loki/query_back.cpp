@@ -13,10 +13,21 @@ constexpr int64_t kMaxPieceNs = 32 * kDayNs;
 
 QueryResult query_back(Client& client, const std::string& logql, int64_t lo, int64_t hi, const QueryOptions& opts,
                        const std::function<void(const QueryEntry&)>& on_entry,
-                       const std::function<bool(int64_t from, int64_t to)>& more) {
+                       const std::function<bool(int64_t from, int64_t to)>& more,
+                       const std::vector<std::string>& index_selectors) {
     QueryResult r;
     r.start_ns = lo;
     int64_t piece = kDayNs;
+    bool asked_index = false;  // since the last piece that gave something
+    // Whether the index holds none of the selectors' streams in [lo, to): one piece per day of
+    // it (Loki's split_metadata_queries_by_interval), no line read. A failure says nothing.
+    auto nothing_older = [&](int64_t to) {
+        for (const auto& sel : index_selectors) {
+            const auto s = series(client, sel, lo, to, opts, 1);
+            if (s.failed || !s.series.empty()) return false;
+        }
+        return true;
+    };
     for (int64_t to = hi; to > lo;) {
         const int64_t from = std::max(lo, to - piece);
         const auto got = query_range(client, logql, from, to, opts, on_entry);
@@ -31,6 +42,15 @@ QueryResult query_back(Client& client, const std::string& logql, int64_t lo, int
             break;
         }
         if (!more(from, to)) break;
+        if (got.entries) {
+            asked_index = false;
+        } else if (!index_selectors.empty() && !asked_index && from > lo) {
+            asked_index = true;
+            if (nothing_older(from)) {
+                r.start_ns = lo;
+                break;
+            }
+        }
         to = from;
         // Each page after a piece's first asks Loki again for what is left of the piece, in as
         // many of its pieces: where records are dense (a page or more), pieces shrink instead.

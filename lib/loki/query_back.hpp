@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "loki/query.hpp"
 
@@ -15,8 +16,13 @@ namespace jobtrail::loki {
 // piece per split_queries_by_interval) only what the answer needs, and a dense range is not
 // asked for again page after page. Stops at the first failed piece. The result's start_ns is
 // where the last piece asked began: `lo` when the range was exhausted (or empty).
+// With `index_selectors` (stream selectors, no line filter), a piece that gave nothing after
+// one that gave something (or the first) makes Loki's index (series) say whether any of them
+// holds entries in [lo, piece): none, and the range counts as exhausted. A site's Loki that
+// holds 30 days is not asked for 370 empty ones, an hour at a time.
 QueryResult query_back(Client& client, const std::string& logql, int64_t lo, int64_t hi, const QueryOptions& opts,
                        const std::function<void(const QueryEntry&)>& on_entry,
-                       const std::function<bool(int64_t from, int64_t to)>& more);
+                       const std::function<bool(int64_t from, int64_t to)>& more,
+                       const std::vector<std::string>& index_selectors = {});
 
 }  // namespace jobtrail::loki

@@ -1159,6 +1159,15 @@ class NodeLongWindow(unittest.TestCase):
             self.assertNotIn("not listed", text)
             self.assertNotIn("was looked for", text)
             self.assertIn("JOBS NOT HIT\n------------\nnone", text)
+            # `xid` over the same window: every Xid in it, counted, the first and last right.
+            r = subprocess.run([JOBTRAIL, "--config", "/dev/null", "--loki-url", loki.url, "--json", "xid", "--since",
+                                "400d"], capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            (row,) = json.loads(r.stdout)
+            self.assertEqual((row["node"], row["xid"], row["count"]), ("gpu01", 79, 6))
+            in_window = sorted(x for x in xids if x > now - 400 * DAY)
+            self.assertTrue(row["first"].startswith(time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(in_window[0] // NS))))
+            self.assertTrue(row["last"].startswith(time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(in_window[-1] // NS))))
         finally:
             loki.close()
 
