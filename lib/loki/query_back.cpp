@@ -18,18 +18,23 @@ QueryResult query_back(Client& client, const std::string& logql, int64_t lo, int
     QueryResult r;
     r.start_ns = lo;
     int64_t piece = kDayNs;
-    bool asked_index = false;  // since the last piece that gave something
-    // Whether the index holds none of the selectors' streams in [lo, to): one piece per day of
-    // it (Loki's split_metadata_queries_by_interval), no line read. A failure says nothing.
-    auto nothing_older = [&](int64_t to) {
+    // Whether the index holds any of the selectors' streams with entries in [from, to): a day
+    // a piece (Loki's split_metadata_queries_by_interval), no line read. A failure says maybe.
+    auto maybe_any = [&](int64_t from, int64_t to) {
         for (const auto& sel : index_selectors) {
-            const auto s = series(client, sel, lo, to, opts, 1);
-            if (s.failed || !s.series.empty()) return false;
+            const auto s = series(client, sel, from, to, opts, 1);
+            if (s.failed || !s.series.empty()) return true;
         }
-        return true;
+        return index_selectors.empty();
     };
     for (int64_t to = hi; to > lo;) {
         const int64_t from = std::max(lo, to - piece);
+        if (!maybe_any(from, to)) {  // stepped over, not read an hour at a time
+            r.start_ns = from;
+            to = from;
+            piece = std::min(piece * 2, kMaxPieceNs);
+            continue;
+        }
         const auto got = query_range(client, logql, from, to, opts, on_entry);
         r.entries += got.entries;
         r.requests += got.requests;
@@ -42,15 +47,6 @@ QueryResult query_back(Client& client, const std::string& logql, int64_t lo, int
             break;
         }
         if (!more(from, to)) break;
-        if (got.entries) {
-            asked_index = false;
-        } else if (!index_selectors.empty() && !asked_index && from > lo) {
-            asked_index = true;
-            if (nothing_older(from)) {
-                r.start_ns = lo;
-                break;
-            }
-        }
         to = from;
         // Each page after a piece's first asks Loki again for what is left of the piece, in as
         // many of its pieces: where records are dense (a page or more), pieces shrink instead.
