@@ -196,8 +196,8 @@ int cmd_xid(const Common& f, const std::string& since, const std::string& nodes,
     const std::string q = forensics::xid_query(sc, split_nodes(nodes));
     std::set<std::string> clusters;
     uint64_t foreign = 0;
-    // From now back, so that where Loki's index holds no kernel stream any more nothing older
-    // is asked for (a 400-day --since on a Loki that keeps 30 days).
+    // From now back, a month at a time: each month Loki's index holds no kernel stream of is
+    // stepped over (a 400-day --since on a Loki that keeps 30 days).
     const auto r = loki::query_back(
         client, q, now - *d * 1'000'000, now, f.query,
         [&](const loki::QueryEntry& e) {
@@ -215,7 +215,7 @@ int cmd_xid(const Common& f, const std::string& since, const std::string& nodes,
             table.add(all_clusters ? cluster + "/" + node : node, e.ts_ns, e.line);
         },
         [](int64_t, int64_t) { return true; },
-        {forensics::stream_selector(sc, node::StreamKind::kKernel, split_nodes(nodes))});
+        {forensics::stream_selector(sc, node::StreamKind::kKernel, split_nodes(nodes))}, loki::kQueryBackMaxPieceNs);
     if (r.failed) {
         std::fprintf(stderr, "jobtrail: query failed: %s\n", r.error.c_str());
         return forensics::kExitPartial;

@@ -6,18 +6,17 @@ namespace jobtrail::loki {
 namespace {
 
 constexpr int64_t kHourNs = 3'600'000'000'000;
-constexpr int64_t kDayNs = 24 * kHourNs;
-constexpr int64_t kMaxPieceNs = 32 * kDayNs;
+constexpr int64_t kMaxPieceNs = kQueryBackMaxPieceNs;
 
 }  // namespace
 
 QueryResult query_back(Client& client, const std::string& logql, int64_t lo, int64_t hi, const QueryOptions& opts,
                        const std::function<void(const QueryEntry&)>& on_entry,
                        const std::function<bool(int64_t from, int64_t to)>& more,
-                       const std::vector<std::string>& index_selectors) {
+                       const std::vector<std::string>& index_selectors, int64_t first_piece_ns) {
     QueryResult r;
     r.start_ns = lo;
-    int64_t piece = kDayNs;
+    int64_t piece = std::clamp(first_piece_ns, kHourNs, kMaxPieceNs);
     // Whether the index holds any of the selectors' streams with entries in [from, to): a day
     // a piece (Loki's split_metadata_queries_by_interval), no line read. A failure says maybe.
     auto maybe_any = [&](int64_t from, int64_t to) {
