@@ -28,7 +28,9 @@ QueryResult query_back(Client& client, const std::string& logql, int64_t lo, int
     };
     for (int64_t to = hi; to > lo;) {
         const int64_t from = std::max(lo, to - piece);
-        if (!maybe_any(from, to)) {  // stepped over, not read an hour at a time
+        // The newest piece is read as it is: it nearly always holds records, and a short window
+        // is only that piece.
+        if (to != hi && !maybe_any(from, to)) {  // stepped over, not read an hour at a time
             r.start_ns = from;
             to = from;
             piece = std::min(piece * 2, kMaxPieceNs);
