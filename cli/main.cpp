@@ -19,6 +19,7 @@
 #include "forensics/node_view.hpp"
 #include "forensics/xid_table.hpp"
 #include "jobtrail/version.hpp"
+#include "loki/query_back.hpp"
 #include "node/layout.hpp"
 #include "node/schema.hpp"
 #include "shipper/sources/registry.hpp"
@@ -195,20 +196,26 @@ int cmd_xid(const Common& f, const std::string& since, const std::string& nodes,
     const std::string q = forensics::xid_query(sc, split_nodes(nodes));
     std::set<std::string> clusters;
     uint64_t foreign = 0;
-    const auto r = loki::query_range(client, q, now - *d * 1'000'000, now, f.query, [&](const loki::QueryEntry& e) {
-        auto it = e.labels->find(node::label::kNode);
-        auto cl = e.labels->find(node::label::kCluster);
-        const std::string cluster = cl == e.labels->end() ? std::string() : cl->second;
-        // Loki's answer is data: a line of another cluster is not shown as this one's.
-        if (!sc.cluster.empty() && cluster != sc.cluster) {
-            ++foreign;
-            return;
-        }
-        if (clusters.size() < 64) clusters.insert(cluster);
-        // Across clusters a node is named with its cluster: node names repeat from one to another.
-        const std::string node = it == e.labels->end() ? "?" : it->second;
-        table.add(all_clusters ? cluster + "/" + node : node, e.ts_ns, e.line);
-    });
+    // From now back, a month at a time: each month Loki's index holds no kernel stream of is
+    // stepped over (a 400-day --since on a Loki that keeps 30 days).
+    const auto r = loki::query_back(
+        client, q, now - *d * 1'000'000, now, f.query,
+        [&](const loki::QueryEntry& e) {
+            auto it = e.labels->find(node::label::kNode);
+            auto cl = e.labels->find(node::label::kCluster);
+            const std::string cluster = cl == e.labels->end() ? std::string() : cl->second;
+            // Loki's answer is data: a line of another cluster is not shown as this one's.
+            if (!sc.cluster.empty() && cluster != sc.cluster) {
+                ++foreign;
+                return;
+            }
+            if (clusters.size() < 64) clusters.insert(cluster);
+            // Across clusters a node is named with its cluster: node names repeat from one to another.
+            const std::string node = it == e.labels->end() ? "?" : it->second;
+            table.add(all_clusters ? cluster + "/" + node : node, e.ts_ns, e.line);
+        },
+        [](int64_t, int64_t) { return true; },
+        {forensics::stream_selector(sc, node::StreamKind::kKernel, split_nodes(nodes))}, loki::kQueryBackMaxPieceNs);
     if (r.failed) {
         std::fprintf(stderr, "jobtrail: query failed: %s\n", r.error.c_str());
         return forensics::kExitPartial;

@@ -83,6 +83,10 @@ std::string fabric_manager_query(const Scope& s, const std::string& node) {
     return selector(s, node::StreamKind::kFabricManager, node_matcher({node}));
 }
 
+std::string stream_selector(const Scope& s, node::StreamKind kind, const std::vector<std::string>& nodes) {
+    return selector(s, kind, nodes.empty() ? std::string() : node_matcher(nodes));
+}
+
 std::string xid_query(const Scope& s, const std::vector<std::string>& nodes) {
     return selector(s, node::StreamKind::kKernel, nodes.empty() ? std::string() : node_matcher(nodes)) +
            " |~ \"^NVRM: Xid|^nvidia-nvswitch[0-9]*: SXid\"";

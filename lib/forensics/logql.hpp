@@ -41,6 +41,9 @@ std::string kernel_query(const Scope& s, const std::string& node);
 std::string node_jobs_query(const Scope& s, const std::string& node);
 std::string slurmd_query(const Scope& s, const std::string& node, const std::string& job_id);
 std::string fabric_manager_query(const Scope& s, const std::string& node);
+// The streams of one kind (of `nodes` only, when given), without a line filter: what Loki's
+// index (series) is asked about.
+std::string stream_selector(const Scope& s, node::StreamKind kind, const std::vector<std::string>& nodes = {});
 // Fleet-wide Xid lines (jobtrail xid).
 std::string xid_query(const Scope& s, const std::vector<std::string>& nodes);
 

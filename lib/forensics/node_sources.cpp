@@ -13,6 +13,7 @@
 #include "joblog/format.hpp"
 #include "joblog/kernel_line.hpp"
 #include "joblog/shipped.hpp"
+#include "loki/query_back.hpp"
 #include "node/schema.hpp"
 
 namespace jobtrail::forensics {
@@ -88,22 +89,65 @@ std::vector<std::string> node_from_loki(loki::Client& client, const Scope& scope
         if (others.size() < 16) others.insert(cluster);
         return false;
     };
-    const auto jr = loki::query_range(client, node_jobs_query(scope, node), from - kJobLookbackNs, to, query,
-                                      [&](const loki::QueryEntry& e) {
-                                          if (!ours(e)) return;
-                                          auto it = e.labels->find(std::string(node::label::kJobId));
-                                          if (it == e.labels->end()) return;
-                                          const auto l = joblog::parse_shipped_line(e.line);
-                                          if (l.phase.empty()) return;
-                                          v.add_job_line(it->second, l.phase, e.ts_ns, l.tag, l.name, l.text);
-                                      });
-    const auto kr =
-        loki::query_range(client, kernel_query(scope, node), from, to, query, [&](const loki::QueryEntry& e) {
-            if (ours(e)) v.add_kernel(e.ts_ns, e.line);
-        });
+    auto job_line = [&](const loki::QueryEntry& e) {
+        if (!ours(e)) return;
+        auto it = e.labels->find(std::string(node::label::kJobId));
+        if (it == e.labels->end()) return;
+        const auto l = joblog::parse_shipped_line(e.line);
+        if (l.phase.empty()) return;
+        v.add_job_line(it->second, l.phase, e.ts_ns, l.tag, l.name, l.text);
+    };
+    // The kernel records that matter to the view, kept until every job is in (the view judges
+    // each against the jobs running then); the others go as they come.
+    struct Kernel {
+        int64_t ts;
+        std::string line;
+        bool event;
+    };
+    std::vector<Kernel> kernel;
+    auto oldest_first = [&] {
+        std::stable_sort(kernel.begin(), kernel.end(), [](const Kernel& x, const Kernel& y) { return x.ts < y.ts; });
+    };
+    // A flood of them in one piece: the newest are kept, the older events counted.
+    auto keep_newest = [&] {
+        oldest_first();
+        const size_t drop = kernel.size() - NodeView::kMaxEvents;
+        v.older_events_not_listed(
+            static_cast<uint64_t>(std::count_if(kernel.begin(), kernel.begin() + static_cast<std::ptrdiff_t>(drop),
+                                                [](const Kernel& k) { return k.event; })));
+        kernel.erase(kernel.begin(), kernel.begin() + static_cast<std::ptrdiff_t>(drop));
+    };
     std::vector<std::string> failed;
-    for (const auto* r : {&jr, &kr})
-        if (r->failed) failed.push_back(r->error);
+    // From now back, a day, two, four... (the bundle's stepping): each piece's kernel records,
+    // then its jobs' lines; once the view's limits are filled nothing older is asked for. One
+    // query in flight: a day is 24 of Loki's 1 h pieces, near its max_query_parallelism (32).
+    // Where the index holds neither stream of the node any more, nothing older is asked for.
+    const std::string jobs_q = node_jobs_query(scope, node);
+    const auto kr = loki::query_back(
+        client, kernel_query(scope, node), from, to, query,
+        [&](const loki::QueryEntry& e) {
+            if (!ours(e)) return;
+            const auto use = v.kernel_use(e.line);
+            if (use == NodeView::KernelUse::kNone) return;
+            kernel.push_back({e.ts_ns, e.line, use == NodeView::KernelUse::kEvent});
+            if (kernel.size() >= 2 * NodeView::kMaxEvents) keep_newest();
+        },
+        [&](int64_t a, int64_t b) {
+            const auto jr = loki::query_range(client, jobs_q, a, b, query, job_line);
+            if (jr.failed) failed.push_back(jr.error);
+            return !jr.failed && kernel.size() < NodeView::kMaxEvents && v.jobs().size() < NodeView::kMaxJobs;
+        },
+        {stream_selector(scope, node::StreamKind::kKernel, {node}),
+         stream_selector(scope, node::StreamKind::kJobLog, {node})});
+    if (kr.failed) failed.push_back(kr.error);
+    const int64_t looked_from = kr.start_ns;
+    if (looked_from > from && failed.empty()) v.not_looked_before(looked_from);
+    // Jobs that started up to two days before the first record looked at still ran in it.
+    const auto jr = loki::query_range(client, jobs_q, looked_from - kJobLookbackNs, looked_from, query, job_line);
+    if (jr.failed) failed.push_back(jr.error);
+    // Oldest first, as the view judges them.
+    oldest_first();
+    for (const auto& k : kernel) v.add_kernel(k.ts, k.line);
     if (foreign) {
         std::string names;
         for (const auto& c : others) names += ", " + escape_line(c);

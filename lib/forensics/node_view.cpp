@@ -10,9 +10,6 @@
 namespace jobtrail::forensics {
 namespace {
 
-constexpr size_t kMaxJobs = 10'000;
-constexpr size_t kMaxEvents = 10'000;
-
 std::string join(const std::vector<std::string>& v, const char* sep = ",") {
     std::string out;
     for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
@@ -72,14 +69,19 @@ void NodeView::prepare() {
         if (j.start_ns) attributor_.upsert(id, j.uid, j.start_ns, j.end_ns, j.devices, j.devices_note);
 }
 
+NodeView::KernelUse NodeView::kernel_use(std::string_view message) const {
+    if (extractor_.extract(message)) return KernelUse::kEvent;
+    return devices::parse_oom_kill(message).job_id.empty() ? KernelUse::kNone : KernelUse::kContext;
+}
+
 void NodeView::add_kernel(int64_t ts, std::string_view message) {
     prepare();
     const auto ev = extractor_.extract(message);
     const auto a = attributor_.attribute(ts, message, ev ? std::string_view(ev->pci_bdf) : std::string_view());
     if (!ev) return;
     if (events_.size() >= kMaxEvents) {
+        events_.pop_front();
         ++dropped_;
-        return;
     }
     NodeEvent e;
     e.ts_ns = ts;
@@ -122,7 +124,10 @@ std::string NodeView::text(int64_t from, int64_t to, const std::string& source) 
         s += "\n";
         for (const auto& id : e.jobs) ++(e.basis == "node" ? node_hits : hits)[id];
     }
-    if (dropped_) s += "(" + std::to_string(dropped_) + " more events not listed)\n";
+    if (dropped_) s += "(" + std::to_string(dropped_) + " more events not listed: older ones)\n";
+    if (not_looked_before_)
+        s += "(the newest " + std::to_string(kMaxEvents) + " events or " + std::to_string(kMaxJobs) +
+             " jobs filled the view: nothing before " + format_rfc3339_ns(not_looked_before_) + " was looked for)\n";
     s += "\nJOBS NOT HIT\n------------\n";
     bool any = false;
     for (const auto& [id, j] : jobs_) {
@@ -167,13 +172,15 @@ nlohmann::json NodeView::json(int64_t from, int64_t to, const std::string& sourc
                        {"device", e.device},
                        {"note", e.note},
                        {"line", e.line}});
-    return {{"node", node_},
-            {"from", format_rfc3339_ns(from)},
-            {"to", format_rfc3339_ns(to)},
-            {"source", source},
-            {"jobs", jobs},
-            {"events", evs},
-            {"events_not_listed", dropped_}};
+    json out = {{"node", node_},
+                {"from", format_rfc3339_ns(from)},
+                {"to", format_rfc3339_ns(to)},
+                {"source", source},
+                {"jobs", jobs},
+                {"events", evs},
+                {"events_not_listed", dropped_}};
+    if (not_looked_before_) out["not_looked_before"] = format_rfc3339_ns(not_looked_before_);
+    return out;
 }
 
 }  // namespace jobtrail::forensics

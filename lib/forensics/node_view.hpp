@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -43,11 +44,22 @@ public:
     // One line of a job's prolog or epilog log (tag, [name], text as the job log has them).
     void add_job_line(const std::string& job_id, std::string_view phase, int64_t ts_ns, std::string_view tag,
                       std::string_view name, std::string_view text);
-    // Kernel records in time order, after every job line: each is judged against the jobs.
+    // Kernel records in time order, after every job line: each is judged against the jobs. Past
+    // kMaxEvents the oldest go (counted): an operator deciding on a drain wants the latest.
     void add_kernel(int64_t ts_ns, std::string_view message);
+    // What a kernel record is to add_kernel: an event, the oom-kill line that says whose a
+    // killed pid was, or nothing (a long window's need not be kept for it).
+    enum class KernelUse : uint8_t { kNone, kContext, kEvent };
+    KernelUse kernel_use(std::string_view message) const;
+    // Events older than those given to add_kernel, left out before it (a flood): counted.
+    void older_events_not_listed(uint64_t n) { dropped_ += n; }
+    // Records before ts_ns were not looked for: the newest filled the view's limits.
+    void not_looked_before(int64_t ts_ns) { not_looked_before_ = ts_ns; }
 
+    static constexpr size_t kMaxJobs = 10'000;
+    static constexpr size_t kMaxEvents = 10'000;
     const std::map<std::string, NodeJob>& jobs() const { return jobs_; }
-    const std::vector<NodeEvent>& events() const { return events_; }
+    const std::deque<NodeEvent>& events() const { return events_; }
     std::string text(int64_t from_ns, int64_t to_ns, const std::string& source) const;
     nlohmann::json json(int64_t from_ns, int64_t to_ns, const std::string& source) const;
 
@@ -55,11 +67,12 @@ private:
     void prepare();
     std::string node_;
     std::map<std::string, NodeJob> jobs_;
-    std::vector<NodeEvent> events_;
+    std::deque<NodeEvent> events_;
     devices::Attributor attributor_;
     events::Extractor extractor_;
     bool prepared_ = false;
-    uint64_t dropped_ = 0;  // events past the cap
+    uint64_t dropped_ = 0;  // older events past the cap
+    int64_t not_looked_before_ = 0;
 };
 
 }  // namespace jobtrail::forensics

@@ -1,5 +1,6 @@
 #include "forensics/xid_table.hpp"
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 
@@ -31,9 +32,9 @@ void XidTable::add(const std::string& node, int64_t ts, std::string_view line) {
     const auto ev = extractor_.extract(line);
     if (!ev || !ev->xid) return;
     Row& row = rows_[{node, ev->xid}];
-    if (!row.count) row.first = ts;
+    row.first = row.count ? std::min(row.first, ts) : ts;
+    row.last = row.count ? std::max(row.last, ts) : ts;
     ++row.count;
-    row.last = ts;
     row.meaning = ev->meaning;
     row.action = ev->action;
     row.severity = std::string(events::severity_name(ev->severity));

@@ -15,7 +15,7 @@ namespace jobtrail::forensics {
 
 class XidTable {
 public:
-    // A kernel line from `node`; anything but an Xid is ignored. In time order.
+    // A kernel line from `node`; anything but an Xid is ignored. In any order.
     void add(const std::string& node, int64_t ts_ns, std::string_view line);
     bool empty() const { return rows_.empty(); }
     nlohmann::json json() const;

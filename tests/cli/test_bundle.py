@@ -1104,6 +1104,99 @@ class OneCluster(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
 
 
+DAY = 86400 * NS
+
+
+def node_streams(jobs, xids, other=(), node="gpu01", cluster="c1"):
+    """What gpu01's shippers sent: each job (id, start, end) its prolog's user and GPU 0
+    (0000:3b:00.0) and its epilog's end; Xid 79 on that GPU at each time in xids; other kernel
+    lines. One push per stream, in time order."""
+    lab = {"cluster": cluster, "node": node}
+    out = []
+    for job, start, end in jobs:
+        jl = dict(lab, job="slurm-prolog-epilog", job_id=job, service_name="slurm-prolog-epilog")
+        out.append({"stream": jl, "values": [[str(start), "prolog meta user=u%s" % job],
+                                             [str(start + 1), "prolog device kind=gpu index=0 bdf=0000:3b:00.0 serial=S0"],
+                                             [str(end), "epilog end status=0 duration_ms=1"]]})
+    kernel = [(t, XID79) for t in xids] + list(other)
+    out.append({"stream": dict(lab, job="kmsg", service_name="kmsg"), "values": [[str(t), l] for t, l in sorted(kernel)]})
+    return out
+
+
+class NodeLongWindow(unittest.TestCase):
+    """`jobtrail node --since 400d`: asked from now back (a day, two, four...), it shows what a
+    400-day window holds, and once the view's limits are filled it asks for nothing older."""
+
+    def node(self, loki, *args):
+        r = subprocess.run([JOBTRAIL, "--config", "/dev/null", "--loki-url", loki.url, "node", "gpu01"] + list(args),
+                           capture_output=True, text=True, timeout=300)
+        return r
+
+    def test_events_of_every_age_within_400_days_each_with_its_job(self):
+        now = time.time_ns()
+        # A job at each age, an Xid on its GPU while it ran; one job started before the window
+        # and ended in it (its Xid in the window is still its own); one job and Xid well before.
+        ages = {"11": 3600 * NS, "12": 3 * DAY, "13": 40 * DAY, "14": 200 * DAY, "15": 399 * DAY}
+        jobs = [(j, now - a, now - a + 1000 * NS) for j, a in ages.items()]
+        jobs += [("16", now - 400 * DAY - 3600 * NS, now - 400 * DAY + 3600 * NS),
+                 ("17", now - 405 * DAY, now - 405 * DAY + 1000 * NS)]
+        xids = [start + 100 * NS for j, start, _ in jobs if j != "16"] + [now - 400 * DAY + 1800 * NS]
+        loki = Loki("--reject-old-samples-max-age", str(500 * 86400))
+        try:
+            loki.push(node_streams(jobs, xids, other=[(now - 2 * DAY, "eth0: link up"), (now - 300 * DAY, "usb 1-1: new device")]))
+            r = self.node(loki, "--since", "400d", "--json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            v = json.loads(r.stdout)
+            self.assertEqual(sorted(j["job_id"] for j in v["jobs"]), ["11", "12", "13", "14", "15", "16"])
+            self.assertTrue(all(j["user"] == "u" + j["job_id"] and j["devices"] for j in v["jobs"]), v["jobs"])
+            hit = sorted((e["jobs"], e["attribution"], e["xid"]) for e in v["events"])
+            self.assertEqual(hit, [([j], "device", 79) for j in ("11", "12", "13", "14", "15", "16")])
+            when = [e["time"] for e in v["events"]]
+            self.assertEqual(when, sorted(when))  # oldest first, as before
+            self.assertEqual(v["events_not_listed"], 0)
+            self.assertNotIn("not_looked_before", v)
+            text = self.node(loki, "--since", "400d").stdout
+            self.assertNotIn("not listed", text)
+            self.assertNotIn("was looked for", text)
+            self.assertIn("JOBS NOT HIT\n------------\nnone", text)
+            # `xid` over the same window: every Xid in it, counted, the first and last right.
+            r = subprocess.run([JOBTRAIL, "--config", "/dev/null", "--loki-url", loki.url, "--json", "xid", "--since",
+                                "400d"], capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            (row,) = json.loads(r.stdout)
+            self.assertEqual((row["node"], row["xid"], row["count"]), ("gpu01", 79, 6))
+            in_window = sorted(x for x in xids if x > now - 400 * DAY)
+            self.assertTrue(row["first"].startswith(time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(in_window[0] // NS))))
+            self.assertTrue(row["last"].startswith(time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(in_window[-1] // NS))))
+        finally:
+            loki.close()
+
+    def test_past_the_view_limit_the_newest_events_are_listed_and_the_older_counted(self):
+        """10,005 Xids in the last day, a few older: the newest 10,000 are listed, the 5 oldest of
+        the day counted as not listed, and nothing before that day asked for."""
+        now = time.time_ns()
+        flood = [now - 20 * 3600 * NS + i * 5 * NS for i in range(10005)]
+        older = [now - 10 * DAY, now - 100 * DAY]
+        loki = Loki("--reject-old-samples-max-age", str(500 * 86400))
+        try:
+            loki.push(node_streams([("21", now - 21 * 3600 * NS, now - 3600 * NS)], older + flood))
+            r = self.node(loki, "--since", "400d", "--json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            v = json.loads(r.stdout)
+            self.assertEqual(len(v["events"]), 10000)
+            self.assertEqual(v["events_not_listed"], 5)
+            first = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(flood[5] // NS))
+            self.assertTrue(v["events"][0]["time"].startswith(first), (v["events"][0]["time"], first))
+            self.assertTrue(all(e["jobs"] == ["21"] for e in v["events"]))
+            self.assertIn("not_looked_before", v)
+            self.assertGreater(v["not_looked_before"], time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((now - 2 * DAY) // NS)))
+            text = self.node(loki, "--since", "400d").stdout
+            self.assertIn("(5 more events not listed: older ones)", text)
+            self.assertIn("was looked for", text)
+        finally:
+            loki.close()
+
+
 class OtherCommands(unittest.TestCase):
     def test_logql_prints_queries_grafana_parses(self):
         r = subprocess.run([JOBTRAIL, "--config", "/dev/null", "--json", "logql", "4242", "--nodes", "gpu01,gpu[02]"],

@@ -419,26 +419,31 @@ class StreamRates:
 
 class Splitter:
     """What a long query costs a real Loki (off unless --split-cost-ms): its query frontend cuts a
-    query_range or series request into one piece per split_queries_by_interval (aligned to it,
-    1 h by default), and the queriers run max_query_parallelism pieces of a tenant at a time
-    (32), each piece a lookup and a scan even where it finds nothing. Here each piece holds one
+    query_range request into one piece per split_queries_by_interval (aligned to it, 1 h by
+    default) and a series request into one per split_metadata_queries_by_interval (24 h: "metadata
+    queries are split using a 24h interval by default", Loki PR 11897; each an index lookup, no
+    chunk read, charged here as a log piece all the same), and the queriers run
+    max_query_parallelism pieces of a tenant at a time (32), each piece a lookup and a scan even
+    where it finds nothing. Here each piece holds one
     of the tenant's slots for --split-cost-ms, so N pieces of one tenant's queries in flight take
     about ceil(N / parallelism) x the cost, whichever queries they belong to."""
 
     def __init__(self, a):
         self.a, self.lock, self.slots, self.pieces_run = a, threading.Lock(), {}, 0
 
-    def pieces(self, start, end):
-        step = self.a.split_queries_by_interval * NS
+    def pieces(self, start, end, interval):
+        step = interval * NS
         return max(1, (end - 1) // step - start // step + 1) if end > start else 1
 
-    def run(self, tenant, start, end):
+    def run(self, tenant, start, end, metadata=False):
         if self.a.split_cost_ms <= 0:
             return
+        n = self.pieces(start, end, self.a.split_metadata_queries_by_interval if metadata
+                        else self.a.split_queries_by_interval)
         with self.lock:
             slots = self.slots.setdefault(tenant, threading.BoundedSemaphore(self.a.max_query_parallelism))
-            self.pieces_run += self.pieces(start, end)
-        todo = iter(range(self.pieces(start, end)))
+            self.pieces_run += n
+        todo = iter(range(n))
         take = threading.Lock()
 
         def worker():
@@ -448,7 +453,7 @@ class Splitter:
                         return
                 with slots:
                     time.sleep(self.a.split_cost_ms / 1000)
-        workers = [threading.Thread(target=worker) for _ in range(min(self.pieces(start, end), self.a.max_query_parallelism))]
+        workers = [threading.Thread(target=worker) for _ in range(min(n, self.a.max_query_parallelism))]
         for w in workers:
             w.start()
         for w in workers:
@@ -904,7 +909,7 @@ def make_handler(loki):
                     if a.max_query_length and end - start > a.max_query_length * NS:
                         raise PushError(400, "the query time range exceeds the limit (query length: %s, limit: %s)"
                                         % (go_duration(end - start), model_duration(a.max_query_length)))
-                    loki.splitter.run(tenant, start, end)
+                    loki.splitter.run(tenant, start, end, metadata=True)
                     out = []
                     with loki.lock:
                         for m in q.get("match[]", []):
@@ -956,6 +961,8 @@ def parse_args(argv=None):
     p.add_argument("--split-cost-ms", type=float, default=0,
                    help="what each split_queries_by_interval piece of a query costs (0: nothing, the default)")
     p.add_argument("--split-queries-by-interval", type=int, default=3600, help="seconds (Loki's 1h)")
+    p.add_argument("--split-metadata-queries-by-interval", type=int, default=86400,
+                   help="seconds, for series requests (Loki's 24h)")
     p.add_argument("--max-query-parallelism", type=int, default=32, help="pieces of a tenant run at once")
     p.add_argument("--no-shard-streams", dest="shard_streams", action="store_false",
                    help="turn off Loki's automatic stream sharding (shard_streams.enabled, on by default)")

@@ -12,15 +12,14 @@
 #include "forensics/logql.hpp"
 #include "joblog/format.hpp"
 #include "joblog/shipped.hpp"
+#include "loki/query_back.hpp"
 #include "node/layout.hpp"
 #include "process/runner.hpp"
 
 namespace jobtrail::forensics::bundle {
 namespace {
 
-constexpr size_t kMaxJobNodes = 16384;  // expand_hostlist's default bound, for all nodelists together
-constexpr int64_t kDayNs = 86'400'000'000'000;
-constexpr int64_t kMaxPieceNs = 32 * kDayNs;
+constexpr size_t kMaxJobNodes = 16384;          // expand_hostlist's default bound, for all nodelists together
 constexpr size_t kMaxPieceRecords = 4'000'000;  // a piece's records held to be read newest first (24 bytes each)
 
 enum class Phase : uint8_t { kOther, kProlog, kEpilog };
@@ -143,57 +142,45 @@ FoundJob find_job(const BundleOptions& o) {
     std::set<uint32_t> run_nodes;
     std::set<int32_t> run_nodelists;
     int64_t run_first = 0, run_last = 0, earlier = 0;
-    bool seen_prolog = false, epilog_ended = false, boundary = false;
+    bool seen_prolog = false, epilog_ended = false, boundary = false, flooded = false;
     uint64_t foreign = 0;
-    loki::QueryResult r;
-    int64_t piece = kDayNs;
-    for (int64_t to = absent ? lo : hi; to > lo && !boundary;) {
-        const int64_t from = std::max(lo, to - piece);
-        std::vector<Rec> recs;
-        const auto got = loki::query_range(client, q.logql, from, to, o.query, [&](const loki::QueryEntry& e) {
-            if (recs.size() >= kMaxPieceRecords) {  // a flood pushed into the job's stream: said, not held
-                r.truncated = true;
-                return;
-            }
-            // Loki's answer is data: a stream of another cluster is not this job's.
-            if (!scope.cluster.empty() && label_of(e, node::label::kCluster) != scope.cluster) {
-                ++foreign;
-                return;
-            }
-            Rec rec;
-            rec.ts = e.ts_ns;
-            const std::string node = label_of(e, node::label::kNode);
-            auto [it, fresh] = name_index.emplace(node, static_cast<uint32_t>(names.size()));
-            if (fresh) {
-                if (names.size() >= kMaxJobNodes) {
-                    name_index.erase(it);
-                    return;
-                }
-                names.push_back(node);
-            }
-            rec.node = it->second;
-            if (auto v = meta_value(e.line, "nodelist"); !v.empty() && nodelists.size() < 16) {
-                rec.nodelist = static_cast<int32_t>(nodelists.size());
-                nodelists.push_back(v);
-            }
-            std::string phase = label_of(e, node::metadata::kPhase);
-            const auto l = joblog::parse_shipped_line(e.line);
-            if (phase.empty()) phase = l.phase;
-            rec.phase = phase == node::phase_name(node::Phase::kProlog)   ? Phase::kProlog
-                        : phase == node::phase_name(node::Phase::kEpilog) ? Phase::kEpilog
-                                                                          : Phase::kOther;
-            rec.epilog_end = rec.phase == Phase::kEpilog && l.tag == joblog::kEnd && l.name.empty();
-            recs.push_back(rec);
-        });
-        r.entries += got.entries;
-        r.requests += got.requests;
-        r.truncated |= got.truncated;
-        if (got.failed) {
-            r.failed = true;
-            r.http_status = got.http_status;
-            r.error = got.error;
-            break;
+    std::vector<Rec> recs;  // the piece's, read newest first once it is all in
+    auto on_entry = [&](const loki::QueryEntry& e) {
+        if (recs.size() >= kMaxPieceRecords) {  // a flood pushed into the job's stream: said, not held
+            flooded = true;
+            return;
         }
+        // Loki's answer is data: a stream of another cluster is not this job's.
+        if (!scope.cluster.empty() && label_of(e, node::label::kCluster) != scope.cluster) {
+            ++foreign;
+            return;
+        }
+        Rec rec;
+        rec.ts = e.ts_ns;
+        const std::string node = label_of(e, node::label::kNode);
+        auto [it, fresh] = name_index.emplace(node, static_cast<uint32_t>(names.size()));
+        if (fresh) {
+            if (names.size() >= kMaxJobNodes) {
+                name_index.erase(it);
+                return;
+            }
+            names.push_back(node);
+        }
+        rec.node = it->second;
+        if (auto v = meta_value(e.line, "nodelist"); !v.empty() && nodelists.size() < 16) {
+            rec.nodelist = static_cast<int32_t>(nodelists.size());
+            nodelists.push_back(v);
+        }
+        std::string phase = label_of(e, node::metadata::kPhase);
+        const auto l = joblog::parse_shipped_line(e.line);
+        if (phase.empty()) phase = l.phase;
+        rec.phase = phase == node::phase_name(node::Phase::kProlog)   ? Phase::kProlog
+                    : phase == node::phase_name(node::Phase::kEpilog) ? Phase::kEpilog
+                                                                      : Phase::kOther;
+        rec.epilog_end = rec.phase == Phase::kEpilog && l.tag == joblog::kEnd && l.name.empty();
+        recs.push_back(rec);
+    };
+    auto more = [&](int64_t, int64_t) {
         for (auto it = recs.rbegin(); it != recs.rend(); ++it) {
             if (seen_prolog && it->phase == Phase::kEpilog) {
                 boundary = true;
@@ -208,10 +195,12 @@ FoundJob find_job(const BundleOptions& o) {
             run_last = std::max(run_last, it->ts);
         }
         // An empty piece before the job's prolog: nothing older is of this run.
-        if (recs.empty() && seen_prolog) break;
-        to = from;
-        piece = std::min(piece * 2, kMaxPieceNs);
-    }
+        const bool go_on = !boundary && !(recs.empty() && seen_prolog);
+        recs.clear();
+        return go_on;
+    };
+    loki::QueryResult r = loki::query_back(client, q.logql, lo, absent ? lo : hi, o.query, on_entry, more);
+    r.truncated |= flooded;
     q.lines = r.entries;
     q.failed = r.failed;
     q.truncated = r.truncated;
