@@ -71,7 +71,10 @@ void NodeView::prepare() {
 
 NodeView::KernelUse NodeView::kernel_use(std::string_view message) const {
     if (extractor_.extract(message)) return KernelUse::kEvent;
-    return devices::parse_oom_kill(message).job_id.empty() ? KernelUse::kNone : KernelUse::kContext;
+    // Any oom-kill line is context, whoever's cgroup it names: it says whose the killed pid was,
+    // or why it is no job's (the attributor judges that, against the configured roots).
+    const auto k = devices::parse_oom_kill(message, {});
+    return k.pid > 0 || !k.job_id.empty() || !k.refused.empty() ? KernelUse::kContext : KernelUse::kNone;
 }
 
 void NodeView::add_kernel(int64_t ts, std::string_view message) {
