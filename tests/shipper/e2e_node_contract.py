@@ -47,8 +47,8 @@ class NodeContract(unittest.TestCase):
             q = subprocess.run([cli, "--config", d + "/cfg.yaml", "logql", "4242", "--nodes", "n1"],
                                capture_output=True, text=True, timeout=30)
             self.assertEqual(q.returncode, 0, q.stderr)
-            self.assertIn('{job="gpu-nccl", job_id="4242"}', q.stdout)
-            self.assertIn('{job="gpu-jobs", job_id="4242"}', q.stdout)
+            self.assertIn('{job="gpu-nccl", cluster="e2e", job_id="4242"}', q.stdout)
+            self.assertIn('{job="gpu-jobs", cluster="e2e", job_id="4242"}', q.stdout)
             out = d + "/bundle"
             os.makedirs(out)
             b = subprocess.run([cli, "--config", d + "/cfg.yaml", "--loki-url", env.url, "bundle", "4242",

@@ -531,8 +531,9 @@ TEST_CASE("a directory full of links costs one line and no opens past its cap", 
         s.poll(ev, 1 << 20);
         CHECK(ev.empty());
     }
-    CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"symlink"}) == 20);                     // opened (and refused) up to the cap
-    CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"too_many_files_in_directory"}) == 1);  // the rest not even listed
+    CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"symlink"}) == 20);  // opened (and refused) up to the cap
+    CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"too_many_files_in_directory"}) ==
+          1);  // the rest not even listed
     // Ten said one by one, the rest in one line each: not two hundred lines.
     CHECK(said.size() == 12);
 }
