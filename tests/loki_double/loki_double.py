@@ -697,6 +697,19 @@ def parse_time(v, default):
         raise PushError(400, "cannot parse %r to a valid timestamp\n" % v)
 
 
+def query_window(a, one, now):
+    """A query's [start, end] (Loki's default: the last hour before end), as Loki 3.4 limits it:
+    start moved up to max_query_lookback, then the length checked against max_query_length."""
+    end = parse_time(one("end"), now)
+    start = parse_time(one("start"), end - 3600 * NS)
+    if a.max_query_lookback:
+        start = max(start, now - a.max_query_lookback * NS)
+    if a.max_query_length and end - start > a.max_query_length * NS:
+        raise PushError(400, "the query time range exceeds the limit (query length: %s, limit: %s)"
+                        % (go_duration(end - start), model_duration(a.max_query_length)))
+    return start, end
+
+
 # ---------------------------------------------------------------- HTTP
 def make_handler(loki):
     a = loki.a
@@ -868,14 +881,7 @@ def make_handler(loki):
                     if limit > a.max_entries_limit:
                         raise PushError(400, "max entries limit per query exceeded, limit > "
                                              "max_entries_limit_per_query (%d > %d)\n" % (limit, a.max_entries_limit))
-                    end = parse_time(one("end"), now)
-                    start = parse_time(one("start"), end - 3600 * NS)
-                    # As Loki 3.4: start is moved up to max_query_lookback, then the length checked.
-                    if a.max_query_lookback:
-                        start = max(start, now - a.max_query_lookback * NS)
-                    if a.max_query_length and end - start > a.max_query_length * NS:
-                        raise PushError(400, "the query time range exceeds the limit (query length: %s, limit: %s)"
-                                        % (go_duration(end - start), model_duration(a.max_query_length)))
+                    start, end = query_window(a, one, now)
                     loki.splitter.run(tenant, start, end)  # outside the lock, as Loki's queriers
                     forward = one("direction", "backward") == "forward"
                     categorize = "categorize-labels" in (self.headers.get("X-Loki-Response-Encoding-Flags") or "")
@@ -902,13 +908,7 @@ def make_handler(loki):
                     return self.reply(200, json.dumps(doc), "application/json")
                 if u.path == "/loki/api/v1/series":
                     # The streams with entries in [start, end] (Loki's default: the last hour).
-                    end = parse_time(one("end"), now)
-                    start = parse_time(one("start"), end - 3600 * NS)
-                    if a.max_query_lookback:
-                        start = max(start, now - a.max_query_lookback * NS)
-                    if a.max_query_length and end - start > a.max_query_length * NS:
-                        raise PushError(400, "the query time range exceeds the limit (query length: %s, limit: %s)"
-                                        % (go_duration(end - start), model_duration(a.max_query_length)))
+                    start, end = query_window(a, one, now)
                     loki.splitter.run(tenant, start, end, metadata=True)
                     out = []
                     with loki.lock:
