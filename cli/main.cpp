@@ -17,7 +17,7 @@
 #include "forensics/logql.hpp"
 #include "forensics/node_sources.hpp"
 #include "forensics/node_view.hpp"
-#include "forensics/xid_table.hpp"
+#include "forensics/xid_search.hpp"
 #include "jobtrail/version.hpp"
 #include "loki/query_back.hpp"
 #include "node/layout.hpp"
@@ -191,47 +191,26 @@ int cmd_xid(const Common& f, const std::string& since, const std::string& nodes,
         }
         sc.cluster.clear();
     }
-    forensics::XidTable table;
     const int64_t now = realtime_ns();
-    const std::string q = forensics::xid_query(sc, split_nodes(nodes));
-    std::set<std::string> clusters;
-    uint64_t foreign = 0;
-    // From now back, a month at a time: each month Loki's index holds no kernel stream of is
-    // stepped over (a 400-day --since on a Loki that keeps 30 days).
-    const auto r = loki::query_back(
-        client, q, now - *d * 1'000'000, now, f.query,
-        [&](const loki::QueryEntry& e) {
-            auto it = e.labels->find(node::label::kNode);
-            auto cl = e.labels->find(node::label::kCluster);
-            const std::string cluster = cl == e.labels->end() ? std::string() : cl->second;
-            // Loki's answer is data: a line of another cluster is not shown as this one's.
-            if (!sc.cluster.empty() && cluster != sc.cluster) {
-                ++foreign;
-                return;
-            }
-            if (clusters.size() < 64) clusters.insert(cluster);
-            // Across clusters a node is named with its cluster: node names repeat from one to another.
-            const std::string node = it == e.labels->end() ? "?" : it->second;
-            table.add(all_clusters ? cluster + "/" + node : node, e.ts_ns, e.line);
-        },
-        [](int64_t, int64_t) { return true; },
-        {forensics::stream_selector(sc, node::StreamKind::kKernel, split_nodes(nodes))}, loki::kQueryBackMaxPieceNs);
+    forensics::XidTable table;
+    const auto r =
+        forensics::find_xids(client, sc, split_nodes(nodes), now - *d * 1'000'000, now, f.query, all_clusters, table);
     if (r.failed) {
         std::fprintf(stderr, "jobtrail: query failed: %s\n", r.error.c_str());
         return forensics::kExitPartial;
     }
-    if (foreign) {
+    if (r.foreign) {
         std::fprintf(stderr, "jobtrail: Loki answered %llu line(s) of other clusters than %s: left out\n",
-                     static_cast<unsigned long long>(foreign), escape_line(sc.cluster).c_str());
+                     static_cast<unsigned long long>(r.foreign), escape_line(sc.cluster).c_str());
         return forensics::kExitPartial;
     }
-    if (!all_clusters && clusters.size() > 1) {
+    if (!all_clusters && r.clusters.size() > 1) {
         std::string names;
-        for (const auto& n : clusters) names += (names.empty() ? "" : ", ") + escape_line(n);
+        for (const auto& n : r.clusters) names += (names.empty() ? "" : ", ") + escape_line(n);
         std::fprintf(stderr,
                      "jobtrail: no cluster configured, and Xid lines come from %zu clusters: %s; say which with "
                      "--cluster NAME, or --all-clusters for all of them (nodes named cluster/node)\n",
-                     clusters.size(), names.c_str());
+                     r.clusters.size(), names.c_str());
         return forensics::kExitUsage;
     }
     if (f.json)
