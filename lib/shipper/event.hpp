@@ -24,6 +24,9 @@ struct Origin {
     Metadata metadata;
     node::StreamKind kind = node::StreamKind::kOther;  // what stages key on, whatever `job` is called
     std::string job_id, step;                          // the Slurm job (and step) the lines belong to, if one
+    // job_id is the Slurm job's by the node contract (the path the plugin made), not a name a pod
+    // was given: the lines may draw from the job's user's NCCL budget.
+    bool slurm_job = false;
     // Said on the first of its lines that reaches the spool, and again once ten minutes of its
     // lines' time have passed (NCCL's step: the lines' own host:pid prefix names the process,
     // the process one step, and Loki pays for every byte of every line). Not on every line.
@@ -40,7 +43,7 @@ struct Origin {
 inline std::shared_ptr<const Origin> make_origin(loki::LabelSet labels, Metadata metadata = {},
                                                  node::StreamKind kind = node::StreamKind::kOther,
                                                  std::string job_id = {}, std::string step = {},
-                                                 Metadata first_line_metadata = {}) {
+                                                 Metadata first_line_metadata = {}, bool slurm_job = false) {
     auto o = std::make_shared<Origin>();
     o->stream = loki::format_labels(labels);
     o->labels = std::move(labels);
@@ -49,6 +52,7 @@ inline std::shared_ptr<const Origin> make_origin(loki::LabelSet labels, Metadata
     o->job_id = std::move(job_id);
     o->step = std::move(step);
     o->first_line_metadata = std::move(first_line_metadata);
+    o->slurm_job = slurm_job;
     return o;
 }
 

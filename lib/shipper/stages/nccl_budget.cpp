@@ -31,59 +31,59 @@ void NcclBudget::roll(int64_t now, bool all) {
     // Ten times a window is enough: a window is said at most a tenth late.
     if (!all && last_roll_ns_ != 0 && now - last_roll_ns_ < window_ns_ / 10) return;
     last_roll_ns_ = now;
-    for (auto it = jobs_.begin(); it != jobs_.end();) {
-        Job& j = it->second;
-        if (now - j.window_start_ns < window_ns_ && !(all && j.dropped_lines)) {
+    for (auto it = budgets_.begin(); it != budgets_.end();) {
+        Budget& b = it->second;
+        if (now - b.window_start_ns < window_ns_ && !(all && !b.dropped.empty())) {
             ++it;
             continue;
         }
-        if (j.dropped_lines) {
+        for (const auto& [stream, d] : b.dropped) {
             Event e;
             e.ts_ns = realtime_ns();
             // The job's stream without a file's metadata: the line is about the whole job.
-            e.origin = make_origin(j.stream->labels, {}, j.stream->kind, j.stream->job_id);
-            const std::string whose =
-                j.stream->job_id.empty() ? "of stream " + j.stream->stream : "of job " + j.stream->job_id;
-            e.line = "jobtrail dropped " + std::to_string(j.dropped_lines) + " NCCL lines (" +
-                     std::to_string(j.dropped_bytes) + " bytes) " + whose + " over its budget of " +
-                     bytes_text(budget_) + " per " + duration_text(window_ns_ / 1'000'000) +
-                     " on this node (shipper.stages.nccl_budget)";
+            e.origin = make_origin(d.stream->labels, {}, d.stream->kind, d.stream->job_id);
+            const std::string whose = d.stream->job_id.empty() ? "of stream " + stream : "of job " + d.stream->job_id;
+            e.line = "jobtrail dropped " + std::to_string(d.lines) + " NCCL lines (" + std::to_string(d.bytes) +
+                     " bytes) " + whose + (b.user ? " over its user's budget of " : " over its budget of ") +
+                     bytes_text(budget_) + " per " + duration_text(window_ns_ / 1'000'000) + " on this node" +
+                     (b.user ? ", shared by the user's jobs" : "") + " (shipper.stages.nccl_budget)";
             said_.push_back(std::move(e));
         }
-        // A job quiet for a whole window is forgotten; the map holds the jobs of the last one.
-        if (j.bytes == 0 && j.dropped_lines == 0) {
-            it = jobs_.erase(it);
+        // A budget unused for a whole window is forgotten; the map holds those of the last one.
+        if (b.bytes == 0 && b.dropped.empty()) {
+            it = budgets_.erase(it);
             continue;
         }
-        j = Job{now, 0, 0, 0, std::move(j.stream)};
+        b = Budget{now, 0, b.user, {}};
         ++it;
     }
 }
 
-bool NcclBudget::take(const Event& e) {
+bool NcclBudget::take(const Event& e, std::string_view user) {
     if (budget_ == 0) return true;
     const int64_t now = now_();
     roll(now);
-    // Keyed by the stream the lines go to: a job's NCCL files share theirs ({job="nccl",
-    // job_id=...}); a pod given a job's id, or a file whose name gives no job, has its own, and never
-    // spends a Slurm job's.
-    const std::string& key = e.origin->stream;
-    auto it = jobs_.find(key);
-    if (it == jobs_.end()) it = jobs_.emplace(key, Job{now, 0, 0, 0, e.origin}).first;
-    Job& j = it->second;
+    // A Slurm job's lines draw from its user's budget; the others are keyed by the stream they go
+    // to: a pod given a job's id, or a file whose name gives no job, has its own, and never spends
+    // a Slurm user's.
+    const std::string key = user.empty() ? "stream " + e.origin->stream : "user " + std::string(user);
+    auto it = budgets_.find(key);
+    if (it == budgets_.end()) it = budgets_.emplace(key, Budget{now, 0, !user.empty(), {}}).first;
+    Budget& b = it->second;
     // What Loki counts (the line and its structured metadata), and at least a record's framing:
     // one-byte lines under a long file name are not nearly free.
     uint64_t cost = 32 + e.line.size();
     for (const auto* md : {&e.origin->metadata, &e.metadata})
         for (const auto& [k, v] : *md) cost += k.size() + v.size();
-    if (j.bytes + cost <= budget_) {
-        j.bytes += cost;
+    if (b.bytes + cost <= budget_) {
+        b.bytes += cost;
         return true;
     }
-    j.bytes = budget_;  // full: later small lines do not slip in
-    ++j.dropped_lines;
-    j.dropped_bytes += e.line.size();
-    j.stream = e.origin;
+    b.bytes = budget_;  // full: later small lines do not slip in
+    Dropped& d = b.dropped[e.origin->stream];
+    ++d.lines;
+    d.bytes += e.line.size();
+    d.stream = e.origin;
     drops_("nccl_budget");
     return false;
 }

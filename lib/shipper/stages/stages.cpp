@@ -153,6 +153,11 @@ int JobTable::traced(const std::string& id, const std::string& step) const {
     return it->second.traced ? 1 : 0;
 }
 
+std::string_view JobTable::uid(const std::string& id) const {
+    auto it = jobs_.find(id);
+    return it == jobs_.end() ? std::string_view() : std::string_view(it->second.uid);
+}
+
 Stages::Stages(const config::ShipperConfig& cfg, node::Layout layout, Metrics& m, NcclBudget::Clock clock,
                JobTable::Clock wall, std::vector<std::string> slurm_cgroup_roots)
     : drop_blank_(cfg.drop_blank),
@@ -191,7 +196,7 @@ void Stages::apply(std::vector<Event>& events) {
                 RE2::PartialMatch(std::string_view(e.line).substr(level), noise_)) {
                 e.dropped = true;
                 drops_("nccl_noise");
-            } else if (!budget_.take(e)) {
+            } else if (!budget_.take(e, o.slurm_job ? jobs_.uid(o.job_id) : std::string_view())) {
                 e.dropped = true;
             }
         } else if (o.kind == node::StreamKind::kKernel) {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/shipper_config.hpp"
@@ -41,6 +42,8 @@ public:
     // 1 if the step (or, without a record of the step, its job) asked for trace capture, 0 if
     // not, -1 if the job was never seen.
     int traced(const std::string& job_id, const std::string& step = {}) const;
+    // The job's user (the uid its marker names); empty if the job was never seen.
+    std::string_view uid(const std::string& job_id) const;
 
 private:
     struct Job {
@@ -75,7 +78,7 @@ private:
 };
 
 // Stages, applied in order to each pass's events: drop blank lines, drop by RE2 rules, drop NCCL
-// INFO noise of jobs without trace capture, hold each job's NCCL lines to its budget, tag kernel
+// INFO noise of jobs without trace capture, hold NCCL lines to their user's budget, tag kernel
 // records with the job they concern (slurm_job_id), the jobs running then (slurm_jobs_running)
 // and how that was decided (attribution: device, memcg or node).
 class Stages {

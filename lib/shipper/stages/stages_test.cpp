@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <map>
 
 #include "node/job_state.hpp"
 #include "temp_dir.hpp"
@@ -22,7 +23,8 @@ Event ev(std::string job, std::string line, std::string job_id = "", int64_t ts 
     const StreamKind kind = job.find("nccl") != std::string::npos   ? StreamKind::kNccl
                             : job.find("kmsg") != std::string::npos ? StreamKind::kKernel
                                                                     : StreamKind::kOther;
-    e.origin = make_origin(std::move(labels), {}, kind, job_id, step);
+    // A job id from an NCCL file's path is the Slurm job's (the contract labeler's).
+    e.origin = make_origin(std::move(labels), {}, kind, job_id, step, {}, kind == StreamKind::kNccl && !job_id.empty());
     e.line = std::move(line);
     return e;
 }
@@ -283,7 +285,9 @@ TEST_CASE("stages: a pod's NCCL lines never spend a Slurm job's NCCL budget, wha
     auto cfg = jobtrail::config::default_shipper_config();
     cfg.nccl_budget_bytes = 1000;
     Metrics m;
-    Stages st(cfg, layout(run.path()), m, [] { return int64_t{1'000'000'000}; });
+    const auto l = layout(run.path());
+    REQUIRE(jobtrail::node::write_job_marker(l, {"4242", "u", "1000", "n", "", 1000, {}, {}, 0}).ok);
+    Stages st(cfg, l, m, [] { return int64_t{1'000'000'000}; });
     // A pod given job 4242's id (a namespace the site trusts, a name like the job's) floods.
     auto pod = make_origin({{"job", "kubernetes-pods"},
                             {"namespace", "slurm"},
@@ -307,6 +311,50 @@ TEST_CASE("stages: a pod's NCCL lines never spend a Slurm job's NCCL budget, wha
     st.flush(said, true);
     REQUIRE(said.size() == 1);
     CHECK(said[0].origin->label("job") == "kubernetes-pods");
+}
+
+TEST_CASE("stages: the NCCL budget is a user's share: five jobs of one user get one budget, another user's job its own",
+          "[shipper]") {
+    jobtrail::test::TempDir run;
+    const auto l = layout(run.path());
+    for (const char* id : {"501", "502", "503", "504", "505"})
+        REQUIRE(jobtrail::node::write_job_marker(l, {id, "alice", "1000", "n", "", 1000, {}, {}, 0}).ok);
+    REQUIRE(jobtrail::node::write_job_marker(l, {"601", "bob", "1001", "n", "", 1000, {}, {}, 0}).ok);
+    auto cfg = jobtrail::config::default_shipper_config();
+    cfg.nccl_budget_bytes = 1310;  // ten lines of 99 bytes, each with 32 of framing
+    cfg.nccl_budget_window_ms = 60'000;
+    Metrics m;
+    int64_t now = 1'000'000'000;
+    Stages st(cfg, l, m, [&] { return now; });
+    const std::string line(99, 'x');
+    // Each job writes three budgets' worth, alice's jobs taking turns.
+    std::vector<Event> e;
+    for (int i = 0; i < 30; ++i)
+        for (const char* id : {"501", "502", "503", "504", "505"}) e.push_back(ev("nccl", line, id, 3000 + i));
+    for (int i = 0; i < 30; ++i) e.push_back(ev("nccl", line, "601", 3000 + i));
+    st.apply(e);
+    std::map<std::string, size_t> kept;
+    for (const auto& x : e)
+        if (!x.dropped) ++kept[x.origin->job_id];
+    CHECK(kept["501"] + kept["502"] + kept["503"] + kept["504"] + kept["505"] == 10);  // alice: one user's budget
+    CHECK(kept["501"] == 2);   // taking turns, each of her jobs got two lines through
+    CHECK(kept["601"] == 10);  // bob's job: its full budget, whatever alice does
+    CHECK(m.group<Drops>().of("nccl_budget") == 140 + 20);
+
+    // Once the window is over, each job's stream says how many of its own lines went.
+    now += 61'000'000'000;
+    std::vector<Event> said;
+    st.flush(said);
+    std::map<std::string, std::string> by_job;
+    for (const auto& x : said) by_job[std::string(x.origin->label("job_id"))] = x.line;
+    REQUIRE(by_job.size() == 6);
+    for (const char* id : {"501", "502", "503", "504", "505"})
+        CHECK(by_job[id] == "jobtrail dropped 28 NCCL lines (2772 bytes) of job " + std::string(id) +
+                                " over its user's budget of 1310 bytes per 1m on this node, shared by the user's jobs "
+                                "(shipper.stages.nccl_budget)");
+    CHECK(by_job["601"] ==
+          "jobtrail dropped 20 NCCL lines (1980 bytes) of job 601 over its user's budget of 1310 bytes per 1m on this "
+          "node, shared by the user's jobs (shipper.stages.nccl_budget)");
 }
 
 namespace {

@@ -17,9 +17,11 @@ Labeler contract_labeler(LineFormat format, node::StreamKind kind) {
         if (const auto jl = node::parse_job_log(path)) {
             s.phase = std::string(node::phase_name(jl->phase));
             s.job_id = jl->job_id;
+            s.slurm_job = true;
             s.metadata.emplace_back(node::metadata::kPhase, s.phase);
         } else if ((nccl = node::parse_nccl_file(path))) {
             s.job_id = nccl->job_id;
+            s.slurm_job = true;
             s.step = nccl->step;
         }
         if (format == LineFormat::kNccl) {
@@ -60,7 +62,7 @@ void FileSource::label(Tracked& t, FileStream s) {
     t.nccl_prefix = std::move(s.nccl_prefix);
     t.file_name = std::move(s.file_name);
     t.origin = make_origin(std::move(labels), std::move(s.metadata), s.kind, std::move(s.job_id), std::move(s.step),
-                           std::move(s.first_line_metadata));
+                           std::move(s.first_line_metadata), s.slurm_job);
 }
 
 }  // namespace jobtrail::shipper

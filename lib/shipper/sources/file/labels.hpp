@@ -22,6 +22,7 @@ struct FileStream {
     std::string job_id;
     node::StreamKind kind = node::StreamKind::kOther;
     std::string step;              // the Slurm step, for the stages
+    bool slurm_job = false;        // job_id from the node contract's path (Origin::slurm_job)
     Metadata first_line_metadata;  // said on its first line shipped (Origin), not on every line
     std::string phase;             // prolog or epilog: put before each job log line
     // "host:pid:" its lines begin with (after the stamp) when the name is one of ours: such

@@ -23,6 +23,7 @@ TEST_CASE("the node contract's labeler: job logs give job and phase, NCCL files 
     REQUIRE(ours.ok);
     CHECK(ours.value.job_id == "77");
     CHECK(ours.value.step == "0");
+    CHECK(ours.value.slurm_job);  // its lines may draw from the job's user's NCCL budget
     // The step once per file; a line that says host:pid needs no more to name its file.
     CHECK(ours.value.first_line_metadata == Metadata{{"step", "0"}});
     CHECK(ours.value.nccl_prefix == "gpu01:1234:");
@@ -31,6 +32,7 @@ TEST_CASE("the node contract's labeler: job logs give job and phase, NCCL files 
     const auto mine = nccl(layout.nccl_job_dir("77") + "/mine.log");
     REQUIRE(mine.ok);
     CHECK(mine.value.job_id.empty());
+    CHECK_FALSE(mine.value.slurm_job);
     CHECK(mine.value.nccl_prefix.empty());
     CHECK(mine.value.metadata == Metadata{{"file", "mine.log"}});
 

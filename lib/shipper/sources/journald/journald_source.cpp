@@ -22,12 +22,14 @@ JournaldSource::JournaldSource(JournaldConfig cfg, NodeInfo node, uint64_t max_l
       events_(std::move(events)) {}
 
 void JournaldSource::restore(const nlohmann::json& state) {
-    if (state.is_object() && state.contains("cursor") && state["cursor"].is_string())
-        cursor_ = state["cursor"].get<std::string>();
+    if (!state.is_object()) return;
+    if (state.contains("cursor") && state["cursor"].is_string()) cursor_ = state["cursor"].get<std::string>();
+    for (auto [name, v] : {std::pair{"usec", &last_usec_}, {"same_usec", &same_usec_}})
+        if (state.contains(name) && state[name].is_number_unsigned()) *v = state[name].get<uint64_t>();
 }
 
 nlohmann::json JournaldSource::checkpoint() const {
-    return {{"cursor", cursor_}};
+    return {{"cursor", cursor_}, {"usec", last_usec_}, {"same_usec", same_usec_}};
 }
 
 const std::shared_ptr<const Origin>& JournaldSource::origin(const std::string& unit, int priority) {
@@ -112,7 +114,6 @@ bool JournaldSource::poll(std::vector<Event>& out, size_t max_bytes) {
     }
     sd_journal_process(j_);
     size_t bytes = 0;
-    bool read_any = false;
     while (bytes < max_bytes) {
         const int r = current_unread_ ? 1 : sd_journal_next(j_);
         current_unread_ = false;
@@ -124,28 +125,30 @@ bool JournaldSource::poll(std::vector<Event>& out, size_t max_bytes) {
             j_ = nullptr;
             break;
         }
-        read_any = true;
+        // Each entry's cursor as it is read: the times below count from it, and a read error
+        // further on must not make a restart hand out these entries again.
+        if (char* c = nullptr; sd_journal_get_cursor(j_, &c) >= 0 && c) {
+            cursor_ = c;
+            std::free(c);  // NOLINT(cppcoreguidelines-no-malloc): sd_journal_get_cursor allocates with malloc
+        }
         const std::string_view msg = field(j_, "MESSAGE", 7);
         if (msg.empty()) continue;
         uint64_t usec = 0;
         sd_journal_get_realtime_usec(j_, &usec);
+        // Over a thousand entries in one microsecond would run into the next: journald writes
+        // far fewer.
+        same_usec_ = usec == last_usec_ ? same_usec_ + 1 : 0;
+        last_usec_ = usec;
         const std::string_view prio = field(j_, "PRIORITY", 8);
         const int level = prio.size() == 1 && prio[0] >= '0' && prio[0] <= '7' ? prio[0] - '0' : 6;
         Event e;
-        e.ts_ns = static_cast<int64_t>(usec) * 1000;
+        e.ts_ns = static_cast<int64_t>(usec) * 1000 + static_cast<int64_t>(same_usec_);
         e.origin = origin(std::string(field(j_, "_SYSTEMD_UNIT", 13)), level);
         e.line = escape_line(utf8_prefix(msg, max_line_));
         if (const auto pid = field(j_, "_PID", 4); !pid.empty())
             e.metadata.emplace_back(node::metadata::kPid, std::string(pid));
         bytes += e.line.size() + 64;
         out.push_back(std::move(e));
-    }
-    if (read_any && j_) {
-        char* c = nullptr;
-        if (sd_journal_get_cursor(j_, &c) >= 0 && c) {
-            cursor_ = c;
-            std::free(c);  // NOLINT(cppcoreguidelines-no-malloc): sd_journal_get_cursor allocates with malloc
-        }
     }
     return bytes >= max_bytes;
 }

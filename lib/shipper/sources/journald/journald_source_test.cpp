@@ -110,3 +110,43 @@ TEST_CASE("journald: the first start goes back `since`, not to the beginning of 
     REQUIRE(ev.size() == 1);
     CHECK(ev[0].line == "recent");
 }
+
+TEST_CASE("journald: identical entries in one microsecond each keep their own time, the same after a restart",
+          "[shipper]") {
+    if (!journal_testable()) JOBTRAIL_SKIP(kNoJournal);
+    jobtrail::test::TempDir dir;
+    const int64_t us = jobtrail::realtime_ns() / 1000 - 1'000'000;
+    // Loki keeps one entry per stream, time and line: three identical lines at journald's one
+    // microsecond would be one.
+    write_journal(dir.path() + "/a.journal", {{us, "slurmd.service", "3", "link down", "77"},
+                                              {us, "slurmd.service", "3", "link down", "77"},
+                                              {us, "slurmd.service", "3", "link down", "77"},
+                                              {us + 1, "slurmd.service", "3", "link down", "77"}});
+    jobtrail::shipper::JournaldConfig cfg;
+    cfg.units = {"slurmd.service"};
+    cfg.directory = dir.path();
+    Metrics m;
+    const std::vector<int64_t> want = {us * 1000, us * 1000 + 1, us * 1000 + 2, (us + 1) * 1000};
+    {
+        JournaldSource s(cfg, {"c1", "gpu01"}, 256 << 10, m);
+        const auto ev = read_all(s);
+        REQUIRE(ev.size() == 4);
+        for (size_t i = 0; i < ev.size(); ++i) CHECK(ev[i].ts_ns == want[i]);
+    }
+    // Stopped after the first entry (one entry per poll), started again from its checkpoint:
+    // the rest get the times they got above.
+    nlohmann::json saved;
+    {
+        JournaldSource s(cfg, {"c1", "gpu01"}, 256 << 10, m);
+        std::vector<Event> first;
+        s.poll(first, 1);
+        REQUIRE(first.size() == 1);
+        CHECK(first[0].ts_ns == want[0]);
+        saved = s.checkpoint();
+    }
+    JournaldSource again(cfg, {"c1", "gpu01"}, 256 << 10, m);
+    again.restore(nlohmann::json::parse(saved.dump()));
+    const auto rest = read_all(again);
+    REQUIRE(rest.size() == 3);
+    for (size_t i = 0; i < rest.size(); ++i) CHECK(rest[i].ts_ns == want[i + 1]);
+}

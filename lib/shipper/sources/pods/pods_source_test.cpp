@@ -94,6 +94,7 @@ TEST_CASE("pod streams: namespace, pod, container and node from the path, the ui
     // A container configured as running NCCL goes through the stages' NCCL rules, with its job.
     CHECK(tr.origin->kind == jobtrail::node::StreamKind::kNccl);
     CHECK(tr.origin->job_id == "4242");
+    CHECK_FALSE(tr.origin->slurm_job);  // a name a pod was given: never a Slurm user's NCCL budget
     CHECK(w.line == "listening");
     CHECK(w.origin->kind == jobtrail::node::StreamKind::kPod);
     CHECK(w.origin->label("job_id").empty());  // no Slurm job in its name
