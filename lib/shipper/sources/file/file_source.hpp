@@ -197,10 +197,13 @@ private:
         uint64_t offset = 0, size = 0;
         struct timespec mtime {};
         bool seen = true;  // matched in the last scan
+        uid_t uid = 0;     // its owner, whose share of released files it takes
     };
-    std::map<std::string, Released> released_;  // by dev:ino, at most max_files (each is in the checkpoint)
-    size_t over_limit_now_ = 0;                 // files newly refused for a limit in this scan
-    std::map<uid_t, size_t> owner_over_now_;    // and for their owner's share, by owner
+    // By dev:ino, at most max_files_per_owner per owner, max_files of root's (each is in the
+    // checkpoint).
+    std::map<std::string, Released> released_;
+    size_t over_limit_now_ = 0;               // files newly refused for a limit in this scan
+    std::map<uid_t, size_t> owner_over_now_;  // and for their owner's share, by owner
     int64_t backlog_ = 0;
     size_t open_ = 0;  // descriptors held, at most cfg_.max_open_files
     int64_t idle_close_ns_ = 0;

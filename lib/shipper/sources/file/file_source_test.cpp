@@ -732,3 +732,48 @@ TEST_CASE("a filesystem mounted on a job directory is not entered, and the other
     CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"mount_point"}) == 1);
     CHECK(said == std::vector<std::string>{"not reading " + mnt + ": a mount point"});
 }
+
+TEST_CASE("released files are capped per owner: many users' finished jobs never stop the next job's files",
+          "[shipper]") {
+    Fixture f(LineFormat::kNccl, "nccl");
+    f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
+    f.cfg.max_files = 2;
+    f.cfg.max_files_per_owner = 1;
+    f.cfg.idle_close_ms = 0;
+    f.cfg.release_after_ms = 0;
+    auto job = [&](const std::string& id, uid_t uid, const std::string& file) {
+        const std::string d = f.dir.path() + "/nccl/" + id;
+        ::mkdir(d.c_str(), 0755);
+        REQUIRE(::chown(d.c_str(), uid, uid) == 0);
+        const std::string p = d + "/" + file + ".n.1.log";
+        std::ofstream(p, std::ios::app) << "job " << id << " " << file << "\n";
+        REQUIRE(::chown(p.c_str(), uid, uid) == 0);
+        return p;
+    };
+    auto s = f.source();
+    // Finished jobs of as many users as the source has slots, and more: each user's is released
+    // (their share of released files is theirs), so the next user's job still ships.
+    for (uid_t u = 1001; u <= 1005; ++u) {
+        const std::string id = std::to_string(u);
+        job(id, u, "0");
+        CHECK(f.lines(*s) == std::vector<std::string>{"job " + id + " 0"});
+    }
+    CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"too_many_files"}) == 0);
+    // One user past their share of released files: their next idle file stays tracked (its
+    // position is not forgotten), so their third counts against their own share only.
+    job("1001", 1001, "1");
+    CHECK(f.lines(*s) == std::vector<std::string>{"job 1001 1"});
+    const std::string third = job("1001", 1001, "2");
+    CHECK(f.lines(*s).empty());
+    CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"too_many_files_of_owner"}) == 1);
+    job("1006", 1006, "0");
+    CHECK(f.lines(*s) == std::vector<std::string>{"job 1006 0"});
+    // Every released file appended to ships only its new line, also across a restart.
+    std::ofstream(f.dir.path() + "/nccl/1002/0.n.1.log", std::ios::app) << "job 1002 again\n";
+    CHECK(f.lines(*s) == std::vector<std::string>{"job 1002 again"});
+    ::unlink(third.c_str());  // after a restart the owner's share may go to either file first
+    s.reset();
+    auto again = f.source();
+    std::ofstream(f.dir.path() + "/nccl/1003/0.n.1.log", std::ios::app) << "job 1003 again\n";
+    CHECK(f.lines(*again) == std::vector<std::string>{"job 1003 again"});
+}

@@ -387,6 +387,7 @@ void FileSource::scan_path(ScanPass& p, const std::string& path, const struct st
     if (auto r = released_.find(key); r != released_.end()) {
         r->second.seen = true;
         r->second.path = path;
+        r->second.uid = st.st_uid;
         if (static_cast<uint64_t>(st.st_size) == r->second.size && same_time(st.st_mtim, r->second.mtime)) return;
         // Changed since it was released: tracked again from its checkpoint (adopt checks that it
         // is still the same file by its fingerprint).
