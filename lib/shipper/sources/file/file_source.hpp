@@ -177,11 +177,13 @@ private:
     Labeler labeler_;
     bool first_scan_ = true;
     MountPoints mounts_;
-    // Job directories as last listed: one whose mtime did not change is not listed again.
+    // Job directories as last listed: one whose mtime and ctime did not change is not listed
+    // again (its owner can set the mtime back with touch -d; the ctime only the kernel sets).
     struct DirState {
         dev_t dev = 0;
         ino_t ino = 0;
-        struct timespec mtime {};
+        struct timespec mtime {
+        }, ctime{};
         size_t tracked = 0;    // files tracked in it after the listing
         bool limited = false;  // it had files refused for a limit: listed again once a slot is freed
         uint64_t freed = 0;    // freed_ then

@@ -1,5 +1,6 @@
 #include "shipper/sources/file/file_source.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/fsuid.h>
 #include <sys/mount.h>
@@ -8,10 +9,12 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "node/nccl_file.hpp"
 #include "skip.hpp"
@@ -776,4 +779,20 @@ TEST_CASE("released files are capped per owner: many users' finished jobs never 
     auto again = f.source();
     std::ofstream(f.dir.path() + "/nccl/1003/0.n.1.log", std::ios::app) << "job 1003 again\n";
     CHECK(f.lines(*again) == std::vector<std::string>{"job 1003 again"});
+}
+
+TEST_CASE("a job directory whose mtime a user sets back after adding a file is listed again", "[shipper]") {
+    Fixture f(LineFormat::kNccl, "nccl/1");
+    f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
+    const std::string d = f.dir.path() + "/nccl/1";
+    std::ofstream(d + "/0.n.1.log") << "first file\n";
+    // touch -d: the directory's mtime an hour back, as its owner may set it.
+    const struct timespec back[2] = {{0, UTIME_OMIT}, {::time(nullptr) - 3600, 0}};
+    REQUIRE(::utimensat(AT_FDCWD, d.c_str(), back, 0) == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // past the coarse clock's second
+    auto s = f.source();
+    CHECK(f.lines(*s) == std::vector<std::string>{"first file"});
+    std::ofstream(d + "/1.n.1.log") << "hidden file\n";
+    REQUIRE(::utimensat(AT_FDCWD, d.c_str(), back, 0) == 0);  // its ctime is the kernel's, not theirs
+    CHECK(f.lines(*s) == std::vector<std::string>{"hidden file"});
 }

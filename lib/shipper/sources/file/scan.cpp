@@ -247,11 +247,12 @@ void FileSource::list_files(ScanPass& p, int dfd, const std::string& dir, dev_t 
     }
     auto& tracked = p.tracked_in[dir];
     p.walked.insert(dir);
-    // Unchanged since the last listing (its mtime; the files tracked in it; no file waiting for
+    // Unchanged since the last listing (its mtime and ctime; the files tracked in it; no file waiting for
     // a slot freed since): the same entries, not read again. Its tracked files are looked at by
     // name, the closed ones for a change.
     if (auto c = dirs_.find(dir); c != dirs_.end() && c->second.dev == ds.st_dev && c->second.ino == ds.st_ino &&
-                                  same_time(c->second.mtime, ds.st_mtim) && c->second.tracked == tracked.size() &&
+                                  same_time(c->second.mtime, ds.st_mtim) && same_time(c->second.ctime, ds.st_ctim) &&
+                                  c->second.tracked == tracked.size() &&
                                   (!c->second.limited || c->second.freed == freed_)) {
         dirs_now_.insert(*c);
         for (auto r = refused_.lower_bound(dir + "/"); r != refused_.end() && r->first.rfind(dir + "/", 0) == 0; ++r)
@@ -314,9 +315,11 @@ void FileSource::list_files(ScanPass& p, int dfd, const std::string& dir, dev_t 
         p.listed.insert(dir);
     }
     // Listed within a second of its last change: a change in the same tick of a coarse clock
-    // would not show in its mtime, so list it again next time.
-    if (started - ns_of(ds.st_mtim) > 1'000'000'000)
-        dirs_now_[dir] = {ds.st_dev, ds.st_ino, ds.st_mtim, tracked.size() + p.adopted, p.limited || full, freed_};
+    // would not show in its times, so list it again next time. By its ctime: its owner sets
+    // the mtime as they like.
+    if (started - ns_of(ds.st_ctim) > 1'000'000'000)
+        dirs_now_[dir] = {ds.st_dev,         ds.st_ino, ds.st_mtim, ds.st_ctim, tracked.size() + p.adopted,
+                          p.limited || full, freed_};
 }
 
 void FileSource::look_again(int dfd, Tracked& t) {
