@@ -78,6 +78,7 @@ bool FileSource::poll(std::vector<Event>& out, size_t max_bytes) {
                         drain_cri(t, out);
                         t.cri.clear();
                         saved_.erase(it->first);
+                        saved_paths_.erase(it->first);
                         t.fd = std::move(f.fd);
                         ++open_;
                         t.uid = f.st.st_uid;
@@ -92,6 +93,7 @@ bool FileSource::poll(std::vector<Event>& out, size_t max_bytes) {
                         // it comes back as it was.
                         refuse(t.path, f, t.ino);
                         saved_[it->first] = {t.fingerprint, t.emitted_off};
+                        saved_paths_[it->first] = t.path;
                         if (t.run_count)
                             saved_runs_[it->first] = {t.fingerprint, t.emitted_off, t.run_stamp, t.run_count};
                         it = forget(it);

@@ -150,7 +150,8 @@ private:
     int64_t idle_ns_;
     Files files_;                                                    // by dev:ino
     std::map<std::string, std::pair<std::string, uint64_t>> saved_;  // dev:ino -> (fingerprint, offset)
-    std::map<std::string, std::string> saved_paths_;                 // dev:ino -> path when saved
+    // dev:ino -> path when saved. Each scan drops what is kept of a file gone (scan.cpp).
+    std::map<std::string, std::string> saved_paths_;
     // CRI files saved while P pieces were held (their offset is the earliest held piece's):
     // the end of what was handed out, and each held stream's start (cri.hpp, replay).
     std::map<std::string, std::pair<uint64_t, std::array<int64_t, 2>>> saved_cri_;

@@ -796,3 +796,28 @@ TEST_CASE("a job directory whose mtime a user sets back after adding a file is l
     REQUIRE(::utimensat(AT_FDCWD, d.c_str(), back, 0) == 0);  // its ctime is the kernel's, not theirs
     CHECK(f.lines(*s) == std::vector<std::string>{"hidden file"});
 }
+
+TEST_CASE("a refused file's kept position goes with the file: a new file in its inode is read from its start",
+          "[shipper]") {
+    Fixture f;
+    f.cfg.idle_close_ms = 0;
+    const std::string a = f.dir.path() + "/logs/a.log", link = f.dir.path() + "/a.link";
+    f.append("a.log", "1\n");
+    auto s = f.source();
+    CHECK(f.lines(*s) == std::vector<std::string>{"1"});  // and closed
+    // Hard-linked since (refused, its position kept in case it comes back as it was), then gone.
+    REQUIRE(::link(a.c_str(), link.c_str()) == 0);
+    f.append("a.log", "2\n");
+    CHECK(f.lines(*s).empty());
+    struct stat old {};
+    REQUIRE(::stat(a.c_str(), &old) == 0);
+    ::unlink(a.c_str());
+    ::unlink(link.c_str());
+    CHECK(f.lines(*s).empty());
+    // A new job's file that begins alike, in the inode the filesystem gave back.
+    f.append("b.log", "1\nnew job\n");
+    struct stat now {};
+    REQUIRE(::stat((f.dir.path() + "/logs/b.log").c_str(), &now) == 0);
+    if (now.st_ino != old.st_ino) JOBTRAIL_SKIP("the filesystem did not reuse the inode");
+    CHECK(f.lines(*s) == std::vector<std::string>{"1", "new job"});
+}

@@ -24,6 +24,7 @@ struct FileSource::ScanPass {
     std::set<std::string> kept;    // not listed (unreadable, a mount): what is tracked there stays
     std::set<std::string> walked;  // listed, or unchanged since
     std::set<std::string> listed;  // listed to its end
+    std::set<std::string> keys;    // dev:ino of each entry the listing found
     bool limited = false;          // the listing refused a file for the source's or an owner's limit
     size_t adopted = 0;            // files the listing adopted
 };
@@ -147,9 +148,27 @@ void FileSource::scan() {
     if (first_scan_) {
         first_scan_ = false;
         find_renamed();
-        saved_paths_.clear();  // needed by find_renamed only
     }
     find_moved();
+    // A position kept for a file not tracked (refused since, or not adopted yet) goes with the
+    // file, by the rule released files go by: kept while it may still be there, so that a new
+    // file given its inode that begins alike is not read from the old position.
+    for (auto it = saved_.begin(); it != saved_.end();) {
+        const auto at = saved_paths_.find(it->first);
+        const std::string d = at == saved_paths_.end() ? std::string() : dir_of(at->second);
+        if (!p.keys.count(it->first) && !files_.count(it->first) && !kept(d) &&
+            (p.listed.count(d) || !p.walked.count(d))) {
+            saved_cri_.erase(it->first);
+            saved_paths_.erase(it->first);
+            it = saved_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    // A run's count is taken when its file's next line is read: one of a file neither tracked nor
+    // kept goes too.
+    for (auto it = saved_runs_.begin(); it != saved_runs_.end();)
+        it = files_.count(it->first) || saved_.count(it->first) ? std::next(it) : saved_runs_.erase(it);
     refused_.swap(refused_now_);
     refused_now_.clear();
     dirs_.swap(dirs_now_);
@@ -360,6 +379,7 @@ void FileSource::refuse_dir(ScanPass& p, const std::string& path, const std::str
 
 void FileSource::scan_path(ScanPass& p, const std::string& path, const struct stat& st) {
     if (S_ISDIR(st.st_mode)) return;
+    p.keys.insert(key_of(st.st_dev, st.st_ino));
     size_t& in_dir = p.per_dir[dir_of(path)];
     if (auto r = refused_.find(path); r != refused_.end() && r->second.ino == st.st_ino &&
                                       r->second.why != Refusal::kTooMany && r->second.why != Refusal::kOwnerShare) {
@@ -395,6 +415,7 @@ void FileSource::scan_path(ScanPass& p, const std::string& path, const struct st
         // Changed since it was released: tracked again from its checkpoint (adopt checks that it
         // is still the same file by its fingerprint).
         saved_[key] = {r->second.fingerprint, r->second.offset};
+        saved_paths_[key] = path;
         released_.erase(r);
     }
     auto stream = labeler_(path);
@@ -496,13 +517,15 @@ bool FileSource::adopt(const std::string& path, const struct stat& st, bool seen
         t.read_off = t.emitted_off = s->second.second;
         t.fingerprint = s->second.first;
         if (auto c = saved_cri_.find(key); c != saved_cri_.end()) t.cri.replay(c->second.first, c->second.second);
-        saved_.erase(s);  // tracked now; ten thousand of them need not be held twice
-        saved_cri_.erase(key);
     } else {
         // Now, not at the first read: the file may be closed before it is read, and is known
         // again by it when it is opened again.
         t.fingerprint = fingerprint(t.fd.get(), t.size);
     }
+    // Tracked now (from its position, or as a new file): ten thousand of them need not be held twice.
+    saved_.erase(key);
+    saved_cri_.erase(key);
+    saved_paths_.erase(key);
     label(t, std::move(stream));
     auto it = files_.emplace(key, std::move(t)).first;
     ++open_;
