@@ -821,3 +821,33 @@ TEST_CASE("a refused file's kept position goes with the file: a new file in its 
     if (now.st_ino != old.st_ino) JOBTRAIL_SKIP("the filesystem did not reuse the inode");
     CHECK(f.lines(*s) == std::vector<std::string>{"1", "new job"});
 }
+
+TEST_CASE("a mount under a configured path that goes through a symlink is known as a mount point, not entered",
+          "[shipper]") {
+    Fixture f(LineFormat::kNccl, "real/1");
+    // The site's path as configured, through a link (/var/log/slurm -> /data/slurm).
+    REQUIRE(::symlink((f.dir.path() + "/real").c_str(), (f.dir.path() + "/nccl").c_str()) == 0);
+    f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
+    const std::string mnt = f.dir.path() + "/real/2";
+    ::mkdir(mnt.c_str(), 0755);
+    if (::mount("jobtrail-test", mnt.c_str(), "tmpfs", 0, "size=64k") != 0)
+        JOBTRAIL_SKIP(std::string("cannot mount a tmpfs here: ") + std::strerror(errno));
+    struct Unmount {
+        std::string at;
+        ~Unmount() { ::umount2(at.c_str(), MNT_DETACH); }
+    } unmount{mnt};
+    std::ofstream(mnt + "/0.n.1.log") << "inside the mount\n";
+    std::ofstream(f.dir.path() + "/real/1/0.n.2.log") << "a job beside it\n";
+    std::vector<std::string> said;
+    const Events events([&](const InternalEvent& e) { said.push_back(e.message); });
+    FileSource s(f.cfg, f.options(events), f.m);
+    std::vector<std::string> lines;
+    for (int pass = 0; pass < 3; ++pass) {
+        std::vector<Event> ev;
+        s.poll(ev, 1 << 20);
+        for (auto& e : ev) lines.push_back(e.line);
+    }
+    CHECK(lines == std::vector<std::string>{"a job beside it"});
+    CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"mount_point"}) == 1);
+    CHECK(said == std::vector<std::string>{"not reading " + f.dir.path() + "/nccl/2: a mount point"});
+}
