@@ -29,11 +29,13 @@ nlohmann::json FileSource::checkpoint() const {
     }
     // Released files: known by size and mtime, so that a restart does not take their slots again.
     for (const auto& [k, r] : released_)
-        files.push_back({{"key", k},
-                         {"path", r.path},
-                         {"fp", r.fingerprint},
-                         {"offset", r.offset},
-                         {"released", {{"size", r.size}, {"mtime_s", r.mtime.tv_sec}, {"mtime_ns", r.mtime.tv_nsec}}}});
+        files.push_back(
+            {{"key", k},
+             {"path", r.path},
+             {"fp", r.fingerprint},
+             {"offset", r.offset},
+             {"released",
+              {{"size", r.size}, {"mtime_s", r.mtime.tv_sec}, {"mtime_ns", r.mtime.tv_nsec}, {"uid", r.uid}}}});
     return {{"files", files}};
 }
 
@@ -51,9 +53,12 @@ void FileSource::restore(const nlohmann::json& j) {
                          f["offset"].get<uint64_t>(),
                          (*r)["size"].get<uint64_t>(),
                          {},
-                         true};
+                         true,
+                         0};
             rel.mtime.tv_sec = (*r)["mtime_s"].get<time_t>();
             rel.mtime.tv_nsec = (*r)["mtime_ns"].get<long>();
+            // Older checkpoints have no owner: the first scan, before any release, sets it.
+            if (const auto u = r->find("uid"); u != r->end() && u->is_number_unsigned()) rel.uid = u->get<uid_t>();
             released_[f["key"].get<std::string>()] = std::move(rel);
             continue;
         }

@@ -39,7 +39,8 @@ struct FileSourceConfig {
     int64_t idle_close_ms = 60'000;
     // A file not grown for release_after (a finished job's: tmpfiles keeps NCCL files 30 days) is
     // released: it no longer counts against max_files or its owner's share, and is known by its
-    // size and mtime; when it grows it is tracked again from its checkpoint.
+    // size and mtime; when it grows it is tracked again from its checkpoint. Each owner's
+    // released files are at most max_files_per_owner (root's max_files).
     int64_t release_after_ms = 600'000;
     // Bytes of unterminated lines held for all files together; past it the longest are cut and
     // shipped as lines (their rest follows as new lines), so a user's growing lines cost bounded memory.

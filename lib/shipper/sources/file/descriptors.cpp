@@ -31,7 +31,7 @@ FileSource::Files::iterator FileSource::forget(Files::iterator it) {
 FileSource::Files::iterator FileSource::release_file(Files::iterator it) {
     close_file(it->second);
     const Tracked& t = it->second;
-    released_[it->first] = {t.path, t.fingerprint, t.emitted_off, t.size, t.mtime, true};
+    released_[it->first] = {t.path, t.fingerprint, t.emitted_off, t.size, t.mtime, true, t.uid};
     return forget(it);
 }
 

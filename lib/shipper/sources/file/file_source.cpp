@@ -42,7 +42,8 @@ bool FileSource::poll(std::vector<Event>& out, size_t max_bytes) {
     std::map<uid_t, size_t> share;
     for (const auto& [path, t] : files_) share.emplace(t.uid, 0);
     for (auto& [uid, left] : share) left = std::max<size_t>(max_bytes / share.size(), 1);
-    bool held_back = false;  // an owner stopped at its share with more to read
+    bool held_back = false;               // an owner stopped at its share with more to read
+    std::map<uid_t, size_t> released_of;  // released files by owner, counted once a file is idle
     const auto read_share = [&](Tracked& t) {
         size_t& left = share[t.uid];
         size_t allowed = std::min(budget, left);
@@ -77,6 +78,7 @@ bool FileSource::poll(std::vector<Event>& out, size_t max_bytes) {
                         drain_cri(t, out);
                         t.cri.clear();
                         saved_.erase(it->first);
+                        saved_paths_.erase(it->first);
                         t.fd = std::move(f.fd);
                         ++open_;
                         t.uid = f.st.st_uid;
@@ -91,6 +93,7 @@ bool FileSource::poll(std::vector<Event>& out, size_t max_bytes) {
                         // it comes back as it was.
                         refuse(t.path, f, t.ino);
                         saved_[it->first] = {t.fingerprint, t.emitted_off};
+                        saved_paths_[it->first] = t.path;
                         if (t.run_count)
                             saved_runs_[it->first] = {t.fingerprint, t.emitted_off, t.run_stamp, t.run_count};
                         it = forget(it);
@@ -113,12 +116,22 @@ bool FileSource::poll(std::vector<Event>& out, size_t max_bytes) {
             }
             // Not grown for a while: its descriptor back, its position kept.
             if (t.fd.valid() && at_end && realtime_ns() - t.last_growth_ns > idle_close_ns_) close_file(t);
-            // Not grown for much longer (its job over): its slot back too. Bounded, so that a
-            // user's old files cannot grow what is remembered of them without end.
+            // Not grown for much longer (its job over): its slot back too. Bounded per owner, so
+            // that a user's old files cannot grow what is remembered of them without end, nor
+            // stop other users' files being released. An owner at the cap keeps their idle file
+            // tracked (in their own share) rather than evicting an older released one: a file
+            // still there whose entry is forgotten is found again by the next scan as a new
+            // file and read from 0, every line twice. Entries of deleted files go at each scan.
             if (t.seen && at_end && !t.fd.valid() && !t.stale && t.partial.empty() && !t.cri.holding() &&
-                realtime_ns() - t.last_growth_ns > release_ns_ && released_.size() < cfg_.max_files) {
-                it = release_file(it);
-                continue;
+                realtime_ns() - t.last_growth_ns > release_ns_) {
+                if (released_of.empty())
+                    for (const auto& [k, r] : released_) ++released_of[r.uid];
+                // Root's are the site's own files, not counted in a share elsewhere either.
+                if (size_t& n = released_of[t.uid]; n < (t.uid == 0 ? cfg_.max_files : cfg_.max_files_per_owner)) {
+                    ++n;
+                    it = release_file(it);
+                    continue;
+                }
             }
             held += t.partial.size() + t.cri.held_bytes();
             ++it;

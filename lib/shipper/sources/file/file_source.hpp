@@ -150,7 +150,8 @@ private:
     int64_t idle_ns_;
     Files files_;                                                    // by dev:ino
     std::map<std::string, std::pair<std::string, uint64_t>> saved_;  // dev:ino -> (fingerprint, offset)
-    std::map<std::string, std::string> saved_paths_;                 // dev:ino -> path when saved
+    // dev:ino -> path when saved. Each scan drops what is kept of a file gone (scan.cpp).
+    std::map<std::string, std::string> saved_paths_;
     // CRI files saved while P pieces were held (their offset is the earliest held piece's):
     // the end of what was handed out, and each held stream's start (cri.hpp, replay).
     std::map<std::string, std::pair<uint64_t, std::array<int64_t, 2>>> saved_cri_;
@@ -177,11 +178,13 @@ private:
     Labeler labeler_;
     bool first_scan_ = true;
     MountPoints mounts_;
-    // Job directories as last listed: one whose mtime did not change is not listed again.
+    // Job directories as last listed: one whose mtime and ctime did not change is not listed
+    // again (its owner can set the mtime back with touch -d; the ctime only the kernel sets).
     struct DirState {
         dev_t dev = 0;
         ino_t ino = 0;
-        struct timespec mtime {};
+        struct timespec mtime {
+        }, ctime{};
         size_t tracked = 0;    // files tracked in it after the listing
         bool limited = false;  // it had files refused for a limit: listed again once a slot is freed
         uint64_t freed = 0;    // freed_ then
@@ -197,10 +200,13 @@ private:
         uint64_t offset = 0, size = 0;
         struct timespec mtime {};
         bool seen = true;  // matched in the last scan
+        uid_t uid = 0;     // its owner, whose share of released files it takes
     };
-    std::map<std::string, Released> released_;  // by dev:ino, at most max_files (each is in the checkpoint)
-    size_t over_limit_now_ = 0;                 // files newly refused for a limit in this scan
-    std::map<uid_t, size_t> owner_over_now_;    // and for their owner's share, by owner
+    // By dev:ino, at most max_files_per_owner per owner, max_files of root's (each is in the
+    // checkpoint).
+    std::map<std::string, Released> released_;
+    size_t over_limit_now_ = 0;               // files newly refused for a limit in this scan
+    std::map<uid_t, size_t> owner_over_now_;  // and for their owner's share, by owner
     int64_t backlog_ = 0;
     size_t open_ = 0;  // descriptors held, at most cfg_.max_open_files
     int64_t idle_close_ns_ = 0;

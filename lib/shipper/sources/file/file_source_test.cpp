@@ -1,5 +1,6 @@
 #include "shipper/sources/file/file_source.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/fsuid.h>
 #include <sys/mount.h>
@@ -8,10 +9,12 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "node/nccl_file.hpp"
 #include "skip.hpp"
@@ -731,4 +734,120 @@ TEST_CASE("a filesystem mounted on a job directory is not entered, and the other
     CHECK(lines == std::vector<std::string>{"a job beside it"});
     CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"mount_point"}) == 1);
     CHECK(said == std::vector<std::string>{"not reading " + mnt + ": a mount point"});
+}
+
+TEST_CASE("released files are capped per owner: many users' finished jobs never stop the next job's files",
+          "[shipper]") {
+    Fixture f(LineFormat::kNccl, "nccl");
+    f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
+    f.cfg.max_files = 2;
+    f.cfg.max_files_per_owner = 1;
+    f.cfg.idle_close_ms = 0;
+    f.cfg.release_after_ms = 0;
+    auto job = [&](const std::string& id, uid_t uid, const std::string& file) {
+        const std::string d = f.dir.path() + "/nccl/" + id;
+        ::mkdir(d.c_str(), 0755);
+        REQUIRE(::chown(d.c_str(), uid, uid) == 0);
+        const std::string p = d + "/" + file + ".n.1.log";
+        std::ofstream(p, std::ios::app) << "job " << id << " " << file << "\n";
+        REQUIRE(::chown(p.c_str(), uid, uid) == 0);
+        return p;
+    };
+    auto s = f.source();
+    // Finished jobs of as many users as the source has slots, and more: each user's is released
+    // (their share of released files is theirs), so the next user's job still ships.
+    for (uid_t u = 1001; u <= 1005; ++u) {
+        const std::string id = std::to_string(u);
+        job(id, u, "0");
+        CHECK(f.lines(*s) == std::vector<std::string>{"job " + id + " 0"});
+    }
+    CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"too_many_files"}) == 0);
+    // One user past their share of released files: their next idle file stays tracked (its
+    // position is not forgotten), so their third counts against their own share only.
+    job("1001", 1001, "1");
+    CHECK(f.lines(*s) == std::vector<std::string>{"job 1001 1"});
+    const std::string third = job("1001", 1001, "2");
+    CHECK(f.lines(*s).empty());
+    CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"too_many_files_of_owner"}) == 1);
+    job("1006", 1006, "0");
+    CHECK(f.lines(*s) == std::vector<std::string>{"job 1006 0"});
+    // Every released file appended to ships only its new line, also across a restart.
+    std::ofstream(f.dir.path() + "/nccl/1002/0.n.1.log", std::ios::app) << "job 1002 again\n";
+    CHECK(f.lines(*s) == std::vector<std::string>{"job 1002 again"});
+    ::unlink(third.c_str());  // after a restart the owner's share may go to either file first
+    s.reset();
+    auto again = f.source();
+    std::ofstream(f.dir.path() + "/nccl/1003/0.n.1.log", std::ios::app) << "job 1003 again\n";
+    CHECK(f.lines(*again) == std::vector<std::string>{"job 1003 again"});
+}
+
+TEST_CASE("a job directory whose mtime a user sets back after adding a file is listed again", "[shipper]") {
+    Fixture f(LineFormat::kNccl, "nccl/1");
+    f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
+    const std::string d = f.dir.path() + "/nccl/1";
+    std::ofstream(d + "/0.n.1.log") << "first file\n";
+    // touch -d: the directory's mtime an hour back, as its owner may set it.
+    const struct timespec back[2] = {{0, UTIME_OMIT}, {::time(nullptr) - 3600, 0}};
+    REQUIRE(::utimensat(AT_FDCWD, d.c_str(), back, 0) == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // past the coarse clock's second
+    auto s = f.source();
+    CHECK(f.lines(*s) == std::vector<std::string>{"first file"});
+    std::ofstream(d + "/1.n.1.log") << "hidden file\n";
+    REQUIRE(::utimensat(AT_FDCWD, d.c_str(), back, 0) == 0);  // its ctime is the kernel's, not theirs
+    CHECK(f.lines(*s) == std::vector<std::string>{"hidden file"});
+}
+
+TEST_CASE("a refused file's kept position goes with the file: a new file in its inode is read from its start",
+          "[shipper]") {
+    Fixture f;
+    f.cfg.idle_close_ms = 0;
+    const std::string a = f.dir.path() + "/logs/a.log", link = f.dir.path() + "/a.link";
+    f.append("a.log", "1\n");
+    auto s = f.source();
+    CHECK(f.lines(*s) == std::vector<std::string>{"1"});  // and closed
+    // Hard-linked since (refused, its position kept in case it comes back as it was), then gone.
+    REQUIRE(::link(a.c_str(), link.c_str()) == 0);
+    f.append("a.log", "2\n");
+    CHECK(f.lines(*s).empty());
+    struct stat old {};
+    REQUIRE(::stat(a.c_str(), &old) == 0);
+    ::unlink(a.c_str());
+    ::unlink(link.c_str());
+    CHECK(f.lines(*s).empty());
+    // A new job's file that begins alike, in the inode the filesystem gave back.
+    f.append("b.log", "1\nnew job\n");
+    struct stat now {};
+    REQUIRE(::stat((f.dir.path() + "/logs/b.log").c_str(), &now) == 0);
+    if (now.st_ino != old.st_ino) JOBTRAIL_SKIP("the filesystem did not reuse the inode");
+    CHECK(f.lines(*s) == std::vector<std::string>{"1", "new job"});
+}
+
+TEST_CASE("a mount under a configured path that goes through a symlink is known as a mount point, not entered",
+          "[shipper]") {
+    Fixture f(LineFormat::kNccl, "real/1");
+    // The site's path as configured, through a link (/var/log/slurm -> /data/slurm).
+    REQUIRE(::symlink((f.dir.path() + "/real").c_str(), (f.dir.path() + "/nccl").c_str()) == 0);
+    f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
+    const std::string mnt = f.dir.path() + "/real/2";
+    ::mkdir(mnt.c_str(), 0755);
+    if (::mount("jobtrail-test", mnt.c_str(), "tmpfs", 0, "size=64k") != 0)
+        JOBTRAIL_SKIP(std::string("cannot mount a tmpfs here: ") + std::strerror(errno));
+    struct Unmount {
+        std::string at;
+        ~Unmount() { ::umount2(at.c_str(), MNT_DETACH); }
+    } unmount{mnt};
+    std::ofstream(mnt + "/0.n.1.log") << "inside the mount\n";
+    std::ofstream(f.dir.path() + "/real/1/0.n.2.log") << "a job beside it\n";
+    std::vector<std::string> said;
+    const Events events([&](const InternalEvent& e) { said.push_back(e.message); });
+    FileSource s(f.cfg, f.options(events), f.m);
+    std::vector<std::string> lines;
+    for (int pass = 0; pass < 3; ++pass) {
+        std::vector<Event> ev;
+        s.poll(ev, 1 << 20);
+        for (auto& e : ev) lines.push_back(e.line);
+    }
+    CHECK(lines == std::vector<std::string>{"a job beside it"});
+    CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"mount_point"}) == 1);
+    CHECK(said == std::vector<std::string>{"not reading " + f.dir.path() + "/nccl/2: a mount point"});
 }

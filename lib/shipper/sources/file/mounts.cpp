@@ -4,6 +4,8 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <climits>
+#include <cstdlib>
 #include <sstream>
 
 namespace jobtrail::shipper {
@@ -53,6 +55,19 @@ void MountPoints::refresh() {
         std::string id, parent, dev, root, point;
         if (f >> id >> parent >> dev >> root >> point) points_.insert(unescape(point));
     }
+}
+
+void MountPoints::root(const std::string& configured) {
+    if (roots_.count(configured)) return;
+    char real[PATH_MAX];
+    if (::realpath(configured.c_str(), real) != nullptr && configured != real) roots_[configured] = real;
+}
+
+bool MountPoints::contains(const std::string& path) const {
+    for (const auto& [configured, real] : roots_)
+        if (path.rfind(configured, 0) == 0 && (path.size() == configured.size() || path[configured.size()] == '/'))
+            return points_.count(real + path.substr(configured.size())) != 0;
+    return points_.count(path) != 0;
 }
 
 }  // namespace jobtrail::shipper

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <map>
 #include <set>
 #include <string>
 
@@ -15,11 +16,16 @@ class MountPoints {
 public:
     explicit MountPoints(std::string mountinfo = "/proc/self/mountinfo");
     void refresh();
-    bool contains(const std::string& path) const { return points_.count(path) != 0; }
+    // A configured directory, known from now on by its real path (mountinfo's are canonical: a
+    // site path through a link, /var/log/slurm -> /data/slurm, would match none). Resolved once,
+    // when it first exists.
+    void root(const std::string& configured);
+    bool contains(const std::string& path) const;
 
 private:
     std::string file_;
-    Fd fd_;  // kept open: poll() says POLLPRI when a mount came or went
+    std::map<std::string, std::string> roots_;  // configured -> real path
+    Fd fd_;                                     // kept open: poll() says POLLPRI when a mount came or went
     bool read_ = false;
     std::set<std::string> points_;
 };

@@ -1,7 +1,10 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -24,6 +27,7 @@ struct FileSource::ScanPass {
     std::set<std::string> kept;    // not listed (unreadable, a mount): what is tracked there stays
     std::set<std::string> walked;  // listed, or unchanged since
     std::set<std::string> listed;  // listed to its end
+    std::set<std::string> keys;    // dev:ino of each entry the listing found
     bool limited = false;          // the listing refused a file for the source's or an owner's limit
     size_t adopted = 0;            // files the listing adopted
 };
@@ -101,6 +105,18 @@ int list(int dfd, const std::function<bool(const dirent&)>& each) {
     return err;
 }
 
+// A directory below dfd, never across a mount (EXDEV: one made since the mount table was read is
+// not entered, so a FUSE daemon that never answers is never asked) nor a link. Kernels before
+// 5.6 lack openat2: opened as before, the st_dev check after it still refusing the mount.
+int open_dir_below(int dfd, const std::string& name) {
+    struct open_how how {};
+    how.flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+    how.resolve = RESOLVE_NO_XDEV | RESOLVE_NO_SYMLINKS;
+    const long fd = ::syscall(SYS_openat2, dfd, name.c_str(), &how, sizeof how);
+    if (fd >= 0 || errno != ENOSYS) return static_cast<int>(fd);
+    return ::openat(dfd, name.c_str(), static_cast<int>(how.flags));
+}
+
 int64_t ns_of(const struct timespec& t) {
     return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
 }
@@ -147,9 +163,27 @@ void FileSource::scan() {
     if (first_scan_) {
         first_scan_ = false;
         find_renamed();
-        saved_paths_.clear();  // needed by find_renamed only
     }
     find_moved();
+    // A position kept for a file not tracked (refused since, or not adopted yet) goes with the
+    // file, by the rule released files go by: kept while it may still be there, so that a new
+    // file given its inode that begins alike is not read from the old position.
+    for (auto it = saved_.begin(); it != saved_.end();) {
+        const auto at = saved_paths_.find(it->first);
+        const std::string d = at == saved_paths_.end() ? std::string() : dir_of(at->second);
+        if (!p.keys.count(it->first) && !files_.count(it->first) && !kept(d) &&
+            (p.listed.count(d) || !p.walked.count(d))) {
+            saved_cri_.erase(it->first);
+            saved_paths_.erase(it->first);
+            it = saved_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    // A run's count is taken when its file's next line is read: one of a file neither tracked nor
+    // kept goes too.
+    for (auto it = saved_runs_.begin(); it != saved_runs_.end();)
+        it = files_.count(it->first) || saved_.count(it->first) ? std::next(it) : saved_runs_.erase(it);
     refused_.swap(refused_now_);
     refused_now_.clear();
     dirs_.swap(dirs_now_);
@@ -167,6 +201,7 @@ void FileSource::walk_pattern(ScanPass& p, const std::string& pattern) {
     while (first + 1 < comps.size() && !has_magic(comps[first])) ++first;
     std::string dir = pattern[0] == '/' ? "/" : ".";
     for (size_t i = 0; i < first; ++i) dir = join(dir, comps[i]);
+    mounts_.root(dir);
     Fd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     struct stat st {};
     if (!d.valid() || ::fstat(d.get(), &st) != 0) {
@@ -215,12 +250,14 @@ void FileSource::enter(ScanPass& p, int dfd, const std::string& dir, dev_t dev, 
         refuse_dir(p, path, "a mount point", "mount_point", true);
         return;
     }
-    Fd sub(::openat(dfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    Fd sub(open_dir_below(dfd, name));
     if (!sub.valid()) {
         const int err = errno;
         struct stat st {};
-        if ((err == ELOOP || err == ENOTDIR) && ::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-            S_ISLNK(st.st_mode))
+        if (err == EXDEV)
+            refuse_dir(p, path, "a mount point", "mount_point", true);
+        else if ((err == ELOOP || err == ENOTDIR) && ::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                 S_ISLNK(st.st_mode))
             refuse_dir(p, path, "a symlink to a directory", "symlink", false);
         else if (err != ENOENT && err != ENOTDIR)
             unlistable(p, path, err);
@@ -247,11 +284,12 @@ void FileSource::list_files(ScanPass& p, int dfd, const std::string& dir, dev_t 
     }
     auto& tracked = p.tracked_in[dir];
     p.walked.insert(dir);
-    // Unchanged since the last listing (its mtime; the files tracked in it; no file waiting for
+    // Unchanged since the last listing (its mtime and ctime; the files tracked in it; no file waiting for
     // a slot freed since): the same entries, not read again. Its tracked files are looked at by
     // name, the closed ones for a change.
     if (auto c = dirs_.find(dir); c != dirs_.end() && c->second.dev == ds.st_dev && c->second.ino == ds.st_ino &&
-                                  same_time(c->second.mtime, ds.st_mtim) && c->second.tracked == tracked.size() &&
+                                  same_time(c->second.mtime, ds.st_mtim) && same_time(c->second.ctime, ds.st_ctim) &&
+                                  c->second.tracked == tracked.size() &&
                                   (!c->second.limited || c->second.freed == freed_)) {
         dirs_now_.insert(*c);
         for (auto r = refused_.lower_bound(dir + "/"); r != refused_.end() && r->first.rfind(dir + "/", 0) == 0; ++r)
@@ -314,9 +352,11 @@ void FileSource::list_files(ScanPass& p, int dfd, const std::string& dir, dev_t 
         p.listed.insert(dir);
     }
     // Listed within a second of its last change: a change in the same tick of a coarse clock
-    // would not show in its mtime, so list it again next time.
-    if (started - ns_of(ds.st_mtim) > 1'000'000'000)
-        dirs_now_[dir] = {ds.st_dev, ds.st_ino, ds.st_mtim, tracked.size() + p.adopted, p.limited || full, freed_};
+    // would not show in its times, so list it again next time. By its ctime: its owner sets
+    // the mtime as they like.
+    if (started - ns_of(ds.st_ctim) > 1'000'000'000)
+        dirs_now_[dir] = {ds.st_dev,         ds.st_ino, ds.st_mtim, ds.st_ctim, tracked.size() + p.adopted,
+                          p.limited || full, freed_};
 }
 
 void FileSource::look_again(int dfd, Tracked& t) {
@@ -357,6 +397,7 @@ void FileSource::refuse_dir(ScanPass& p, const std::string& path, const std::str
 
 void FileSource::scan_path(ScanPass& p, const std::string& path, const struct stat& st) {
     if (S_ISDIR(st.st_mode)) return;
+    p.keys.insert(key_of(st.st_dev, st.st_ino));
     size_t& in_dir = p.per_dir[dir_of(path)];
     if (auto r = refused_.find(path); r != refused_.end() && r->second.ino == st.st_ino &&
                                       r->second.why != Refusal::kTooMany && r->second.why != Refusal::kOwnerShare) {
@@ -387,10 +428,12 @@ void FileSource::scan_path(ScanPass& p, const std::string& path, const struct st
     if (auto r = released_.find(key); r != released_.end()) {
         r->second.seen = true;
         r->second.path = path;
+        r->second.uid = st.st_uid;
         if (static_cast<uint64_t>(st.st_size) == r->second.size && same_time(st.st_mtim, r->second.mtime)) return;
         // Changed since it was released: tracked again from its checkpoint (adopt checks that it
         // is still the same file by its fingerprint).
         saved_[key] = {r->second.fingerprint, r->second.offset};
+        saved_paths_[key] = path;
         released_.erase(r);
     }
     auto stream = labeler_(path);
@@ -492,13 +535,15 @@ bool FileSource::adopt(const std::string& path, const struct stat& st, bool seen
         t.read_off = t.emitted_off = s->second.second;
         t.fingerprint = s->second.first;
         if (auto c = saved_cri_.find(key); c != saved_cri_.end()) t.cri.replay(c->second.first, c->second.second);
-        saved_.erase(s);  // tracked now; ten thousand of them need not be held twice
-        saved_cri_.erase(key);
     } else {
         // Now, not at the first read: the file may be closed before it is read, and is known
         // again by it when it is opened again.
         t.fingerprint = fingerprint(t.fd.get(), t.size);
     }
+    // Tracked now (from its position, or as a new file): ten thousand of them need not be held twice.
+    saved_.erase(key);
+    saved_cri_.erase(key);
+    saved_paths_.erase(key);
     label(t, std::move(stream));
     auto it = files_.emplace(key, std::move(t)).first;
     ++open_;
