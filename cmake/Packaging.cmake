@@ -19,7 +19,7 @@ install(FILES ${CMAKE_BINARY_DIR}/packaging/plugstack.conf.d/jobtrail.conf DESTI
         COMPONENT node)
 install(FILES etc/logrotate.d/jobtrail DESTINATION /etc/logrotate.d COMPONENT node)
 install(FILES etc/tmpfiles.d/jobtrail.conf DESTINATION lib/tmpfiles.d COMPONENT node)
-install(FILES etc/systemd/jobtrail-shipper.service DESTINATION lib/systemd/system COMPONENT node)
+install(FILES etc/systemd/jobtrail-shipper.service etc/systemd/jobtrail-shipper.socket DESTINATION lib/systemd/system COMPONENT node)
 install(FILES etc/slurm/slurm.conf.jobtrail docs/job-log-format.md README.md DESTINATION share/doc/jobtrail-node
         COMPONENT node)
 install(DIRECTORY etc/loki etc/grafana DESTINATION share/jobtrail COMPONENT cli)

@@ -170,23 +170,26 @@ std::string Analyzer::summary_text() const {
     const auto fs = findings();
     std::string s;
     const auto& j = facts_;
-    s += "jobtrail bundle summary for job " + j.job_id + "\n";
+    // Everything but the layout comes from Loki's answer, and the summary goes to a terminal:
+    // control characters are escaped.
+    const auto e = [](std::string_view v) { return escape_line(v); };
+    s += "jobtrail bundle summary for job " + e(j.job_id) + "\n";
     s += std::string(40, '=') + "\n";
-    if (!j.cluster.empty()) s += "cluster:   " + j.cluster + "\n";
-    if (!j.user.empty()) s += "user:      " + j.user + "\n";
-    if (!j.partition.empty()) s += "partition: " + j.partition + "\n";
+    if (!j.cluster.empty()) s += "cluster:   " + e(j.cluster) + "\n";
+    if (!j.user.empty()) s += "user:      " + e(j.user) + "\n";
+    if (!j.partition.empty()) s += "partition: " + e(j.partition) + "\n";
     std::string nodes;
-    for (const auto& n : j.nodes) nodes += (nodes.empty() ? "" : ",") + n;
+    for (const auto& n : j.nodes) nodes += (nodes.empty() ? "" : ",") + e(n);
     s += "nodes:     " + (nodes.empty() ? std::string("(none found)") : nodes) + "\n";
     if (j.start_ns) s += "window:    " + format_rfc3339_ns(j.start_ns) + " .. " + format_rfc3339_ns(j.end_ns) + "\n";
-    for (const auto& [n, st] : j.exit_by_node) s += "epilog on " + n + ": status=" + st + "\n";
+    for (const auto& [n, st] : j.exit_by_node) s += "epilog on " + e(n) + ": status=" + e(st) + "\n";
 
     s += "\nMOST LIKELY CAUSE\n-----------------\n";
     if (const Finding* c = likely_cause(fs)) {
-        s += format_rfc3339_ns(c->ts_ns) + " " + c->node + " [" + std::string(events::severity_name(c->severity)) +
-             "] " + c->title + "\n";
-        if (!c->action.empty()) s += "  action: " + c->action + "\n";
-        s += "  first line: " + c->quote + "\n";
+        s += format_rfc3339_ns(c->ts_ns) + " " + e(c->node) + " [" + std::string(events::severity_name(c->severity)) +
+             "] " + e(c->title) + "\n";
+        if (!c->action.empty()) s += "  action: " + e(c->action) + "\n";
+        s += "  first line: " + e(c->quote) + "\n";
     } else {
         s += "nothing recognised: no kernel event, script failure or NCCL warning in the job's window\n";
     }
@@ -195,15 +198,15 @@ std::string Analyzer::summary_text() const {
     for (const auto& f : fs)
         if (std::find(all_nodes.begin(), all_nodes.end(), f.node) == all_nodes.end()) all_nodes.push_back(f.node);
     for (const auto& n : all_nodes) {
-        s += n + ":\n";
+        s += e(n) + ":\n";
         bool any = false;
         for (const auto& f : fs) {
             if (f.node != n) continue;
             any = true;
             s += "  " + format_rfc3339_ns(f.ts_ns) + " [" + std::string(events::severity_name(f.severity)) + "] " +
-                 f.title + (f.count > 1 ? " (x" + std::to_string(f.count) + ")" : "") + "\n";
-            if (!f.action.empty()) s += "      action: " + f.action + "\n";
-            s += "      first: " + f.quote + "\n";
+                 e(f.title) + (f.count > 1 ? " (x" + std::to_string(f.count) + ")" : "") + "\n";
+            if (!f.action.empty()) s += "      action: " + e(f.action) + "\n";
+            s += "      first: " + e(f.quote) + "\n";
         }
         if (!any) s += "  nothing recognised\n";
     }

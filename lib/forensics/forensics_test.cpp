@@ -476,3 +476,17 @@ TEST_CASE("jobtrail node: an OOM kill in a cgroup a user named after another's j
     CHECK(t.find("node-wide: jobs 4242 (not attributed: the kernel's uid=1001 is not job 4242's user (uid 1000))") !=
           std::string::npos);
 }
+
+TEST_CASE("the bundle summary prints what Loki returned escaped, never raw to the terminal", "[forensics]") {
+    // Lines and labels anyone who can write a job log or push to Loki may set.
+    Analyzer a;
+    a.add("n\x1b[2J1", "nccl", 100, "[t] n1:1:1 [0] NCCL WARN \x1b]0;owned\x07 Got completion with error 12");
+    a.add("n\x1b[2J1", "prolog", 51, "prolog meta user=al\x1b[8mice partition=gp\x1b[8mu cluster=c\x1b[8m1");
+    a.add("n\x1b[2J1", "epilog", 500, "epilog status[50-health.sh] status=1\x1b[8m duration_ms=3 result=\"exit 1\"");
+    const std::string s = a.summary_text();
+    CHECK(s.find('\x1b') == std::string::npos);
+    CHECK(s.find('\x07') == std::string::npos);
+    CHECK(s.find("NCCL WARN \\x1b]0;owned\\x07 Got completion") != std::string::npos);
+    CHECK(s.find("al\\x1b[8mice") != std::string::npos);
+    CHECK(s.find("n\\x1b[2J1") != std::string::npos);
+}

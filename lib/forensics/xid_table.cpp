@@ -4,6 +4,7 @@
 #include <cstdarg>
 #include <cstdio>
 
+#include "common/text.hpp"
 #include "common/time.hpp"
 #include "events/xid_catalogue.hpp"
 
@@ -57,8 +58,9 @@ nlohmann::json XidTable::json() const {
 std::string XidTable::text(const std::string& since) const {
     std::string s;
     appendf(s, "%-16s %5s %6s  %-8s %-31s %s\n", "NODE", "XID", "COUNT", "SEVERITY", "LAST (UTC)", "MEANING / ACTION");
+    // Node names are labels from Loki's answer: data, never control sequences for the terminal.
     for (const auto& [k, row] : rows_)
-        appendf(s, "%-16s %5d %6llu  %-8s %-31s %s\n%62s-> %s\n", k.first.c_str(), k.second,
+        appendf(s, "%-16s %5d %6llu  %-8s %-31s %s\n%62s-> %s\n", escape_line(k.first).c_str(), k.second,
                 static_cast<unsigned long long>(row.count), row.severity.c_str(), format_rfc3339_ns(row.last).c_str(),
                 row.meaning.c_str(), "", row.action.c_str());
     if (rows_.empty()) appendf(s, "no Xid in the last %s\n", since.c_str());

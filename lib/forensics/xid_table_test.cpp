@@ -41,3 +41,14 @@ TEST_CASE("the Xid catalogue lists every code with its severity and actions", "[
     // Two lines per code, after the heading.
     CHECK(static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) == 1 + 2 * events::xid_catalogue().size());
 }
+
+TEST_CASE("the Xid table prints the node names Loki returned escaped, never raw to the terminal", "[forensics][cli]") {
+    XidTable t;
+    // A node (or cluster/node) label as anyone who can push to Loki may set it.
+    t.add("evil\x1b]0;owned\x07\x1b[2J/gpu01", 100,
+          "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.");
+    const std::string text = t.text("24h");
+    CHECK(text.find('\x1b') == std::string::npos);
+    CHECK(text.find('\x07') == std::string::npos);
+    CHECK(text.find("evil\\x1b]0;owned\\x07\\x1b[2J/gpu01") != std::string::npos);
+}

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -73,6 +74,7 @@ namespace {
 
 // How long grandchildren may hold the pipes after the script exited (their last lines).
 constexpr int64_t kDrainNs = 200'000'000;
+constexpr int64_t kReadSliceNs = 50'000'000;  // at most this much reading between reaps
 
 struct Pipe {
     Fd fd;
@@ -257,7 +259,9 @@ RunResult run(const std::vector<std::string>& argv, const RunOptions& opts, cons
         if (wait_ns < 0) wait_ns = 0;
         const int rc = ::poll(pfds, n, static_cast<int>((wait_ns + 999'999) / 1'000'000));
         if (rc < 0 && errno != EINTR) break;
-        const int64_t due = next_due();
+        // Reading also stops after a slice, so that the exit is reaped between reads: a daemon
+        // flooding the pipe otherwise held the loop (and the prolog) until the deadline.
+        const int64_t due = std::min(next_due(), monotonic_ns() + kReadSliceNs);
         for (nfds_t k = 0; k < n; ++k) {
             if (idx[k] < 0 || pfds[k].revents == 0) continue;
             Pipe& p = pipes[idx[k]];

@@ -181,3 +181,18 @@ TEST_CASE("a script writing forever is killed at its deadline, however fast it w
     // The deadline, the kill grace (200 ms) and slack for a slow (sanitized) build.
     CHECK(took < 1.0 + 5.0);
 }
+
+TEST_CASE("a script that exits while a daemon floods its stdout is done at its exit, not at the deadline",
+          "[process]") {
+    // The daemon writes faster than we read: the pipe never runs dry, and the exit must still be
+    // seen between reads (it was only at the deadline, 20 s, a prolog's whole timeout).
+    Counted c;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = run({"/bin/sh", "-c", "(setsid yes &); sleep 0.2; exit 3"}, opts(20'000), c.sink());
+    const double took = seconds_since(t0);
+    CHECK(r.shell_status() == 3);
+    CHECK_FALSE(r.timed_out);
+    CHECK(c.lines > 0);
+    // Its exit, the drain (200 ms) and slack for a slow (sanitized) build: far from 20 s.
+    CHECK(took < 5.0);
+}

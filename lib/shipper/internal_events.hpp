@@ -51,6 +51,7 @@ inline constexpr std::string_view kSpoolOpenFailed = "spool_open_failed";
 inline constexpr std::string_view kSpoolRecovered = "spool_recovered";
 inline constexpr std::string_view kSpoolRecoveryFailed = "spool_recovery_failed";
 inline constexpr std::string_view kMetricsListenFailed = "metrics_listen_failed";
+inline constexpr std::string_view kMetricsListening = "metrics_listening";
 inline constexpr std::string_view kNoLoki = "no_loki";
 inline constexpr std::string_view kSpoolBroken = "spool_broken";
 inline constexpr std::string_view kPassFailed = "pass_failed";

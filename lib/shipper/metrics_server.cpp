@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <vector>
 
@@ -86,18 +87,29 @@ Status MetricsServer::start(const std::string& listen, Render render) {
         fd_ = -1;
         return st;
     }
+    launch(std::move(render));
+    return {};
+}
+
+void MetricsServer::start(Fd listening, Render render) {
+    fd_ = listening.release();
+    launch(std::move(render));
+}
+
+void MetricsServer::launch(Render render) {
+    sockaddr_in addr{};
     socklen_t len = sizeof addr;
     ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
     port_ = ntohs(addr.sin_port);
     stop_ = false;
     thread_ = std::thread([this, render = std::move(render)] { serve(render); });
-    return {};
 }
 
 void MetricsServer::serve(const Render& render) {
     std::vector<Connection> conns;
     std::vector<pollfd> fds;
     constexpr int64_t kTimeoutNs = kConnectionTimeoutMs * 1'000'000, kGraceNs = kGraceMs * 1'000'000;
+    int64_t paused_until = 0;  // the listener is not polled before (after a failure)
     while (!stop_) {
         int64_t now = monotonic_ns();
         // Held full, a connection is closed for a new one once it has had its grace: a scrape asks
@@ -106,16 +118,22 @@ void MetricsServer::serve(const Render& render) {
         const auto oldest = std::min_element(
             conns.begin(), conns.end(), [](const auto& a, const auto& b) { return a.accepted_ns < b.accepted_ns; });
         const bool full = conns.size() >= kMaxConnections;
-        const bool can_take = !full || now - oldest->accepted_ns >= kGraceNs;
+        const bool can_take = (!full || now - oldest->accepted_ns >= kGraceNs) && now >= paused_until;
         fds.assign(1, pollfd{fd_, static_cast<short>(can_take ? POLLIN : 0), 0});
         int64_t wait_ns = 200'000'000;  // how soon a stop() is seen
         for (const auto& c : conns) {
             fds.push_back({c.fd.get(), static_cast<short>(c.out.empty() ? POLLIN : POLLOUT), 0});
             wait_ns = std::min(wait_ns, c.accepted_ns + kTimeoutNs - now);
         }
-        if (!can_take) wait_ns = std::min(wait_ns, oldest->accepted_ns + kGraceNs - now);
+        if (full && now - oldest->accepted_ns < kGraceNs)
+            wait_ns = std::min(wait_ns, oldest->accepted_ns + kGraceNs - now);
+        if (now < paused_until) wait_ns = std::min(wait_ns, paused_until - now);
         const int timeout_ms = static_cast<int>(std::max<int64_t>(0, wait_ns) / 1'000'000 + 1);
-        if (::poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) break;
+        if (::poll(fds.data(), fds.size(), timeout_ms) < 0) {
+            // Never given up on: the port stays bound, so the endpoint must keep answering.
+            if (errno != EINTR) std::this_thread::sleep_for(std::chrono::milliseconds(kFailurePauseMs));
+            continue;
+        }
         for (size_t i = 0; i < conns.size(); ++i)
             if (fds[i + 1].revents) step(conns[i], fds[i + 1].revents, render);
         now = monotonic_ns();
@@ -130,7 +148,13 @@ void MetricsServer::serve(const Render& render) {
                 conns.erase(first);
             }
             const int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-            if (fd < 0) break;
+            if (fd < 0) {
+                // Out of descriptors or memory: the connection stays queued and the listener
+                // readable; left alone a while, not polled in a spin.
+                if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
+                    paused_until = monotonic_ns() + kFailurePauseMs * 1'000'000;
+                break;
+            }
             Connection c{Fd(fd), monotonic_ns(), {}, {}, 0, false};
             step(c, POLLIN, render);  // a request already there is answered at once
             if (!c.done) conns.push_back(std::move(c));

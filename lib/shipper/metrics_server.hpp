@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 
+#include "common/fs.hpp"
 #include "common/result.hpp"
 
 namespace jobtrail::shipper {
@@ -26,12 +27,20 @@ public:
     static constexpr size_t kMaxRequestBytes = 4096;
 
     ~MetricsServer();
+    // After an accept or poll failure (EMFILE, ENOMEM...) the listener is left alone this long:
+    // its queue stays readable, and polling it at once would spin a core.
+    static constexpr int64_t kFailurePauseMs = 100;
+
     // listen: "127.0.0.1:9480"; fails if it cannot bind (the error names the address).
     Status start(const std::string& listen, Render render);
+    // Serves on a socket already listening (one systemd passed, see listen_fds.hpp).
+    void start(Fd listening, Render render);
     void stop();
+    bool running() const { return fd_ >= 0; }
     int port() const { return port_; }
 
 private:
+    void launch(Render render);
     void serve(const Render& render);
 
     int fd_ = -1;

@@ -14,6 +14,7 @@
 #include "loki/push.hpp"
 #include "shipper/dry_run.hpp"
 #include "shipper/lane_metrics.hpp"
+#include "shipper/listen_fds.hpp"
 #include "shipper/metrics_server.hpp"
 #include "shipper/recovery.hpp"
 #include "shipper/sender/metrics.hpp"
@@ -209,16 +210,8 @@ bool Pipeline::pass(std::vector<Event>& events, bool final_flush, bool closing) 
 
 int Pipeline::run(const RunOptions& opts, const std::atomic<bool>& stop) {
     const auto& sc = cfg_.shipper;
-    // Bound before anything else, and never run without: another local user holding the port
-    // would answer scrapes in the shipper's name (records_sent 999999) while it ran on unseen.
-    if (!opts.once && !opts.dry_run && !sc.metrics_listen.empty())
-        if (auto st = metrics_server_.start(sc.metrics_listen, [this] { return render_metrics(); }); !st.ok) {
-            note(Severity::kError, event::kMetricsListenFailed,
-                 "metrics: " + st.error +
-                     "; not starting: whoever holds it would answer scrapes in the shipper's name (free the "
-                     "port, or set shipper.metrics to another address or to \"\" for none)");
-            return 1;
-        }
+    // Taken before any thread starts (it unsets LISTEN_*), served once the own stream exists.
+    Result<Fd> passed = take_listen_socket();
     const std::string state = cfg_.collector.state_dir;
     if (auto st = make_dirs(state, 0755); !st.ok) {
         note(Severity::kError, event::kStateDir, st.error);
@@ -230,6 +223,7 @@ int Pipeline::run(const RunOptions& opts, const std::atomic<bool>& stop) {
     auto self = std::make_unique<SelfSource>(node_, metrics_, sc.heartbeat_ms);
     self_ = self.get();
     sources_.push_back(std::move(self));
+    if (!opts.once && !opts.dry_run) start_metrics(std::move(passed));
     checkpoint_path_ = state + "/shipper-checkpoint.json";
     for (const auto& src : sources_) ++lane_for(*src).sources;
     for (auto& l : lanes_) {
@@ -282,6 +276,41 @@ int Pipeline::run(const RunOptions& opts, const std::atomic<bool>& stop) {
     return main_loop(opts, stop);
 }
 
+void Pipeline::start_metrics(Result<Fd> passed) {
+    if (!passed.ok) {
+        note(Severity::kError, event::kMetricsListenFailed, "metrics: " + passed.error + "; binding shipper.metrics");
+    } else if (passed.value.valid()) {
+        metrics_server_.start(std::move(passed.value), [this] { return render_metrics(); });
+        note(Severity::kInfo, event::kMetricsListening,
+             "metrics: serving on the socket systemd passed (port " + std::to_string(metrics_server_.port()) +
+                 "); shipper.metrics is not bound");
+        return;
+    }
+    if (!cfg_.shipper.metrics_listen.empty()) bind_metrics();
+}
+
+void Pipeline::bind_metrics() {
+    const std::string& listen = cfg_.shipper.metrics_listen;
+    const int64_t now = monotonic_ns();
+    auto st = metrics_server_.start(listen, [this] { return render_metrics(); });
+    if (st.ok) {
+        // On the own stream too: scrapes until now may have been answered by whoever held it.
+        if (metrics_retry_ns_)
+            note(Severity::kWarning, event::kMetricsListening,
+                 "metrics: listening on " + listen + " now; until now another process held it");
+        metrics_retry_ns_ = 0;
+        return;
+    }
+    if (!metrics_said_ns_ || now - metrics_said_ns_ >= kMetricsRepeatNs) {
+        note(Severity::kError, event::kMetricsListenFailed,
+             "metrics: " + st.error + "; shipping on without metrics, and whoever holds " + listen +
+                 " may answer scrapes in the shipper's name (tried again every 30 s; "
+                 "jobtrail-shipper.socket keeps the port from users)");
+        metrics_said_ns_ = now;
+    }
+    metrics_retry_ns_ = now + kMetricsRetryNs;
+}
+
 int Pipeline::main_loop(const RunOptions& opts, const std::atomic<bool>& stop) {
     const auto& sc = cfg_.shipper;
     std::atomic<bool> sender_stop{false};
@@ -311,6 +340,7 @@ int Pipeline::main_loop(const RunOptions& opts, const std::atomic<bool>& stop) {
     std::vector<Event> scratch;
     bool drained_pass = false;
     while (!stop) {
+        if (metrics_retry_ns_ && monotonic_ns() >= metrics_retry_ns_) bind_metrics();
         bool more = false;
         try {
             more = pass(scratch, opts.once && drained_pass);

@@ -64,6 +64,14 @@ private:
     void on_event(const InternalEvent& e);
     void note(Severity s, std::string_view name, const std::string& msg) const;
     int main_loop(const RunOptions& opts, const std::atomic<bool>& stop);
+    // The metrics endpoint never holds up shipping: a port another process holds is said on the
+    // shipper's own stream and tried again every kMetricsRetryNs.
+    void start_metrics(Result<Fd> passed);
+    void bind_metrics();
+    static constexpr int64_t kMetricsRetryNs = 30'000'000'000;
+    static constexpr int64_t kMetricsRepeatNs = 600'000'000'000;  // the error said again while it lasts
+    int64_t metrics_retry_ns_ = 0;                                // 0: bound, or not wanted
+    int64_t metrics_said_ns_ = 0;                                 // when the error was last said
     // closing: no source is read; what the stages still have to say is committed (at stop).
     bool pass(std::vector<Event>& scratch, bool final_flush, bool closing = false);
     void idle_wait(int timeout_ms);  // until a source has something new, or the timeout
