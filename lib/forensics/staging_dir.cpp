@@ -65,21 +65,21 @@ Result<Fd> open_output_dir(const std::string& path, bool make) {
     const uid_t me = ::geteuid();
     Fd dir(::open(!path.empty() && path[0] == '/' ? "/" : ".", kDirFlags));
     if (!dir.valid()) return Status::failure(errno_text(errno));
-    std::vector<std::string> todo;  // components left, the next last
-    auto push_path = [&todo](const std::string& p) {
+    std::vector<std::string> pending;  // components left, the next last
+    auto push_path = [&pending](const std::string& p) {
         std::vector<std::string> parts;
         for (size_t at = 0; at <= p.size();) {
             const size_t slash = std::min(p.find('/', at), p.size());
             if (slash > at) parts.push_back(p.substr(at, slash - at));
             at = slash + 1;
         }
-        todo.insert(todo.end(), parts.rbegin(), parts.rend());
+        pending.insert(pending.end(), parts.rbegin(), parts.rend());
     };
     push_path(path);
     std::string walked = path.empty() || path[0] != '/' ? "." : "";
-    for (int links = 0; !todo.empty();) {
-        const std::string c = todo.back();
-        todo.pop_back();
+    for (int links = 0; !pending.empty();) {
+        const std::string c = pending.back();
+        pending.pop_back();
         if (c == ".") continue;
         struct stat st {};
         if (::fstatat(dir.get(), c.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {

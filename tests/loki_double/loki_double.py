@@ -443,13 +443,13 @@ class Splitter:
         with self.lock:
             slots = self.slots.setdefault(tenant, threading.BoundedSemaphore(self.a.max_query_parallelism))
             self.pieces_run += n
-        todo = iter(range(n))
+        pieces_left = iter(range(n))
         take = threading.Lock()
 
         def worker():
             while True:
                 with take:
-                    if next(todo, None) is None:
+                    if next(pieces_left, None) is None:
                         return
                 with slots:
                     time.sleep(self.a.split_cost_ms / 1000)
