@@ -76,6 +76,17 @@ void fill_from_xid(Event& e) {
 
 }  // namespace
 
+Event xid_event(int xid, std::string pci_bdf, std::string rule) {
+    Event e;
+    e.kind = "xid";
+    e.rule = std::move(rule);
+    e.severity = Severity::kWarning;  // the kernel rule's, for a code not in the catalogue
+    e.xid = xid;
+    e.pci_bdf = std::move(pci_bdf);
+    fill_from_xid(e);
+    return e;
+}
+
 std::optional<Event> Extractor::extract(const kmsg::Record& record) const {
     constexpr uint8_t kKernelFacility = 0;
     if (record.facility != kKernelFacility) return std::nullopt;

@@ -26,6 +26,10 @@ struct Event {
 // Recognises events in kernel messages with one table of RE2 rules (events/rules.cpp); adding
 // a pattern is adding a row there. Each rule has a literal that must appear in the message, so
 // the common case (no event) costs a few substring searches.
+// An Xid reported by something other than the kernel ring (DCGM's XID policy violation): the same
+// catalogue verdict (meaning, action, severity) the kernel rule gives that code.
+Event xid_event(int xid, std::string pci_bdf, std::string rule);
+
 class Extractor {
 public:
     Extractor();

@@ -3,8 +3,8 @@
 namespace jobtrail::node {
 namespace {
 
-constexpr std::array<std::string_view, kStreamKinds> kNames = {"kernel",         "job-log",          "nccl", "journal",
-                                                               "fabric-manager", "jobtrail-shipper", "pod",  "other"};
+constexpr std::array<std::string_view, kStreamKinds> kNames = {
+    "kernel", "job-log", "nccl", "journal", "fabric-manager", "jobtrail-shipper", "pod", "dcgm", "other"};
 
 }  // namespace
 
@@ -31,6 +31,7 @@ Schema::Schema() {
     set_job(StreamKind::kFabricManager, "fabric-manager");
     set_job(StreamKind::kShipper, "jobtrail-shipper");
     set_job(StreamKind::kPod, "kubernetes-pods");
+    set_job(StreamKind::kDcgm, "dcgm");
 }
 
 }  // namespace jobtrail::node

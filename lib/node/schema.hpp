@@ -57,8 +57,9 @@ inline constexpr const char* kAttribution = "attribution";
 inline constexpr const char* kGpu = "gpu";
 }  // namespace metadata
 
-enum class StreamKind { kKernel, kJobLog, kNccl, kJournal, kFabricManager, kShipper, kPod, kOther };
-inline constexpr size_t kStreamKinds = 8;
+// kDcgm: DCGM's policy violations and health incidents (sources/dcgm, dcgm/event.hpp).
+enum class StreamKind { kKernel, kJobLog, kNccl, kJournal, kFabricManager, kShipper, kPod, kDcgm, kOther };
+inline constexpr size_t kStreamKinds = 9;
 
 // The names of the kinds in the config (`stream:` of a file source).
 std::string_view stream_kind_name(StreamKind s);
@@ -67,7 +68,7 @@ std::optional<StreamKind> parse_stream_kind(std::string_view s);
 class Schema {
 public:
     Schema();  // the defaults: kmsg, slurm-prolog-epilog, nccl, systemd-journal, fabric-manager,
-               // jobtrail-shipper, kubernetes-pods
+               // jobtrail-shipper, kubernetes-pods, dcgm
     // The defaults, for the streams whose `job` the site cannot rename (kernel, journal, shipper).
     static const Schema& defaults();
     void set_job(StreamKind s, std::string job) { jobs_[static_cast<size_t>(s)] = std::move(job); }

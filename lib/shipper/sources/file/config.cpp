@@ -119,7 +119,8 @@ void FileKind::parse(config::Parser& p, const YAML::Node& sources, const std::st
                     p.string(item, fw, "stream", kind);
                     const auto k = node::parse_stream_kind(kind);
                     if (!k || *k == node::StreamKind::kKernel || *k == node::StreamKind::kJournal ||
-                        *k == node::StreamKind::kShipper || *k == node::StreamKind::kPod)
+                        *k == node::StreamKind::kShipper || *k == node::StreamKind::kPod ||
+                        *k == node::StreamKind::kDcgm)
                         p.error(item["stream"], fw + ".stream", "expected job-log, nccl, fabric-manager or other");
                     else
                         fs.stream = *k;
