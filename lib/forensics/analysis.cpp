@@ -5,6 +5,7 @@
 #include "common/text.hpp"
 #include "common/time.hpp"
 #include "devices/gpus.hpp"
+#include "forensics/dcgm_lines.hpp"
 #include "joblog/format.hpp"
 #include "joblog/shipped.hpp"
 
@@ -31,7 +32,7 @@ Finding finding(int64_t ts, const std::string& node, const std::string& source, 
 
 }  // namespace
 
-Finding& Analyzer::group(const std::string& key, Finding proto) {
+Finding& Analyzer::group(const std::string& key, Finding proto, std::string* full_key) {
     // The same event before, during and after the job are three findings: the job's own Xid is
     // not hidden under an earlier one's time (and ranked as if it came before the job).
     if (when_) {
@@ -42,6 +43,7 @@ Finding& Analyzer::group(const std::string& key, Finding proto) {
         proto.when = 1;
     }
     auto [it, fresh] = groups_.emplace(key + "|" + std::to_string(proto.when), proto);
+    if (full_key) *full_key = it->first;
     Finding& f = it->second;
     if (!fresh && proto.ts_ns < f.ts_ns) {
         f.ts_ns = proto.ts_ns;
@@ -63,7 +65,12 @@ void Analyzer::add(const std::string& node, const std::string& source, int64_t t
                             ev->action, line);
         p.xid = ev->xid;
         p.pci_bdf = ev->pci_bdf;
-        group(node + "|" + ev->kind + "|" + std::to_string(ev->xid) + "|" + ev->pci_bdf, p);
+        std::string key;
+        group(node + "|" + ev->kind + "|" + std::to_string(ev->xid) + "|" + ev->pci_bdf, p, &key);
+        if (ev->kind == "xid" && !devices::bdf_key(ev->pci_bdf).empty()) {
+            auto& seen = kernel_xids_[node + "|" + devices::bdf_key(ev->pci_bdf) + "|" + std::to_string(ev->xid)];
+            if (seen.size() < kMaxSightings) seen.emplace_back(ts, key);
+        }
         return;
     }
     if (source == "prolog" || source == "epilog") {
@@ -130,15 +137,96 @@ void Analyzer::add(const std::string& node, const std::string& source, int64_t t
     }
 }
 
+void Analyzer::add_dcgm(const std::string& node, int64_t ts, std::string_view line, const loki::LabelSet* labels) {
+    when_ = 0;
+    const auto r = read_dcgm(line, labels);
+    if (!r) return;  // archived, but no event
+    const dcgm::Event& e = r->event;
+    Finding p = finding(ts, node, "dcgm", "", r->severity, dcgm_title(*r), "", line);
+    p.pci_bdf = r->bdf_key;
+    const std::string gpu = std::to_string(e.gpu) + "|" + r->bdf_key;
+    if (e.kind == dcgm::Kind::kXid) {
+        const auto ev = events::xid_event(static_cast<int>(e.value), r->bdf_key, "dcgm-xid");
+        p.kind = "xid";
+        p.xid = static_cast<int>(e.value);
+        p.title += ", seen by DCGM, not in the kernel ring";
+        p.action = ev.action;
+        std::string key;
+        group(node + "|dcgm-xid|" + std::to_string(p.xid) + "|" + gpu, p, &key);
+        auto& seen = dcgm_xids_[key];
+        if (seen.size() < kMaxSightings) seen.push_back(ts);
+        return;
+    }
+    p.kind = "dcgm-" + std::string(dcgm::kind_name(e.kind));
+    switch (e.kind) {
+        case dcgm::Kind::kDbe:
+            p.action = events::xid_event(48, r->bdf_key, "dcgm-dbe").action;
+            break;
+        case dcgm::Kind::kPcie:
+            p.action =
+                "the GPU's PCIe link retries transfers: if the counter keeps rising, reseat or replace the riser";
+            break;
+        case dcgm::Kind::kRetiredPages:
+            p.action = "the GPU reached its retired-pages limit: drain the node and have the GPU replaced";
+            break;
+        case dcgm::Kind::kThermal:
+            p.action = "the GPU was throttled for heat (one slow rank slows the job): check the node's cooling";
+            break;
+        case dcgm::Kind::kPower:
+            p.action = "the GPU was throttled for power: check its power cap and the node's power supplies";
+            break;
+        case dcgm::Kind::kNvlink:
+            p.action = "NVLink errors: `nvidia-smi nvlink -e` and the fabric manager's log on the node";
+            break;
+        case dcgm::Kind::kHealth:
+            p.action = e.cleared ? "" : "DCGM's health watch: `dcgmi health -c` on the node says more";
+            break;
+        case dcgm::Kind::kXid:
+            break;
+    }
+    group(node + "|dcgm|" + std::string(dcgm::kind_name(e.kind)) + "|" + gpu + "|" + e.code + "|" +
+              (e.cleared ? "cleared" : ""),
+          p);
+}
+
 std::vector<Finding> Analyzer::findings() const {
+    // A DCGM Xid sighting the kernel printed too is the kernel's finding, corroborated; the
+    // others stay a DCGM finding of their own, counted and timed by what is left.
+    std::map<std::string, Finding> groups = groups_;
+    for (const auto& [key, times] : dcgm_xids_) {
+        Finding& d = groups.at(key);
+        const auto kernel = kernel_xids_.find(d.node + "|" + d.pci_bdf + "|" + std::to_string(d.xid));
+        uint64_t matched = 0;
+        int64_t first_left = 0;
+        for (const int64_t t : times) {
+            bool hit = false;
+            if (kernel != kernel_xids_.end() && !d.pci_bdf.empty())
+                for (const auto& [kt, kkey] : kernel->second)
+                    if (corroborates(t, d.pci_bdf, d.xid, kt, d.pci_bdf, d.xid)) {
+                        groups.at(kkey).dcgm = true;
+                        hit = true;
+                    }
+            if (hit)
+                ++matched;
+            else if (!first_left || t < first_left)
+                first_left = t;
+        }
+        if (matched == d.count) {
+            groups.erase(key);
+        } else if (matched) {
+            d.count -= matched;
+            if (first_left) d.ts_ns = first_left;
+        }
+    }
     std::vector<Finding> out;
-    out.reserve(groups_.size());
-    for (const auto& [k, f] : groups_) {
+    out.reserve(groups.size());
+    for (const auto& [k, f] : groups) {
         out.push_back(f);
         Finding& g = out.back();
+        if (g.dcgm) g.title += ", corroborated by kernel and DCGM";
         if (g.when < 0) g.title += " (before the job started)";
         if (g.when > 0) g.title += " (after the job ended)";
-        if (g.source != "kmsg" || g.pci_bdf.empty()) continue;
+        if ((g.source != "kmsg" && g.source != "dcgm") || g.pci_bdf.empty()) continue;
         const auto node = devices_.find(g.node);
         if (node == devices_.end()) continue;  // the job's devices there are not known
         const auto dev = node->second.find(devices::bdf_key(g.pci_bdf));
@@ -191,7 +279,7 @@ std::string Analyzer::summary_text() const {
         if (!c->action.empty()) s += "  action: " + e(c->action) + "\n";
         s += "  first line: " + e(c->quote) + "\n";
     } else {
-        s += "nothing recognised: no kernel event, script failure or NCCL warning in the job's window\n";
+        s += "nothing recognised: no kernel or DCGM event, script failure or NCCL warning in the job's window\n";
     }
     s += "\nBY NODE\n-------\n";
     std::vector<std::string> all_nodes = j.nodes;

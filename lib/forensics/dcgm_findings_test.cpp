@@ -1,0 +1,149 @@
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "forensics/analysis.hpp"
+#include "forensics/dcgm_lines.hpp"
+#include "forensics/xid_table.hpp"
+
+using namespace jobtrail;
+using namespace jobtrail::forensics;
+
+namespace {
+
+constexpr int64_t kS = 1'000'000'000;
+constexpr int64_t kT0 = 1'780'000'000 * kS;
+const char* kKernel79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.";
+
+loki::LabelSet dcgm_labels(const std::string& gpu, const std::string& bdf) {
+    return {{"cluster", "c1"}, {"node", "gpu01"}, {"job", "dcgm"}, {"gpu", gpu},
+            {"pci_bdf", bdf},  {"event", "xid"},  {"xid", "79"},   {"severity", "fatal"}};
+}
+
+int count_kind(const std::vector<Finding>& fs, const std::string& source) {
+    int n = 0;
+    for (const auto& f : fs) n += f.source == source;
+    return n;
+}
+
+}  // namespace
+
+TEST_CASE("a DCGM Xid and the kernel's Xid line for the same GPU and code within 10 s are one finding",
+          "[forensics][dcgm]") {
+    for (const bool dcgm_first : {false, true}) {
+        Analyzer a;
+        const auto labels = dcgm_labels("3", "00000000:3B:00.0");
+        if (dcgm_first) a.add_dcgm("gpu01", kT0 + 1 * kS, "XID 79 on GPU 3", &labels);
+        a.add("gpu01", "kmsg", kT0, kKernel79);
+        if (!dcgm_first) a.add_dcgm("gpu01", kT0 + 1 * kS, "XID 79 on GPU 3", &labels);
+        const auto fs = a.findings();
+        REQUIRE(fs.size() == 1);
+        CHECK(fs[0].source == "kmsg");
+        CHECK(fs[0].xid == 79);
+        CHECK(fs[0].count == 1);
+        CHECK(fs[0].dcgm);
+        CHECK(fs[0].title.find("corroborated by kernel and DCGM") != std::string::npos);
+        CHECK(a.summary_text().find("corroborated by kernel and DCGM") != std::string::npos);
+        CHECK(a.summary_text().find("not in the kernel ring") == std::string::npos);
+    }
+}
+
+TEST_CASE("another GPU, another Xid or 30 s apart: the DCGM Xid is a finding of its own", "[forensics][dcgm]") {
+    struct Case {
+        const char* what;
+        std::string line, gpu, bdf;
+        int64_t at;
+    };
+    for (const auto& c : {Case{"other GPU", "XID 79 on GPU 4", "4", "00000000:5E:00.0", kT0 + kS},
+                          Case{"other code", "XID 31 on GPU 3", "3", "00000000:3B:00.0", kT0 + kS},
+                          Case{"30 s apart", "XID 79 on GPU 3", "3", "00000000:3B:00.0", kT0 + 30 * kS}}) {
+        INFO(c.what);
+        Analyzer a;
+        a.add("gpu01", "kmsg", kT0, kKernel79);
+        const auto labels = dcgm_labels(c.gpu, c.bdf);
+        a.add_dcgm("gpu01", c.at, c.line, &labels);
+        const auto fs = a.findings();
+        REQUIRE(fs.size() == 2);
+        CHECK(count_kind(fs, "kmsg") == 1);
+        CHECK(count_kind(fs, "dcgm") == 1);
+        for (const auto& f : fs) {
+            CHECK_FALSE(f.dcgm);
+            if (f.source == "dcgm") CHECK(f.title.find("seen by DCGM, not in the kernel ring") != std::string::npos);
+        }
+    }
+}
+
+TEST_CASE("a DCGM Xid on another node's GPU of the same address does not corroborate", "[forensics][dcgm]") {
+    Analyzer a;
+    a.add("gpu01", "kmsg", kT0, kKernel79);
+    const auto labels = dcgm_labels("3", "00000000:3B:00.0");
+    a.add_dcgm("gpu02", kT0 + kS, "XID 79 on GPU 3", &labels);
+    CHECK(a.findings().size() == 2);
+}
+
+TEST_CASE("a forged DCGM line neither merges with nor hides the kernel's finding", "[forensics][dcgm][hostile]") {
+    struct Case {
+        const char* what;
+        loki::LabelSet labels;
+    };
+    // The line names GPU 3: metadata that names another GPU, an address that is none, or no
+    // metadata at all leave the device unknown, so nothing can be joined to it.
+    for (const auto& c : {Case{"metadata gpu is another", dcgm_labels("5", "00000000:3B:00.0")},
+                          Case{"metadata gpu is not a number", dcgm_labels("3 ", "00000000:3B:00.0")},
+                          Case{"pci_bdf is no address", dcgm_labels("3", "0000:3b:00.0; rm -rf /")},
+                          Case{"pci_bdf empty", dcgm_labels("3", "")}, Case{"no metadata", {}}}) {
+        INFO(c.what);
+        Analyzer a;
+        a.add("gpu01", "kmsg", kT0, kKernel79);
+        a.add_dcgm("gpu01", kT0 + kS, "XID 79 on GPU 3", &c.labels);
+        const auto fs = a.findings();
+        REQUIRE(fs.size() == 2);
+        for (const auto& f : fs) {
+            CHECK_FALSE(f.dcgm);
+            if (f.source == "kmsg") CHECK(f.title.rfind("Xid 79 on 0000:3b:00", 0) == 0);
+            if (f.source == "dcgm") CHECK(f.pci_bdf.empty());
+        }
+    }
+}
+
+TEST_CASE("DCGM's text decides the event: metadata and lines parse_line rejects make no finding",
+          "[forensics][dcgm][hostile]") {
+    Analyzer a;
+    const auto labels = dcgm_labels("3", "00000000:3B:00.0");  // says xid 79, fatal
+    for (const char* junk : {"XID 79 on GPU 3; rm -rf /", "XID 79 on GPU 99999999999999999999", "XID 0 on GPU 3",
+                             "XID 99999999 on GPU 3", "hello", ""})
+        a.add_dcgm("gpu01", kT0, junk, &labels);
+    CHECK(a.findings().empty());
+    // The metadata says Xid 79, fatal; the line says Xid 13: the line's verdict, not the metadata's.
+    a.add_dcgm("gpu01", kT0, "XID 13 on GPU 3", &labels);
+    const auto fs = a.findings();
+    REQUIRE(fs.size() == 1);
+    CHECK(fs[0].xid == 13);
+    CHECK(fs[0].severity == events::xid_event(13, "", "x").severity);
+}
+
+TEST_CASE("DCGM's other events are in the summary with their severity", "[forensics][dcgm]") {
+    Analyzer a;
+    const auto labels = dcgm_labels("3", "00000000:3B:00.0");
+    a.add_dcgm("gpu01", kT0, "Double-bit ECC error on GPU 3: 2 errors in device", &labels);
+    a.add_dcgm("gpu01", kT0 + kS, "Thermal violation on GPU 3: 95 C", &labels);
+    a.add_dcgm("gpu01", kT0 + 2 * kS, "Power violation on GPU 3: 720 W", &labels);
+    a.add_dcgm("gpu01", kT0 + 3 * kS, "NVLink errors on GPU 3: counter 12 (field 449)", &labels);
+    a.add_dcgm("gpu01", kT0 + 4 * kS, "DCGM_FR_VOLATILE_DBE_DETECTED on GPU 3 (mem, fail): Detected 2 volatile DBEs",
+               &labels);
+    const auto fs = a.findings();
+    REQUIRE(fs.size() == 5);
+    const std::string s = a.summary_text();
+    const auto sev = [](const char* line) {
+        return std::string(events::severity_name(dcgm::severity(*dcgm::parse_line(line))));
+    };
+    CHECK(s.find("[" + sev("Double-bit ECC error on GPU 3: 2 errors in device") +
+                 "] Double-bit ECC error on GPU 3 (0000:3b:00): 2 errors in device") != std::string::npos);
+    CHECK(s.find("[warning] Thermal violation on GPU 3 (0000:3b:00): 95 C") != std::string::npos);
+    CHECK(s.find("[warning] Power violation on GPU 3 (0000:3b:00): 720 W") != std::string::npos);
+    CHECK(s.find("[error] NVLink errors on GPU 3 (0000:3b:00): counter 12 (field 449)") != std::string::npos);
+    CHECK(s.find("[error] DCGM_FR_VOLATILE_DBE_DETECTED on GPU 3 (0000:3b:00) (mem, fail): Detected 2 volatile DBEs") !=
+          std::string::npos);
+    // The double-bit error is the worst: the likely cause.
+    REQUIRE(a.likely_cause(fs));
+    CHECK(a.likely_cause(fs)->kind == "dcgm-ecc_dbe");
+}
