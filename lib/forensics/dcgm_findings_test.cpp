@@ -3,6 +3,8 @@
 
 #include "forensics/analysis.hpp"
 #include "forensics/dcgm_lines.hpp"
+#include "forensics/logql.hpp"
+#include "forensics/node_view.hpp"
 #include "forensics/xid_table.hpp"
 
 using namespace jobtrail;
@@ -146,4 +148,39 @@ TEST_CASE("DCGM's other events are in the summary with their severity", "[forens
     // The double-bit error is the worst: the likely cause.
     REQUIRE(a.likely_cause(fs));
     CHECK(a.likely_cause(fs)->kind == "dcgm-ecc_dbe");
+}
+
+TEST_CASE("jobtrail node: a DCGM event on a job's GPU hits that job; a forged address is node-wide",
+          "[forensics][dcgm]") {
+    NodeView v("gpu01");
+    v.add_job_line("7", "prolog", kT0, "meta", "", "user=alice");
+    v.add_job_line("7", "prolog", kT0, "device", "", "kind=gpu index=3 bdf=0000:3b:00.0 serial=S3");
+    const auto own = dcgm_labels("3", "00000000:3B:00.0");
+    const auto forged = dcgm_labels("5", "00000000:3B:00.0");
+    v.add_dcgm(kT0 + 10 * kS, "XID 79 on GPU 3", &own);
+    v.add_dcgm(kT0 + 11 * kS, "Thermal violation on GPU 3: 95 C", &forged);
+    v.add_dcgm(kT0 + 12 * kS, "not DCGM's", &own);
+    REQUIRE(v.events().size() == 2);
+    CHECK(v.events()[0].source == "dcgm");
+    CHECK(v.events()[0].basis == "device");
+    CHECK(v.events()[0].jobs == std::vector<std::string>{"7"});
+    CHECK(v.events()[1].basis == "node");
+    const std::string t = v.text(kT0, kT0 + 60 * kS, "loki");
+    CHECK(t.find("[fatal] DCGM: Xid 79 on GPU 3 (0000:3b:00): ") != std::string::npos);
+    CHECK(t.find("GPU has fallen off the bus\n    hit job 7: its GPU 3 (0000:3b:00.0, serial S3)") !=
+          std::string::npos);
+    CHECK(t.find("[warning] DCGM: Thermal violation on GPU 3: 95 C\n    node-wide: jobs 7") != std::string::npos);
+}
+
+TEST_CASE("DCGM's queries: a node's events, the job's, and the fleet's Xids by their text", "[forensics][dcgm]") {
+    const Scope s;
+    CHECK(dcgm_query(s, "n1") == R"({job="dcgm", node="n1"})");
+    CHECK(dcgm_xid_query(s, {}) == R"({job="dcgm"} |~ "^XID [0-9]+ on GPU [0-9]+$")");
+    bool nodes = false, own = false;
+    for (const auto& q : job_queries(s, "77", {"n1"}, true)) {
+        nodes |= q.logql == R"({job="dcgm", node="n1"})";
+        own |= q.logql == R"({job="dcgm"} | slurm_job_id="77")";
+    }
+    CHECK(nodes);
+    CHECK(own);
 }

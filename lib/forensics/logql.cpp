@@ -83,6 +83,15 @@ std::string fabric_manager_query(const Scope& s, const std::string& node) {
     return selector(s, node::StreamKind::kFabricManager, node_matcher({node}));
 }
 
+std::string dcgm_query(const Scope& s, const std::string& node) {
+    return selector(s, node::StreamKind::kDcgm, node_matcher({node}));
+}
+
+std::string dcgm_xid_query(const Scope& s, const std::vector<std::string>& nodes) {
+    return selector(s, node::StreamKind::kDcgm, nodes.empty() ? std::string() : node_matcher(nodes)) +
+           " |~ \"^XID [0-9]+ on GPU [0-9]+$\"";
+}
+
 std::string stream_selector(const Scope& s, node::StreamKind kind, const std::vector<std::string>& nodes) {
     return selector(s, kind, nodes.empty() ? std::string() : node_matcher(nodes));
 }
@@ -107,6 +116,7 @@ std::vector<NamedQuery> job_queries(const Scope& s, const std::string& job_id, c
         q.push_back(
             {"slurmd about this job", selector(s, StreamKind::kJournal, slurmd_matchers(nm)) + job_word(job_id)});
         q.push_back({"fabric manager on the job's nodes", selector(s, StreamKind::kFabricManager, nm)});
+        q.push_back({"DCGM events on the job's nodes", selector(s, StreamKind::kDcgm, nm)});
         q.push_back({"Xid count by node", "sum by (node) (count_over_time(" + selector(s, StreamKind::kKernel, nm) +
                                               " |~ \"^NVRM: Xid\" [5m]))"});
     }
@@ -116,6 +126,9 @@ std::vector<NamedQuery> job_queries(const Scope& s, const std::string& job_id, c
         q.push_back(
             {"kernel records of this job: its devices, its memory cgroup (structured metadata)",
              selector(s, StreamKind::kKernel) + " | " + node::metadata::kSlurmJobId + "=" + logql_string(job_id)});
+        q.push_back(
+            {"DCGM events on this job's GPUs (structured metadata)",
+             selector(s, StreamKind::kDcgm) + " | " + node::metadata::kSlurmJobId + "=" + logql_string(job_id)});
         q.push_back({"node-wide kernel records while the job ran (structured metadata)",
                      selector(s, StreamKind::kKernel) + " | " + node::metadata::kAttribution + "=\"node\" | " +
                          node::metadata::kSlurmJobsRunning + "=~" + logql_string("(.*,)?" + job_id + "(,.*)?")});

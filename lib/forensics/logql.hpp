@@ -41,6 +41,10 @@ std::string kernel_query(const Scope& s, const std::string& node);
 std::string node_jobs_query(const Scope& s, const std::string& node);
 std::string slurmd_query(const Scope& s, const std::string& node, const std::string& job_id);
 std::string fabric_manager_query(const Scope& s, const std::string& node);
+// A node's DCGM events (the shipper's dcgm source: violations and health incidents).
+std::string dcgm_query(const Scope& s, const std::string& node);
+// Fleet-wide DCGM Xid lines (jobtrail xid), by their text (dcgm/event.hpp's "XID 79 on GPU 3").
+std::string dcgm_xid_query(const Scope& s, const std::vector<std::string>& nodes);
 // The streams of one kind (of `nodes` only, when given), without a line filter: what Loki's
 // index (series) is asked about.
 std::string stream_selector(const Scope& s, node::StreamKind kind, const std::vector<std::string>& nodes = {});

@@ -145,9 +145,39 @@ std::vector<std::string> node_from_loki(loki::Client& client, const Scope& scope
     // Jobs that started up to two days before the first record looked at still ran in it.
     const auto jr = loki::query_range(client, jobs_q, looked_from - kJobLookbackNs, looked_from, query, job_line);
     if (jr.failed) failed.push_back(jr.error);
-    // Oldest first, as the view judges them.
+    // The node's DCGM events over what was looked at: at most the view's limit, the newest.
+    struct Dcgm {
+        int64_t ts;
+        std::string line;
+        loki::LabelSet device;  // gpu and pci_bdf: what read_dcgm looks at
+    };
+    std::vector<Dcgm> dcgm;
+    auto newest_dcgm = [&] {
+        std::stable_sort(dcgm.begin(), dcgm.end(), [](const Dcgm& x, const Dcgm& y) { return x.ts < y.ts; });
+        if (dcgm.size() <= NodeView::kMaxEvents) return;
+        const size_t drop = dcgm.size() - NodeView::kMaxEvents;
+        v.older_events_not_listed(drop);
+        dcgm.erase(dcgm.begin(), dcgm.begin() + static_cast<std::ptrdiff_t>(drop));
+    };
+    const auto dr =
+        loki::query_range(client, dcgm_query(scope, node), looked_from, to, query, [&](const loki::QueryEntry& e) {
+            if (!ours(e)) return;
+            loki::LabelSet device;
+            for (const char* k : {node::metadata::kGpu, node::metadata::kPciBdf})
+                if (const auto it = e.labels->find(k); it != e.labels->end()) device.emplace(k, it->second);
+            dcgm.push_back({e.ts_ns, e.line, std::move(device)});
+            if (dcgm.size() >= 2 * NodeView::kMaxEvents) newest_dcgm();
+        });
+    if (dr.failed) failed.push_back(dr.error);
+    newest_dcgm();
+    // Oldest first, as the view judges them, kernel and DCGM events interleaved.
     oldest_first();
-    for (const auto& k : kernel) v.add_kernel(k.ts, k.line);
+    size_t d = 0;
+    for (const auto& k : kernel) {
+        for (; d < dcgm.size() && dcgm[d].ts < k.ts; ++d) v.add_dcgm(dcgm[d].ts, dcgm[d].line, &dcgm[d].device);
+        v.add_kernel(k.ts, k.line);
+    }
+    for (; d < dcgm.size(); ++d) v.add_dcgm(dcgm[d].ts, dcgm[d].line, &dcgm[d].device);
     if (foreign) {
         std::string names;
         for (const auto& c : others) names += ", " + escape_line(c);

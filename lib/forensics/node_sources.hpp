@@ -18,7 +18,7 @@ namespace jobtrail::forensics {
 // collectors kept in them (a record once, however many logs hold it). Returns the files read.
 int node_from_local(const node::Layout& layout, NodeView& v, int64_t from_ns, int64_t to_ns);
 
-// The node's job log lines and kernel records in Loki, of the scope's cluster (a node name is
+// The node's job log lines, kernel records and DCGM events in Loki, of the scope's cluster (a node name is
 // one cluster's; without a cluster, records of several clusters are an error that names them).
 // Returns each failed query's error.
 std::vector<std::string> node_from_loki(loki::Client& client, const Scope& scope, const std::string& node,

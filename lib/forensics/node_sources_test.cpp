@@ -110,6 +110,7 @@ TEST_CASE("jobtrail node from Loki that cannot be reached says so for each query
     loki::QueryOptions once;
     once.max_attempts = 1;
     const int64_t now = realtime_ns();
-    CHECK(node_from_loki(c, Scope{}, "gpu01", now - 3600 * kSecond, now, once, v).size() == 2);
+    // The kernel records, the jobs' lines, the DCGM events.
+    CHECK(node_from_loki(c, Scope{}, "gpu01", now - 3600 * kSecond, now, once, v).size() == 3);
     CHECK(v.jobs().empty());
 }

@@ -5,6 +5,7 @@
 #include "common/text.hpp"
 #include "common/time.hpp"
 #include "devices/gpus.hpp"
+#include "forensics/dcgm_lines.hpp"
 #include "joblog/format.hpp"
 
 namespace jobtrail::forensics {
@@ -16,7 +17,9 @@ std::string join(const std::vector<std::string>& v, const char* sep = ",") {
     return out;
 }
 
-std::string title(const events::Event& e) {
+std::string title(const NodeEvent& n) {
+    const events::Event& e = n.event;
+    if (n.source == "dcgm") return "DCGM: " + e.meaning;
     std::string t = e.xid ? (e.kind == "sxid" ? "SXid " : "Xid ") + std::to_string(e.xid) : e.kind;
     if (!e.pci_bdf.empty()) t += " on " + e.pci_bdf;
     if (!e.meaning.empty()) t += ": " + e.meaning;
@@ -82,10 +85,6 @@ void NodeView::add_kernel(int64_t ts, std::string_view message) {
     const auto ev = extractor_.extract(message);
     const auto a = attributor_.attribute(ts, message, ev ? std::string_view(ev->pci_bdf) : std::string_view());
     if (!ev) return;
-    if (events_.size() >= kMaxEvents) {
-        events_.pop_front();
-        ++dropped_;
-    }
     NodeEvent e;
     e.ts_ns = ts;
     e.event = *ev;
@@ -94,6 +93,39 @@ void NodeView::add_kernel(int64_t ts, std::string_view message) {
     if (a.device) e.device = devices::describe(*a.device);
     e.note = a.note;
     e.line = escape_line(utf8_prefix(message, 300));
+    push(std::move(e));
+}
+
+void NodeView::add_dcgm(int64_t ts, std::string_view line, const loki::LabelSet* labels) {
+    prepare();
+    const auto r = read_dcgm(line, labels);
+    if (!r) return;
+    NodeEvent e;
+    e.ts_ns = ts;
+    e.source = "dcgm";
+    if (r->event.kind == dcgm::Kind::kXid) {
+        e.event = events::xid_event(static_cast<int>(r->event.value), r->bdf_key, "dcgm-xid");
+    } else {
+        e.event.kind = "dcgm-" + std::string(dcgm::kind_name(r->event.kind));
+        e.event.rule = "dcgm";
+        e.event.severity = r->severity;
+        e.event.pci_bdf = r->bdf_key;
+    }
+    e.event.meaning = dcgm_title(*r);
+    const auto a = attributor_.attribute(ts, line, r->bdf_key);
+    e.basis = std::string(devices::basis_name(a.basis));
+    e.jobs = a.jobs();
+    if (a.device) e.device = devices::describe(*a.device);
+    e.note = a.note;
+    e.line = escape_line(utf8_prefix(line, 300));
+    push(std::move(e));
+}
+
+void NodeView::push(NodeEvent e) {
+    if (events_.size() >= kMaxEvents) {
+        events_.pop_front();
+        ++dropped_;
+    }
     events_.push_back(std::move(e));
 }
 
@@ -110,12 +142,12 @@ std::string NodeView::text(int64_t from, int64_t to, const std::string& source) 
         if (j.devices.empty()) s += "    no GPU recorded\n";
         if (!j.devices_note.empty()) s += "    devices: " + j.devices_note + " (its device events count node-wide)\n";
     }
-    s += "\nKERNEL EVENTS\n-------------\n";
+    s += "\nKERNEL AND DCGM EVENTS\n----------------------\n";
     if (events_.empty()) s += "none recognised\n";
     std::map<std::string, uint64_t> hits, node_hits;
     for (const auto& e : events_) {
         s += format_rfc3339_ns(e.ts_ns) + " [" + std::string(events::severity_name(e.event.severity)) + "] " +
-             title(e.event) + "\n    ";
+             title(e) + "\n    ";
         if (e.basis == "device") {
             s += "hit job " + join(e.jobs) + ": its " + e.device;
         } else if (e.basis == "memcg") {
@@ -169,7 +201,8 @@ nlohmann::json NodeView::json(int64_t from, int64_t to, const std::string& sourc
                        {"xid", e.event.xid},
                        {"pci_bdf", e.event.pci_bdf},
                        {"severity", std::string(events::severity_name(e.event.severity))},
-                       {"title", title(e.event)},
+                       {"title", title(e)},
+                       {"source", e.source},
                        {"attribution", e.basis},
                        {"jobs", e.jobs},
                        {"device", e.device},

@@ -10,11 +10,12 @@
 
 #include "devices/attribution.hpp"
 #include "events/extractor.hpp"
+#include "loki/query_response.hpp"
 #include "node/job_state.hpp"
 
 // `jobtrail node <node>`: the node's story for the operator deciding whether to drain it — the
-// jobs that ran there with their devices (from their prolog/epilog records), every kernel event
-// with the job it hit, and the jobs it did not touch.
+// jobs that ran there with their devices (from their prolog/epilog records), every kernel and
+// DCGM event with the job it hit, and the jobs it did not touch.
 namespace jobtrail::forensics {
 
 struct NodeJob {
@@ -33,6 +34,7 @@ struct NodeEvent {
     std::string device;             // "GPU 1 (0000:2a:00.0, serial …)" when a job's device
     std::string note;
     std::string line;
+    std::string source = "kernel";  // kernel, dcgm
 };
 
 class NodeView {
@@ -47,6 +49,11 @@ public:
     // Kernel records in time order, after every job line: each is judged against the jobs. Past
     // kMaxEvents the oldest go (counted): an operator deciding on a drain wants the latest.
     void add_kernel(int64_t ts_ns, std::string_view message);
+    // A line of the node's DCGM stream with its entry's labels and structured metadata, in time
+    // order with the kernel records: judged against the jobs by its GPU's address (when believed,
+    // dcgm_lines.hpp), as a kernel event on that device is; the shipper's attribution metadata
+    // is not taken on trust. A line that is not one of DCGM's is no event.
+    void add_dcgm(int64_t ts_ns, std::string_view line, const loki::LabelSet* labels);
     // What a kernel record is to add_kernel: an event, the oom-kill line that says whose a
     // killed pid was, or nothing (a long window's need not be kept for it).
     enum class KernelUse : uint8_t { kNone, kContext, kEvent };
@@ -65,6 +72,7 @@ public:
 
 private:
     void prepare();
+    void push(NodeEvent e);
     std::string node_;
     std::map<std::string, NodeJob> jobs_;
     std::deque<NodeEvent> events_;

@@ -102,8 +102,9 @@ std::string render_report_html(const JobFacts& j, const std::vector<Finding>& fs
              "\" stroke=\"#bbb\"/>\n";
         for (const auto& f : fs) {
             if (f.node != nodes[i]) continue;
+            // kernel and DCGM (device events), NCCL, scripts
             const std::string shape =
-                f.source == "kmsg" ? "circle" : (f.source == "nccl" ? "rect" : "polygon");  // kernel, NCCL, scripts
+                f.source == "kmsg" || f.source == "dcgm" ? "circle" : (f.source == "nccl" ? "rect" : "polygon");
             const double cx = x(f.ts_ns);
             std::string title = "<title>" +
                                 html_escape(format_rfc3339_ns(f.ts_ns) + " " + f.title +
@@ -123,7 +124,8 @@ std::string render_report_html(const JobFacts& j, const std::vector<Finding>& fs
     h += "<text x=\"" + num(kLeft) + "\" y=\"" + num(height - 4) + "\" font-size=\"11\">" +
          html_escape(format_rfc3339_ns(t0)) + "</text><text x=\"" + num(kLeft + kWidth) + "\" y=\"" + num(height - 4) +
          "\" font-size=\"11\" text-anchor=\"end\">" + html_escape(format_rfc3339_ns(t1)) +
-         "</text>\n</svg>\n<p>circle: kernel event, square: NCCL, triangle: prolog/epilog or fabric manager</p>\n";
+         "</text>\n</svg>\n<p>circle: kernel or DCGM event, square: NCCL, triangle: prolog/epilog or fabric "
+         "manager</p>\n";
     h += "<h2>Findings</h2>\n<table><tr><th>time (UTC)</th><th>node</th><th>severity</th><th>what</th><th>action</th>"
          "<th>first line</th></tr>\n";
     for (const auto& f : fs)

@@ -23,6 +23,14 @@ void Collection::record(const std::string& node, const std::string& source, cons
     an_.add(node, source, ts, line, when);
 }
 
+void Collection::record_dcgm(const std::string& node, const std::string& rel, int64_t ts, std::string_view raw,
+                             const loki::LabelSet* labels) {
+    const std::string line = escape_line(raw);
+    st_.write(rel, ts, line);
+    std::lock_guard<std::mutex> lk(an_mu_);
+    an_.add_dcgm(node, ts, line, labels);
+}
+
 int64_t Collection::kernel_time(const std::string& node, const std::string& phase, std::string_view line, int64_t ts) {
     const auto l = joblog::parse_shipped_line(line, phase);
     std::lock_guard<std::mutex> lk(kernel_mu_);

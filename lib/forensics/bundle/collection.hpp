@@ -61,6 +61,10 @@ public:
 
     void record(const std::string& node, const std::string& source, const std::string& rel, int64_t ts,
                 std::string_view raw, int when = 0);
+    // A line of the node's DCGM stream, into rel: staged whatever it says, analysed with the
+    // entry's labels and structured metadata (Analyzer::add_dcgm).
+    void record_dcgm(const std::string& node, const std::string& rel, int64_t ts, std::string_view raw,
+                     const loki::LabelSet* labels);
     // Staged, not analysed.
     void stage(const std::string& rel, int64_t ts, std::string_view line) { st_.write(rel, ts, line); }
 

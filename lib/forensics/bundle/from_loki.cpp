@@ -1,5 +1,5 @@
 // A bundle's records from Loki: one query pool over the job's prolog/epilog records and, per
-// node, its NCCL, kernel, slurmd and fabric manager lines.
+// node, its NCCL, kernel, slurmd, fabric manager and DCGM lines.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -123,6 +123,9 @@ std::vector<Task> tasks_of(Collection& col, const Window& w, const Scope& scope)
                          [&col, node](const loki::QueryEntry& e) {
                              col.record(node, "fabric-manager", "nodes/" + node + "/fabric-manager.log", e.ts_ns,
                                         e.line);
+                         }});
+        tasks.push_back({"DCGM " + escape_line(n), dcgm_query(scope, n), [&col, node](const loki::QueryEntry& e) {
+                             col.record_dcgm(node, "nodes/" + node + "/dcgm.log", e.ts_ns, e.line, e.labels);
                          }});
     }
     return tasks;
