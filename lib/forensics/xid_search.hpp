@@ -9,7 +9,8 @@
 #include "forensics/xid_table.hpp"
 #include "loki/query.hpp"
 
-// `jobtrail xid`'s search of Loki: the kernel streams' Xid lines over a window, into an XidTable.
+// `jobtrail xid`'s search of Loki: the kernel streams' and the DCGM streams' Xid lines over a
+// window, into an XidTable.
 namespace jobtrail::forensics {
 
 struct XidSearch {

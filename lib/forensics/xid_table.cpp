@@ -6,7 +6,9 @@
 
 #include "common/text.hpp"
 #include "common/time.hpp"
+#include "devices/gpus.hpp"
 #include "events/xid_catalogue.hpp"
+#include "forensics/dcgm_lines.hpp"
 
 namespace jobtrail::forensics {
 namespace {
@@ -29,23 +31,72 @@ __attribute__((format(printf, 2, 3))) void appendf(std::string& out, const char*
 
 }  // namespace
 
+void XidTable::Row::add(int64_t ts, const std::string& key, const events::Event& ev) {
+    first = count ? std::min(first, ts) : ts;
+    last = count ? std::max(last, ts) : ts;
+    ++count;
+    if (seen.size() < kMaxSightings) seen.emplace_back(ts, key);
+    meaning = ev.meaning;
+    action = ev.action;
+    severity = std::string(events::severity_name(ev.severity));
+}
+
 void XidTable::add(const std::string& node, int64_t ts, std::string_view line) {
     const auto ev = extractor_.extract(line);
     if (!ev || !ev->xid) return;
-    Row& row = rows_[{node, ev->xid}];
-    row.first = row.count ? std::min(row.first, ts) : ts;
-    row.last = row.count ? std::max(row.last, ts) : ts;
-    ++row.count;
-    row.meaning = ev->meaning;
-    row.action = ev->action;
-    row.severity = std::string(events::severity_name(ev->severity));
+    rows_[{node, ev->xid}].add(ts, ev->kind == "xid" ? devices::bdf_key(ev->pci_bdf) : "", *ev);
+}
+
+void XidTable::add_dcgm(const std::string& node, int64_t ts, std::string_view line, const loki::LabelSet* labels) {
+    const auto r = read_dcgm(line, labels);
+    if (!r || r->event.kind != dcgm::Kind::kXid) return;
+    const int xid = static_cast<int>(r->event.value);
+    dcgm_[{node, xid}].add(ts, r->bdf_key, events::xid_event(xid, r->bdf_key, "dcgm-xid"));
+}
+
+std::vector<std::pair<std::pair<std::string, int>, XidTable::Row>> XidTable::rows() const {
+    std::vector<std::pair<std::pair<std::string, int>, Row>> out;
+    for (const auto& [k, row] : rows_) {
+        out.emplace_back(k, row);
+        out.back().second.source = "kernel";
+    }
+    for (const auto& [k, d] : dcgm_) {
+        const auto kernel = std::find_if(out.begin(), out.end(), [&](const auto& r) { return r.first == k; });
+        Row left = d;  // the DCGM sightings no kernel line corroborates
+        left.count = 0;
+        left.first = left.last = 0;
+        for (const auto& [ts, key] : d.seen) {
+            const bool hit = kernel != out.end() &&
+                             std::any_of(kernel->second.seen.begin(), kernel->second.seen.end(), [&](const auto& s) {
+                                 return corroborates(ts, key, k.second, s.first, s.second, k.second);
+                             });
+            if (hit) {
+                kernel->second.source = "kernel+dcgm";
+                continue;
+            }
+            left.first = left.count ? std::min(left.first, ts) : ts;
+            left.last = left.count ? std::max(left.last, ts) : ts;
+            ++left.count;
+        }
+        if (d.count > d.seen.size()) {  // past the sightings kept: not corroborated
+            if (!left.count) left.first = d.first;
+            left.count += d.count - d.seen.size();
+            left.last = d.last;
+        }
+        if (!left.count) continue;
+        left.source = "dcgm";
+        out.emplace_back(k, std::move(left));
+    }
+    std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    return out;
 }
 
 nlohmann::json XidTable::json() const {
     nlohmann::json out = nlohmann::json::array();
-    for (const auto& [k, row] : rows_)
+    for (const auto& [k, row] : rows())
         out.push_back({{"node", k.first},
                        {"xid", k.second},
+                       {"source", row.source},
                        {"count", row.count},
                        {"first", format_rfc3339_ns(row.first)},
                        {"last", format_rfc3339_ns(row.last)},
@@ -57,13 +108,14 @@ nlohmann::json XidTable::json() const {
 
 std::string XidTable::text(const std::string& since) const {
     std::string s;
-    appendf(s, "%-16s %5s %6s  %-8s %-31s %s\n", "NODE", "XID", "COUNT", "SEVERITY", "LAST (UTC)", "MEANING / ACTION");
+    appendf(s, "%-16s %5s %6s  %-8s %-11s %-31s %s\n", "NODE", "XID", "COUNT", "SEVERITY", "SOURCE", "LAST (UTC)",
+            "MEANING / ACTION");
     // Node names are labels from Loki's answer: data, never control sequences for the terminal.
-    for (const auto& [k, row] : rows_)
-        appendf(s, "%-16s %5d %6llu  %-8s %-31s %s\n%62s-> %s\n", escape_line(k.first).c_str(), k.second,
-                static_cast<unsigned long long>(row.count), row.severity.c_str(), format_rfc3339_ns(row.last).c_str(),
-                row.meaning.c_str(), "", row.action.c_str());
-    if (rows_.empty()) appendf(s, "no Xid in the last %s\n", since.c_str());
+    for (const auto& [k, row] : rows())
+        appendf(s, "%-16s %5d %6llu  %-8s %-11s %-31s %s\n%74s-> %s\n", escape_line(k.first).c_str(), k.second,
+                static_cast<unsigned long long>(row.count), row.severity.c_str(), row.source.c_str(),
+                format_rfc3339_ns(row.last).c_str(), row.meaning.c_str(), "", row.action.c_str());
+    if (empty()) appendf(s, "no Xid in the last %s\n", since.c_str());
     return s;
 }
 

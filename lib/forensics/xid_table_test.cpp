@@ -52,3 +52,33 @@ TEST_CASE("the Xid table prints the node names Loki returned escaped, never raw 
     CHECK(text.find('\x07') == std::string::npos);
     CHECK(text.find("evil\\x1b]0;owned\\x07\\x1b[2J/gpu01") != std::string::npos);
 }
+
+TEST_CASE("the Xid table says which source saw each Xid: kernel, dcgm, or kernel+dcgm when both did",
+          "[forensics][cli][dcgm]") {
+    constexpr int64_t kS = 1'000'000'000;
+    const loki::LabelSet gpu3 = {{"gpu", "3"}, {"pci_bdf", "00000000:3B:00.0"}};
+    const loki::LabelSet gpu4 = {{"gpu", "4"}, {"pci_bdf", "00000000:5E:00.0"}};
+    const loki::LabelSet forged = {{"gpu", "7"}, {"pci_bdf", "00000000:3B:00.0"}};
+    XidTable t;
+    // gpu01: the kernel and DCGM 1 s apart on the same GPU: one row, both sources.
+    t.add("gpu01", 100 * kS, "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.");
+    t.add_dcgm("gpu01", 101 * kS, "XID 79 on GPU 3", &gpu3);
+    // gpu02: the kernel only; gpu03: DCGM only (its other GPU's Xid, and a line naming another
+    // GPU's address); not an Xid line: nothing.
+    t.add("gpu02", 100 * kS, "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.");
+    t.add("gpu03", 100 * kS, "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.");
+    t.add_dcgm("gpu03", 100 * kS, "XID 79 on GPU 4", &gpu4);
+    t.add_dcgm("gpu03", 101 * kS, "XID 79 on GPU 3", &forged);
+    t.add_dcgm("gpu03", 102 * kS, "Thermal violation on GPU 3: 95 C", &gpu3);
+    const auto j = t.json();
+    std::vector<std::tuple<std::string, int, uint64_t, std::string>> rows;
+    for (const auto& r : j) rows.emplace_back(r["node"], r["xid"], r["count"], r["source"]);
+    CHECK(rows == std::vector<std::tuple<std::string, int, uint64_t, std::string>>{{"gpu01", 79, 1, "kernel+dcgm"},
+                                                                                   {"gpu02", 79, 1, "kernel"},
+                                                                                   {"gpu03", 79, 1, "kernel"},
+                                                                                   {"gpu03", 79, 2, "dcgm"}});
+    const std::string text = t.text("24h");
+    CHECK(text.find(" SOURCE ") != std::string::npos);
+    CHECK(text.find("gpu01               79      1  fatal    kernel+dcgm") != std::string::npos);
+    CHECK(text.find("gpu03               79      2  fatal    dcgm") != std::string::npos);
+}
