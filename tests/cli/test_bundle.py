@@ -1294,5 +1294,91 @@ class OtherCommands(unittest.TestCase):
             self.assertIn("Usage", r.stdout)
 
 
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def dcgm_streams(job="4242", t0=None, cluster="c1"):
+    """What the shipper's dcgm source sent while the job ran (job_streams' Xid 79 on gpu02's
+    0000:3b:00, the job's GPU 3 there): DCGM's XID 79 on GPU 3 a second after the kernel's line,
+    a thermal violation on gpu01 node-wide, and a line no DCGM event reads like."""
+    meta79 = {"gpu": "3", "pci_bdf": "00000000:3B:00.0", "event": "xid", "xid": "79", "severity": "fatal",
+              "slurm_job_id": job, "attribution": "device"}
+    thermal = {"gpu": "1", "pci_bdf": "00000000:18:00.0", "event": "thermal", "severity": "warning",
+               "attribution": "node", "slurm_jobs_running": job}
+    lab = {"cluster": cluster, "job": "dcgm", "service_name": "dcgm"}
+    return [{"stream": dict(lab, node="gpu02"), "values": [[str(t0 + 381 * NS), "XID 79 on GPU 3", meta79],
+                                                           [str(t0 + 390 * NS), "XID 79 on GPU 3 <b>forged</b>", meta79]]},
+            {"stream": dict(lab, node="gpu01"), "values": [[str(t0 + 200 * NS), "Thermal violation on GPU 1: 95 C", thermal]]},
+            {"stream": {"cluster": cluster, "node": "gpu02", "job": "slurm-prolog-epilog", "job_id": job,
+                        "service_name": "slurm-prolog-epilog", "phase": "prolog", "tag": "device"},
+             "values": [[str(t0 + 3 * NS), "prolog device kind=gpu index=3 bdf=0000:3b:00.0 serial=S3"]]}]
+
+
+class DcgmEvents(unittest.TestCase):
+    """DCGM's events read back from Loki: the kernel's Xid 79 and DCGM's XID 79 on the same GPU a
+    second apart are one finding in the bundle, both on its timeline; `jobtrail node` lists the
+    DCGM event with the job whose GPU it was; `jobtrail xid` says both sources saw it."""
+
+    def setUp(self):
+        self.out = tempfile.mkdtemp(prefix="jobtrail-dcgm-")
+        self.loki = Loki()
+        self.t0 = time.time_ns() - 3600 * NS
+        self.loki.push(job_streams(nccl_lines=5, t0=self.t0) + dcgm_streams(t0=self.t0))
+
+    def tearDown(self):
+        self.loki.close()
+        shutil.rmtree(self.out, ignore_errors=True)
+
+    def cli(self, *args):
+        return subprocess.run([JOBTRAIL, "--config", "/dev/null", "--loki-url", self.loki.url] + list(args),
+                              capture_output=True, text=True, timeout=300)
+
+    def test_a_kernel_xid_dcgm_also_reported_is_one_finding_corroborated_by_both(self):
+        r = self.cli("bundle", "4242", "-o", self.out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        (archive,) = glob.glob(self.out + "/*-job4242-*.tar.zst")
+        top = extract(archive, self.out + "/x")
+        summary = read(top + "/summary.txt")
+        os.makedirs(ARTIFACTS, exist_ok=True)
+        with open(os.path.join(ARTIFACTS, "dcgm-bundle-summary.txt"), "w") as f:
+            f.write(summary)
+        gpu02 = summary.split("BY NODE")[1].split("gpu02:")[1]
+        xids = [l for l in gpu02.splitlines() if "Xid 79" in l]
+        self.assertEqual(len(xids), 1, summary)
+        self.assertIn("corroborated by kernel and DCGM", xids[0])
+        self.assertIn("[fatal]", xids[0])
+        self.assertIn("on this job's GPU 3", xids[0])
+        self.assertNotIn("not in the kernel ring", summary)
+        self.assertNotIn("forged", summary)  # not DCGM's: archived, no finding
+        cause = summary.split("MOST LIKELY CAUSE")[1].split("BY NODE")[0]
+        self.assertIn("corroborated by kernel and DCGM", cause)
+        gpu01 = summary.split("BY NODE")[1].split("gpu01:")[1].split("gpu02:")[0]
+        self.assertIn("[warning] Thermal violation on GPU 1 (0000:18:00): 95 C", gpu01)
+        timeline = read(top + "/timeline.txt").splitlines()
+        self.assertEqual(len([l for l in timeline if " gpu02 kmsg " in l and "NVRM: Xid" in l]), 1)
+        self.assertEqual(len([l for l in timeline if l.endswith(" gpu02 dcgm XID 79 on GPU 3")]), 1, timeline)
+        dcgm_log = read(top + "/nodes/gpu02/dcgm.log")
+        self.assertIn("XID 79 on GPU 3\n", dcgm_log)
+        self.assertIn("XID 79 on GPU 3 <b>forged</b>", dcgm_log)
+
+    def test_jobtrail_node_lists_the_dcgm_event_with_its_job(self):
+        r = self.cli("node", "gpu02", "--since", "3h", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        evs = [(e["source"], e["xid"], e["attribution"], e["jobs"]) for e in json.loads(r.stdout)["events"]]
+        self.assertEqual(evs, [("kernel", 79, "device", ["4242"]), ("dcgm", 79, "device", ["4242"])])
+        text = self.cli("node", "gpu02", "--since", "3h").stdout
+        self.assertIn("] DCGM: Xid 79 on GPU 3 (0000:3b:00)", text)
+
+    def test_jobtrail_xid_says_which_source_saw_it(self):
+        r = self.cli("--json", "xid", "--since", "3h")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual([(x["node"], x["xid"], x["count"], x["source"]) for x in json.loads(r.stdout)],
+                         [("gpu02", 79, 1, "kernel+dcgm")])
+        text = self.cli("xid", "--since", "3h").stdout
+        self.assertIn(" kernel+dcgm ", text)
+
+
 if __name__ == "__main__":
     skips.main()
