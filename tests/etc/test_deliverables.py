@@ -22,7 +22,7 @@ METADATA = {"seq", "subsystem", "device", "xid", "sxid", "pci_bdf", "event", "se
             "slurm_jobs_running", "attribution", "gpu", "file",
             "step", "pid", "phase", "tag", "stream", "pod_uid"}
 JOBS = {"kmsg", "slurm-prolog-epilog", "nccl", "systemd-journal", "fabric-manager", "jobtrail-shipper",
-        "kubernetes-pods"}
+        "kubernetes-pods", "dcgm", "nv-hostengine"}
 GRAFANA_VARS = {"$__auto": "5m", "$__interval": "1m", "$__range": "1h", "$job_id": "4242", "$cluster": ".+",
                 "$job_nodes": ".+"}
 
@@ -171,13 +171,25 @@ class Files(unittest.TestCase):
         names = set()
         for alert, _ in rule_queries():
             names.add(alert)
-        self.assertEqual(names, {"GPUFatalXid", "FabricManagerError", "NCCLAbortStorm",
+        self.assertEqual(names, {"GPUFatalXid", "GPUFatalEventFromDCGM", "FabricManagerError", "NCCLAbortStorm",
                                  "SlurmPrologEpilogScriptFailed", "JobtrailShipperSilent"})
         doc = yaml.safe_load(open(src("etc/loki/rules/jobtrail-alerts.yaml")))
         for g in doc["groups"]:
             for r in g["rules"]:
                 self.assertIn("summary", r["annotations"], r["alert"])
                 self.assertRegex(r["annotations"]["runbook"], r"jobtrail (bundle|xid)|jobtrail-shipper", r["alert"])
+
+    def test_the_dcgm_alert_fires_on_double_bit_ecc_and_on_fatal_xids_dcgm_saw(self):
+        # The event and severity values the shipper's dcgm source writes (dcgm/event.hpp).
+        expr = dict(rule_queries())["GPUFatalEventFromDCGM"]
+        self.assertRegex(expr, r'count_over_time\(\{job="dcgm"\} \| event="ecc_dbe" or \(event="xid" and '
+                               r'severity="fatal"\) \[5m\]\)\) > 0')
+
+    def test_the_shipped_config_ships_the_dcgm_host_engines_log_as_its_own_stream(self):
+        with open(src("etc/jobtrail.yaml")) as f:
+            files = yaml.safe_load(f)["shipper"]["sources"]["files"]
+        (he,) = [f for f in files if f["name"] == "nv-hostengine"]
+        self.assertEqual((he["paths"], he["job"], he["stream"]), (["/var/log/nv-hostengine.log"], "nv-hostengine", "other"))
 
     def test_the_fatal_xid_rule_lists_exactly_the_catalogues_fatal_codes(self):
         r = subprocess.run([JOBTRAIL, "--json", "xid", "--catalogue"], capture_output=True, text=True, check=True)
@@ -213,7 +225,9 @@ class Files(unittest.TestCase):
         self.assertIn("job_id", [v["name"] for v in d["templating"]["list"]])
         titles = [p["title"] for p in d["panels"]]
         for want in ("Prolog and epilog", "NCCL warnings", "Xid events by node (job's nodes)",
-                     "Xid rate by node and code", "mlx5 events by node"):
+                     "Xid rate by node and code", "mlx5 events by node",
+                     "DCGM events of the job: on its GPUs, and node-wide ones on its nodes",
+                     "Fatal and error DCGM events across the fleet"):
             self.assertIn(want, titles)
         self.assertTrue(any(p.get("datasource", {}).get("type") == "prometheus" for p in d["panels"]))
 
