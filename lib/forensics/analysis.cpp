@@ -193,23 +193,36 @@ std::vector<Finding> Analyzer::findings() const {
     // A DCGM Xid sighting the kernel printed too is the kernel's finding, corroborated; the
     // others stay a DCGM finding of their own, counted and timed by what is left.
     std::map<std::string, Finding> groups = groups_;
+    // Each kernel sighting as (time, its bdf key): a DCGM sighting finds its kernel line by time.
+    std::map<std::string, std::vector<std::pair<int64_t, std::string>>> kernel;
+    std::map<std::string, std::vector<std::string>> group_of;  // the same order: each one's group
+    for (const auto& [k, seen] : kernel_xids_) {
+        std::vector<std::pair<std::pair<int64_t, std::string>, std::string>> sorted;
+        const size_t last = k.rfind('|'), prev = k.rfind('|', last - 1);  // node|bdf key|xid
+        const std::string bdf = k.substr(prev + 1, last - prev - 1);
+        for (const auto& [ts, gkey] : seen) sorted.push_back({{ts, bdf}, gkey});
+        std::sort(sorted.begin(), sorted.end());
+        for (auto& [s, g] : sorted) {
+            kernel[k].push_back(s);
+            group_of[k].push_back(g);
+        }
+    }
     for (const auto& [key, times] : dcgm_xids_) {
         Finding& d = groups.at(key);
-        const auto kernel = kernel_xids_.find(d.node + "|" + d.pci_bdf + "|" + std::to_string(d.xid));
+        const std::string kkey = d.node + "|" + d.pci_bdf + "|" + std::to_string(d.xid);
+        const auto ks = kernel.find(kkey);
         uint64_t matched = 0;
         int64_t first_left = 0;
         for (const int64_t t : times) {
-            bool hit = false;
-            if (kernel != kernel_xids_.end() && !d.pci_bdf.empty())
-                for (const auto& [kt, kkey] : kernel->second)
-                    if (corroborates(t, d.pci_bdf, d.xid, kt, d.pci_bdf, d.xid)) {
-                        groups.at(kkey).dcgm = true;
-                        hit = true;
-                    }
-            if (hit)
-                ++matched;
-            else if (!first_left || t < first_left)
-                first_left = t;
+            if (ks != kernel.end()) {
+                const auto hit = corroborating(ks->second.begin(), ks->second.end(), t, d.pci_bdf, d.xid);
+                if (hit != ks->second.end()) {
+                    groups.at(group_of[kkey][static_cast<size_t>(hit - ks->second.begin())]).dcgm = true;
+                    ++matched;
+                    continue;
+                }
+            }
+            if (!first_left || t < first_left) first_left = t;
         }
         if (matched == d.count) {
             groups.erase(key);

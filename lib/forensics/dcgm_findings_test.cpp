@@ -184,3 +184,30 @@ TEST_CASE("DCGM's queries: a node's events, the job's, and the fleet's Xids by t
     CHECK(nodes);
     CHECK(own);
 }
+
+TEST_CASE("each DCGM Xid is paired with a kernel line within 10 s, whatever order the lines came in",
+          "[forensics][dcgm]") {
+    const auto labels = dcgm_labels("3", "00000000:3B:00.0");
+    Analyzer a;
+    // Kernel lines at 0, 40 and 20 s (in that order), DCGM's at 41 s (the 40 s line's) and 100 s
+    // (none's) and 25 s (the 20 s line's).
+    for (const int64_t s : {0, 40, 20}) a.add("gpu01", "kmsg", kT0 + s * kS, kKernel79);
+    for (const int64_t s : {41, 100, 25}) a.add_dcgm("gpu01", kT0 + s * kS, "XID 79 on GPU 3", &labels);
+    const auto fs = a.findings();
+    REQUIRE(fs.size() == 2);
+    CHECK(fs[0].source == "kmsg");
+    CHECK(fs[0].count == 3);
+    CHECK(fs[0].dcgm);
+    CHECK(fs[1].source == "dcgm");
+    CHECK(fs[1].count == 1);
+    CHECK(fs[1].ts_ns == kT0 + 100 * kS);
+
+    XidTable t;
+    for (const int64_t s : {40, 0, 20})
+        t.add("gpu01", kT0 + s * kS, "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.");
+    for (const int64_t s : {25, 100, 41}) t.add_dcgm("gpu01", kT0 + s * kS, "XID 79 on GPU 3", &labels);
+    const auto j = t.json();
+    REQUIRE(j.size() == 2);
+    CHECK((j[0]["source"] == "kernel+dcgm" && j[0]["count"] == 3));
+    CHECK((j[1]["source"] == "dcgm" && j[1]["count"] == 1));
+}

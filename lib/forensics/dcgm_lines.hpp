@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -40,5 +41,17 @@ std::string dcgm_title(const DcgmRecord& r);
 // apart.
 bool corroborates(int64_t dcgm_ts_ns, const std::string& dcgm_bdf_key, int dcgm_xid, int64_t kernel_ts_ns,
                   const std::string& kernel_bdf_key, int kernel_xid);
+
+// Of kernel sightings (time, bdf key) of one Xid, sorted by time: the first that corroborates a
+// DCGM sighting of that Xid, or end. Only those within the window are looked at (a binary search):
+// a flood of lines costs its logarithm per sighting, not their product.
+template <class It>
+It corroborating(It first, It last, int64_t dcgm_ts_ns, const std::string& dcgm_bdf_key, int xid) {
+    auto it = std::lower_bound(first, last, dcgm_ts_ns - kCorroborationWindowNs,
+                               [](const auto& s, int64_t t) { return s.first < t; });
+    for (; it != last && it->first <= dcgm_ts_ns + kCorroborationWindowNs; ++it)
+        if (corroborates(dcgm_ts_ns, dcgm_bdf_key, xid, it->first, it->second, xid)) return it;
+    return last;
+}
 
 }  // namespace jobtrail::forensics

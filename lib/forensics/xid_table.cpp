@@ -56,23 +56,26 @@ void XidTable::add_dcgm(const std::string& node, int64_t ts, std::string_view li
 
 std::vector<std::pair<std::pair<std::string, int>, XidTable::Row>> XidTable::rows() const {
     std::vector<std::pair<std::pair<std::string, int>, Row>> out;
+    std::map<std::pair<std::string, int>, size_t> at;
     for (const auto& [k, row] : rows_) {
+        at[k] = out.size();
         out.emplace_back(k, row);
         out.back().second.source = "kernel";
+        auto& seen = out.back().second.seen;
+        std::sort(seen.begin(), seen.end());
     }
     for (const auto& [k, d] : dcgm_) {
-        const auto kernel = std::find_if(out.begin(), out.end(), [&](const auto& r) { return r.first == k; });
+        const auto kernel = at.find(k);
         Row left = d;  // the DCGM sightings no kernel line corroborates
         left.count = 0;
         left.first = left.last = 0;
         for (const auto& [ts, key] : d.seen) {
-            const bool hit = kernel != out.end() &&
-                             std::any_of(kernel->second.seen.begin(), kernel->second.seen.end(), [&](const auto& s) {
-                                 return corroborates(ts, key, k.second, s.first, s.second, k.second);
-                             });
-            if (hit) {
-                kernel->second.source = "kernel+dcgm";
-                continue;
+            if (kernel != at.end()) {
+                Row& kr = out[kernel->second].second;
+                if (corroborating(kr.seen.begin(), kr.seen.end(), ts, key, k.second) != kr.seen.end()) {
+                    kr.source = "kernel+dcgm";
+                    continue;
+                }
             }
             left.first = left.count ? std::min(left.first, ts) : ts;
             left.last = left.count ? std::max(left.last, ts) : ts;
