@@ -22,7 +22,7 @@ METADATA = {"seq", "subsystem", "device", "xid", "sxid", "pci_bdf", "event", "se
             "slurm_jobs_running", "attribution", "gpu", "file",
             "step", "pid", "phase", "tag", "stream", "pod_uid"}
 JOBS = {"kmsg", "slurm-prolog-epilog", "nccl", "systemd-journal", "fabric-manager", "jobtrail-shipper",
-        "kubernetes-pods", "dcgm", "nv-hostengine"}
+        "kubernetes-pods", "dcgm"}
 GRAFANA_VARS = {"$__auto": "5m", "$__interval": "1m", "$__range": "1h", "$job_id": "4242", "$cluster": ".+",
                 "$job_nodes": ".+"}
 
@@ -184,12 +184,6 @@ class Files(unittest.TestCase):
         expr = dict(rule_queries())["GPUFatalEventFromDCGM"]
         self.assertRegex(expr, r'count_over_time\(\{job="dcgm"\} \| event="ecc_dbe" or \(event="xid" and '
                                r'severity="fatal"\) \[5m\]\)\) > 0')
-
-    def test_the_shipped_config_ships_the_dcgm_host_engines_log_as_its_own_stream(self):
-        with open(src("etc/jobtrail.yaml")) as f:
-            files = yaml.safe_load(f)["shipper"]["sources"]["files"]
-        (he,) = [f for f in files if f["name"] == "nv-hostengine"]
-        self.assertEqual((he["paths"], he["job"], he["stream"]), (["/var/log/nv-hostengine.log"], "nv-hostengine", "other"))
 
     def test_the_fatal_xid_rule_lists_exactly_the_catalogues_fatal_codes(self):
         r = subprocess.run([JOBTRAIL, "--json", "xid", "--catalogue"], capture_output=True, text=True, check=True)
