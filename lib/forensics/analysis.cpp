@@ -67,9 +67,9 @@ void Analyzer::add(const std::string& node, const std::string& source, int64_t t
         p.pci_bdf = ev->pci_bdf;
         std::string key;
         group(node + "|" + ev->kind + "|" + std::to_string(ev->xid) + "|" + ev->pci_bdf, p, &key);
-        if (ev->kind == "xid" && !devices::bdf_key(ev->pci_bdf).empty()) {
-            auto& seen = kernel_xids_[node + "|" + devices::bdf_key(ev->pci_bdf) + "|" + std::to_string(ev->xid)];
-            if (seen.size() < kMaxSightings) seen.emplace_back(ts, key);
+        if (const std::string bdf = devices::bdf_key(ev->pci_bdf); ev->kind == "xid" && !bdf.empty()) {
+            auto& seen = kernel_xids_[node + "|" + bdf + "|" + std::to_string(ev->xid)];
+            if (seen.size() < kMaxSightings) seen.push_back({{ts, bdf}, key});
         }
         return;
     }
@@ -197,10 +197,7 @@ std::vector<Finding> Analyzer::findings() const {
     std::map<std::string, std::vector<std::pair<int64_t, std::string>>> kernel;
     std::map<std::string, std::vector<std::string>> group_of;  // the same order: each one's group
     for (const auto& [k, seen] : kernel_xids_) {
-        std::vector<std::pair<std::pair<int64_t, std::string>, std::string>> sorted;
-        const size_t last = k.rfind('|'), prev = k.rfind('|', last - 1);  // node|bdf key|xid
-        const std::string bdf = k.substr(prev + 1, last - prev - 1);
-        for (const auto& [ts, gkey] : seen) sorted.push_back({{ts, bdf}, gkey});
+        auto sorted = seen;
         std::sort(sorted.begin(), sorted.end());
         for (auto& [s, g] : sorted) {
             kernel[k].push_back(s);

@@ -72,9 +72,9 @@ private:
     int when_ = 0;  // of the record being added
     events::Extractor extractor_;
     std::map<std::string, Finding> groups_;
-    // node|bdf key|xid -> (time, group key) of each kernel Xid line; group key -> times of a
-    // DCGM Xid finding's lines.
-    std::map<std::string, std::vector<std::pair<int64_t, std::string>>> kernel_xids_;
+    // node|bdf key|xid -> ((time, bdf key), group key) of each kernel Xid line; group key ->
+    // times of a DCGM Xid finding's lines.
+    std::map<std::string, std::vector<std::pair<std::pair<int64_t, std::string>, std::string>>> kernel_xids_;
     std::map<std::string, std::vector<int64_t>> dcgm_xids_;
     std::map<std::string, std::map<std::string, std::string>> devices_;  // node -> bdf key -> "GPU 1 (…)"
     std::set<std::string> unresolved_;  // nodes where the prolog could not resolve all devices
