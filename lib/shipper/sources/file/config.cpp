@@ -55,7 +55,10 @@ std::vector<FileSourceConfig> FileKind::defaults() {
          schema.job(StreamKind::kFabricManager),
          LineFormat::kPlain,
          {},
-         StreamKind::kFabricManager}};
+         StreamKind::kFabricManager},
+        // DCGM's host engine's own account (start, connects, errors); its events are the dcgm
+        // source's. Its --log-filename default; nothing to read where DCGM is not installed.
+        {"nv-hostengine", {"/var/log/nv-hostengine.log"}, "nv-hostengine", LineFormat::kPlain, {}, StreamKind::kOther}};
 }
 
 void FileKind::schema(const Config& c, node::Schema& s) {
