@@ -1,0 +1,254 @@
+#include "dcgm/client.hpp"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "dcgm/api.hpp"
+#include "temp_dir.hpp"
+
+using namespace jobtrail;
+using namespace std::chrono_literals;
+using dcgm::Kind;
+
+namespace {
+
+// The stand-in libdcgm (tests/fixtures/dcgm) and its control directory.
+struct Stub {
+    test::TempDir dir{"dcgm"};
+    Stub() { ::setenv("DCGM_STUB_DIR", dir.path().c_str(), 1); }
+    void write(const std::string& name, const std::string& text) const {
+        std::ofstream(dir.path() + "/" + name) << text;
+    }
+    void command(const std::string& line) const {
+        std::ofstream(dir.path() + "/commands", std::ios::app) << line << "\n";
+    }
+    int logged(const std::string& line) const {
+        std::ifstream in(dir.path() + "/log");
+        int n = 0;
+        for (std::string l; std::getline(in, l);) n += l == line;
+        return n;
+    }
+};
+
+dcgm::ClientOptions options(const char* library, int timeout_ms = 5000) {
+    dcgm::ClientOptions o;
+    o.libraries = {library};
+    o.call_timeout_ms = timeout_ms;
+    return o;
+}
+
+// The events a sink received (on the stub's thread).
+struct Received {
+    std::mutex mu;
+    std::vector<dcgm::Event> events;
+    std::function<void(dcgm::Event)> sink() {
+        return [this](dcgm::Event e) {
+            std::lock_guard lock(mu);
+            events.push_back(std::move(e));
+        };
+    }
+    size_t size() {
+        std::lock_guard lock(mu);
+        return events.size();
+    }
+    // Waits (up to 5 s: the stub reads its commands every 50 ms) until n events arrived.
+    bool wait(size_t n) {
+        for (int i = 0; i < 500 && size() < n; ++i) std::this_thread::sleep_for(10ms);
+        return size() >= n;
+    }
+};
+
+template <class F>
+bool eventually(F f) {
+    for (int i = 0; i < 500; ++i) {
+        if (f()) return true;
+        std::this_thread::sleep_for(10ms);
+    }
+    return false;
+}
+
+}  // namespace
+
+TEST_CASE("the DCGM client connects through libdcgm 4.x and 3.x and lists the GPUs with their bus ids",
+          "[dcgm-client]") {
+    const char* library = GENERATE(JOBTRAIL_DCGM_STUB4, JOBTRAIL_DCGM_STUB3);
+    Stub stub;
+    stub.write("gpus", "0 00000000:3B:00.0\n3 00000000:DB:00.0\n");
+    auto client = dcgm::make_client(options(library));
+    std::string error;
+    REQUIRE(client->connect(error));
+    CHECK(client->library() ==
+          std::string(library) + (std::string(library).ends_with(".4") ? " (DCGM 4.x API)" : " (DCGM 3.x API)"));
+    const auto gpus = client->gpus(error);
+    REQUIRE(gpus.size() == 2);
+    CHECK(gpus[0].id == 0);
+    CHECK(gpus[0].pci_bdf == "00000000:3B:00.0");
+    CHECK(gpus[1].id == 3);
+    CHECK(gpus[1].pci_bdf == "00000000:DB:00.0");
+    CHECK(stub.logged("connect") == 1);
+}
+
+TEST_CASE("each kind of DCGM policy violation arrives as its event, on the GPU it happened on", "[dcgm-client]") {
+    const char* library = GENERATE(JOBTRAIL_DCGM_STUB4, JOBTRAIL_DCGM_STUB3);
+    Stub stub;
+    stub.write("gpus", "0 00000000:3B:00.0\n3 00000000:DB:00.0\n");
+    auto client = dcgm::make_client(options(library));
+    std::string error;
+    REQUIRE(client->connect(error));
+    Received got;
+    REQUIRE(client->watch_violations(got.sink(), error));
+    stub.command("violation 3 xid 1700000000000001 79");
+    stub.command("violation 3 dbe 1700000000000002 2 2");
+    stub.command("violation 3 pcie 1700000000000003 120");
+    stub.command("violation 3 mpr 1700000000000004 0 64");
+    stub.command("violation 0 thermal 1700000000000005 95");
+    stub.command("violation 0 power 1700000000000006 720");
+    stub.command("violation 0 nvlink 1700000000000007 12 449");
+    REQUIRE(got.wait(7));
+    std::vector<std::string> lines;
+    for (const auto& e : got.events) lines.push_back(dcgm::format_line(e));
+    CHECK(lines == std::vector<std::string>{
+                       "XID 79 on GPU 3",
+                       "Double-bit ECC error on GPU 3: 2 errors in device",
+                       "PCIe replay errors on GPU 3: counter 120",
+                       "Retired pages limit on GPU 3: 0 single-bit, 64 double-bit",
+                       "Thermal violation on GPU 0: 95 C",
+                       "Power violation on GPU 0: 720 W",
+                       "NVLink errors on GPU 0: counter 12 (field 449)",
+                   });
+    for (size_t i = 0; i < got.events.size(); ++i) {
+        CHECK(got.events[i].ts_us == 1700000000000001 + static_cast<int64_t>(i));
+        CHECK(got.events[i].pci_bdf == (i < 4 ? "00000000:DB:00.0" : "00000000:3B:00.0"));
+    }
+    // Every condition, thermal and power at the GPUs' slowdown temperature and power limit.
+    CHECK(stub.logged("register mask=0x7f") == (std::string(library).ends_with(".4") ? 1 : 2));
+    client->disconnect();
+    stub.command("violation 3 xid 1700000000000008 48");
+    std::this_thread::sleep_for(200ms);  // four command polls of the stub
+    CHECK(got.size() == 7);
+}
+
+TEST_CASE("a DCGM health incident is listed with its DCGM_FR name until it clears", "[dcgm-client]") {
+    const char* library = GENERATE(JOBTRAIL_DCGM_STUB4, JOBTRAIL_DCGM_STUB3);
+    Stub stub;
+    auto client = dcgm::make_client(options(library));
+    std::string error;
+    REQUIRE(client->connect(error));
+    auto first = client->health(error);
+    REQUIRE(first);
+    CHECK(first->empty());
+    CHECK(stub.logged("health_set systems=0xffffffff") == 1);
+    stub.command("incident 0 4 mem fail A volatile double-bit ECC error was detected");
+    stub.command("incident 0 999 0x4000 warn future");
+    std::optional<std::vector<dcgm::Incident>> now;
+    REQUIRE(eventually([&] { return (now = client->health(error)) && now->size() == 2; }));
+    CHECK((*now)[0].gpu == 0);
+    CHECK((*now)[0].code == "DCGM_FR_VOLATILE_DBE_DETECTED");
+    CHECK((*now)[0].system == "mem");
+    CHECK((*now)[0].health == "fail");
+    CHECK((*now)[0].message == "A volatile double-bit ECC error was detected");
+    CHECK((*now)[1].code == "DCGM_FR_999");
+    CHECK((*now)[1].system == "system_0x4000");
+    CHECK((*now)[1].health == "warn");
+    stub.command("clear 0 4");
+    REQUIRE(eventually([&] { return (now = client->health(error)) && now->size() == 1; }));
+    CHECK((*now)[0].code == "DCGM_FR_999");
+    CHECK(stub.logged("health_set systems=0xffffffff") == 1);  // set once per connection
+}
+
+TEST_CASE("after a DCGM host engine restart only a new registration gets violations", "[dcgm-client]") {
+    const char* library = GENERATE(JOBTRAIL_DCGM_STUB4, JOBTRAIL_DCGM_STUB3);
+    Stub stub;
+    auto client = dcgm::make_client(options(library));
+    std::string error;
+    REQUIRE(client->connect(error));
+    Received before;
+    REQUIRE(client->watch_violations(before.sink(), error));
+    REQUIRE(client->health(error));
+
+    stub.write("state", "down");
+    CHECK_FALSE(client->health(error));
+    CHECK(error == "dcgmHealthCheck: Connection to the host engine is not valid any longer (-21)");
+    CHECK_FALSE(client->connect(error));
+    CHECK(error == "dcgmConnect_v2(127.0.0.1): Connection to the host engine is not valid any longer (-21)");
+    stub.write("state", "up");
+    stub.command("violation 0 xid 1700000000000001 31");
+    std::this_thread::sleep_for(300ms);  // six command polls: the stub has handled it
+
+    REQUIRE(client->connect(error));
+    Received after;
+    REQUIRE(client->watch_violations(after.sink(), error));
+    REQUIRE(client->health(error));
+    stub.command("violation 0 xid 1700000000000002 79");
+    REQUIRE(after.wait(1));
+    CHECK(after.events[0].value == 79);
+    CHECK(after.size() == 1);
+    CHECK(before.size() == 0);
+    CHECK(stub.logged("connect") == 2);
+    CHECK(stub.logged("register mask=0x7f") == 2);
+    CHECK(stub.logged("health_set systems=0xffffffff") == 2);  // set again after the restart
+}
+
+TEST_CASE("a stalled DCGM call costs the client its time bound, not a hang", "[dcgm-client]") {
+    Stub stub;
+    auto client = dcgm::make_client(options(JOBTRAIL_DCGM_STUB4, 200));
+    std::string error;
+    REQUIRE(client->connect(error));
+    stub.write("state", "stall");
+    const auto start = std::chrono::steady_clock::now();
+    CHECK_FALSE(client->health(error));
+    CHECK(error == "dcgmHealthSet: no answer within 200 ms");
+    // While the stuck call has not returned, no other call is made.
+    CHECK_FALSE(client->connect(error));
+    CHECK(error == "an earlier DCGM call has not returned yet");
+    client.reset();                                        // does not wait for the stuck call
+    CHECK(std::chrono::steady_clock::now() - start < 3s);  // a bound that a hang would break, not a benchmark
+
+    auto second = dcgm::make_client(options(JOBTRAIL_DCGM_STUB4, 200));
+    stub.write("state", "up");
+    CHECK(eventually([&] { return second->connect(error); }));
+    CHECK(second->health(error));
+}
+
+TEST_CASE("the DCGM client says which libraries it tried and why none would do", "[dcgm-client]") {
+    std::string error;
+    dcgm::ClientOptions o;
+    o.libraries = {"/nonexistent/libdcgm.so.4", "libdcgm-absent.so.3", "libm.so.6"};
+    auto client = dcgm::make_client(o);
+    CHECK_FALSE(client->connect(error));
+    CHECK(error.find("/nonexistent/libdcgm.so.4: cannot open shared object file") != std::string::npos);
+    CHECK(error.find("libdcgm-absent.so.3: cannot open shared object file") != std::string::npos);
+    CHECK(error.find("libm.so.6: no symbol dcgmInit") != std::string::npos);
+    CHECK(client->library().empty());
+    CHECK_FALSE(client->health(error));
+    CHECK(error == "not connected to DCGM");
+}
+
+TEST_CASE("the stand-in libdcgm refuses struct versions of the other major, as DCGM does", "[dcgm-client]") {
+    Stub stub;
+    for (const auto& [path, wrong_health_version] :
+         {std::pair{JOBTRAIL_DCGM_STUB4, dcgm::api::kHealthResponseVersion4},
+          std::pair{JOBTRAIL_DCGM_STUB3, dcgm::api::kHealthResponseVersion5}}) {
+        void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        REQUIRE(lib);
+        auto init = reinterpret_cast<dcgm::api::FnInit>(dlsym(lib, "dcgmInit"));
+        auto connect = reinterpret_cast<dcgm::api::FnConnectV2>(dlsym(lib, "dcgmConnect_v2"));
+        auto check = reinterpret_cast<dcgm::api::FnHealthCheck>(dlsym(lib, "dcgmHealthCheck"));
+        REQUIRE(init() == dcgm::api::kOk);
+        dcgm::api::ConnectV2Params params{dcgm::api::kConnectV2ParamsVersion2 + 1, 0, 1000, 0};
+        dcgm::api::Handle h = 0;
+        CHECK(connect("127.0.0.1", &params, &h) == dcgm::api::kVerMismatch);
+        params.version = dcgm::api::kConnectV2ParamsVersion2;
+        REQUIRE(connect("127.0.0.1", &params, &h) == dcgm::api::kOk);
+        auto buffer = std::make_unique<dcgm::api::HealthResponseV5>();
+        buffer->version = wrong_health_version;
+        CHECK(check(h, dcgm::api::kGroupAllGpus, buffer.get()) == dcgm::api::kVerMismatch);
+    }
+}
