@@ -11,7 +11,7 @@ using namespace jobtrail::shipper;
 
 using jobtrail::test::only_error;
 
-TEST_CASE("dcgm source: off by default; every option read, and its job value is the schema's", "[config][dcgm]") {
+TEST_CASE("dcgm source: off by default, every option read, its job value the schema's", "[config][dcgm]") {
     auto none = parse_config("shipper: {}\n", "h.yaml", source_sections());
     CHECK(none.errors.empty());
     const auto& d = source_config<DcgmKind>(none.config.shipper);
