@@ -92,7 +92,7 @@ void DcgmSource::happened(dcgm_source::Happening& h, std::vector<Event>& out) {
             if (watching_us_ > 0 && watching_us_ < r.ts_us)
                 events_.emit(Severity::kWarning, name_, event::kDcgmNotReplayed,
                              "violations DCGM raised between " + us_text(watching_us_) +
-                                 " (the last time it answered) and " + us_text(r.ts_us) +
+                                 " (the last answer recorded) and " + us_text(r.ts_us) +
                                  " (registered again) are not replayed by DCGM and were not shipped; its health "
                                  "incidents are checked again now");
             events_.emit(Severity::kInfo, name_, event::kDcgmConnected,
