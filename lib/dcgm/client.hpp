@@ -33,7 +33,7 @@ struct Gpu {
 struct Incident {
     unsigned gpu = 0;
     std::string code;     // DCGM_FR_* name
-    std::string system;   // pcie, nvlink, pmu, mcu, mem, sm, inforom, thermal, power, driver, nvswitch
+    std::string system;   // pcie, nvlink, pmu, mcu, mem, sm, inforom, thermal, power, driver, nvswitch, connectx, all
     std::string health;   // warn, fail
     std::string message;  // DCGM's text
 };

@@ -217,6 +217,26 @@ TEST_CASE("a stalled DCGM call costs the client its time bound, not a hang", "[d
     CHECK(second->health(error));
 }
 
+TEST_CASE("the DCGM client connects to the address it is given, a unix socket included", "[dcgm-client]") {
+    Stub stub;
+    auto slurp = [&] {
+        std::ifstream in(stub.dir.path() + "/address");
+        std::string line;
+        std::getline(in, line);
+        return line;
+    };
+    std::string error;
+    auto o = options(JOBTRAIL_DCGM_STUB4, 1500);
+    REQUIRE(dcgm::make_client(o)->connect(error));
+    CHECK(slurp() == "127.0.0.1 unix=0 timeout_ms=1500");
+    o.address = "10.0.0.7:5555";
+    REQUIRE(dcgm::make_client(o)->connect(error));
+    CHECK(slurp() == "10.0.0.7:5555 unix=0 timeout_ms=1500");
+    o.address = "unix:/run/nvidia-dcgm/hostengine.sock";
+    REQUIRE(dcgm::make_client(o)->connect(error));
+    CHECK(slurp() == "/run/nvidia-dcgm/hostengine.sock unix=1 timeout_ms=1500");
+}
+
 TEST_CASE("the DCGM client says which libraries it tried and why none would do", "[dcgm-client]") {
     std::string error;
     dcgm::ClientOptions o;

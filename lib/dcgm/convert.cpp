@@ -63,8 +63,9 @@ constexpr std::array<std::pair<unsigned, const char*>, 46> kCodes = {{
 }};
 
 // dcgm_structs.h dcgmHealthSystems_t: one name per bit (both NvSwitch bits are "nvswitch";
-// CONNECTX is 4.x only).
-constexpr std::array<std::pair<unsigned, const char*>, 13> kSystems = {{
+// CONNECTX is 4.x only), and DCGM_HEALTH_WATCH_ALL, under which DCGM files incidents from Xids
+// (modules/health/DcgmHealthWatch.cpp, 4.x).
+constexpr std::array<std::pair<unsigned, const char*>, 14> kSystems = {{
     {0x1, "pcie"},
     {0x2, "nvlink"},
     {0x4, "pmu"},
@@ -78,6 +79,7 @@ constexpr std::array<std::pair<unsigned, const char*>, 13> kSystems = {{
     {0x400, "nvswitch"},
     {0x800, "nvswitch"},
     {0x1000, "connectx"},
+    {api::kHealthWatchAll, "all"},
 }};
 
 // dcgmPolicyConditionDbe_t's location enum.

@@ -92,6 +92,10 @@ TEST_CASE("a DCGM health response is read within its array and its strings", "[d
     CHECK((*incidents)[1].system == "system_0x3");
     CHECK((*incidents)[1].health == "health_15");
 
+    // DCGM files an incident from an Xid (79: fallen off the bus) under every system at once.
+    c.system = api::kHealthWatchAll;
+    CHECK(dcgm::convert_health(r.get(), sizeof *r, 3, error)->at(1).system == "all");
+
     r->incidentCount = 1000;  // more than the 64 a v4 response holds
     error.clear();
     incidents = dcgm::convert_health(r.get(), sizeof *r, 3, error);
