@@ -60,7 +60,7 @@ constexpr std::array<Option, 7> kOptions = {{
          c.client.call_timeout_ms = static_cast<int>(ms);
      }},
     {"queue_size",
-     [](auto& p, const auto& n, const auto& w, auto k, auto& c) { p.integer(n, w, k, c.queue_size, 16, 1 << 20); }},
+     [](auto& p, const auto& n, const auto& w, auto k, auto& c) { p.integer(n, w, k, c.queue_size, 16, 65536); }},
     {"job", [](auto& p, const auto& n, const auto& w, auto k, auto& c) { p.string(n, w, k, c.job); }},
 }};
 

@@ -16,8 +16,9 @@ struct DcgmConfig {
     bool enabled = false;
     dcgm::ClientOptions client;           // address, libraries, call_timeout_ms
     int64_t health_interval_ms = 30'000;  // DCGM's health checks, this often
-    int queue_size = 4096;                // violations waiting for the pipeline; past it, dropped and counted
-    std::string job = "dcgm";             // the Loki `job` label of the stream
+    int queue_size =
+        4096;  // violations waiting for the pipeline (at most 65536: ~16 MiB); past it, dropped and counted
+    std::string job = "dcgm";  // the Loki `job` label of the stream
 };
 
 struct DcgmKind {

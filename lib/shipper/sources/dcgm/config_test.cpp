@@ -56,6 +56,8 @@ TEST_CASE("dcgm source: bad values are refused with file, line and key", "[confi
     CHECK(timeout.key == "shipper.sources.dcgm.call_timeout");
     auto queue = only_error("shipper:\n  sources:\n    dcgm:\n      queue_size: 0\n");
     CHECK(queue.key == "shipper.sources.dcgm.queue_size");
+    auto huge = only_error("shipper:\n  sources:\n    dcgm:\n      queue_size: 1000000\n");
+    CHECK(huge.message == "expected an integer from 16 to 65536");
     auto notmap = only_error("shipper:\n  sources:\n    dcgm: true\n");
     CHECK(notmap.key == "shipper.sources.dcgm");
 }

@@ -28,7 +28,6 @@ public:
     nlohmann::json to_json() const;
     // Entries that are not an incident (a checkpoint from elsewhere) are skipped; at most kMax.
     void from_json(const nlohmann::json& j);
-    size_t size() const { return active_.size(); }
 
     // DCGM lists at most 64 incidents per check (DCGM_HEALTH_WATCH_MAX_INCIDENTS); a checkpoint
     // holding more was not written by this source.
