@@ -11,6 +11,7 @@ import skips  # noqa: E402
 from jtsupport import BUILD, Env, wait_for_lines  # noqa: E402
 
 STUB = os.path.join(BUILD, "tests/fixtures/dcgm/libdcgm.so.4")
+STUB3 = os.path.join(BUILD, "tests/fixtures/dcgm/libdcgm.so.3")
 SHIPPER_STREAM = "jobtrail-shipper"
 
 
@@ -89,10 +90,20 @@ class DcgmEventsAttributed(unittest.TestCase):
         """Two jobs run: 4242 owns GPU 3 (the kernel's 0000:3b:00.0, DCGM's 00000000:3B:00.0), 4343
         owns GPU 5. DCGM reports XID 79 on GPU 3 and a thermal violation on GPU 0, which no job
         owns: the Xid is job 4242's alone, the thermal violation every running job's."""
-        env, engine = dcgm_env(GPUS, jobs=[("4242", [(3, "0000:3b:00.0")]), ("4343", [(5, "0000:5e:00.0")])])
+        self.attributed(STUB)
+
+    @NEEDS_STUB
+    def test_the_same_with_dcgm_3(self):
+        """DCGM 3.x's callback does not say the GPU (one registration per GPU tells it): the same
+        lines, the same jobs."""
+        self.attributed(STUB3)
+
+    def attributed(self, library):
+        env, engine = dcgm_env(GPUS, library, jobs=[("4242", [(3, "0000:3b:00.0")]), ("4343", [(5, "0000:5e:00.0")])])
         try:
             env.start()
-            engine.wait(lambda: engine.count("register") >= 1, "a registration")
+            per_gpu = len(GPUS) if library == STUB3 else 1  # 3.x: a registration per GPU
+            engine.wait(lambda: engine.count("register") >= per_gpu, "the registrations")
             ts = now_us()
             engine.command("violation 3 xid %d 79" % ts, "violation 0 thermal %d 95" % (ts + 10))
             wait_for_lines(env, "dcgm", lambda l: len(l) >= 2)
