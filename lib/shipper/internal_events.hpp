@@ -22,6 +22,14 @@ namespace event {
 inline constexpr std::string_view kOpenFailed = "open_failed";
 inline constexpr std::string_view kOpened = "opened";
 inline constexpr std::string_view kNotBuilt = "not_built";
+// The dcgm source: libdcgm or the host engine unavailable (said once per outage), connected and
+// registered, the connection lost (a host engine restart), violations DCGM raised while nobody
+// was registered (it does not replay them), violations dropped on a full queue.
+inline constexpr std::string_view kDcgmUnavailable = "dcgm_unavailable";
+inline constexpr std::string_view kDcgmConnected = "dcgm_connected";
+inline constexpr std::string_view kDcgmLost = "dcgm_lost";
+inline constexpr std::string_view kDcgmNotReplayed = "dcgm_not_replayed";
+inline constexpr std::string_view kDcgmQueueFull = "dcgm_queue_full";
 // File sources: a pattern that cannot be expanded, a file not read (symlink, not regular,
 // unreadable), past max_files or max_files_per_dir, a partial line cut at its bound.
 inline constexpr std::string_view kGlobFailed = "glob_failed";

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "config/sources.hpp"
+#include "shipper/sources/dcgm/config.hpp"
 #include "shipper/sources/file/config.hpp"
 #include "shipper/sources/journald/config.hpp"
 #include "shipper/sources/kind.hpp"
@@ -15,7 +16,7 @@ namespace jobtrail::shipper {
 template <SourceKind... K>
 struct KindList {};
 
-using SourceKinds = KindList<KmsgKind, FileKind, JournaldKind, PodsKind>;
+using SourceKinds = KindList<KmsgKind, FileKind, JournaldKind, PodsKind, DcgmKind>;
 
 // Every kind's section under shipper.sources, in the rows' order, for config::load_config and
 // config::parse_config (sections.cpp: parse only, so the CLI and the collectors link no source).

@@ -200,14 +200,18 @@ void Stages::apply(std::vector<Event>& events) {
                 e.dropped = true;
             }
         } else if (o.kind == node::StreamKind::kKernel) {
-            tag_kernel(e);
+            // Text a root process wrote into the ring is judged by its time only.
+            e.kernel_facility ? tag_job(e, e.line, e.pci_bdf, true) : tag_job(e, {}, {}, true);
+        } else if (o.kind == node::StreamKind::kDcgm) {
+            // DCGM names the GPU itself (its bus id, its own `gpu` already sent); its text is
+            // DCGM's, never an OOM kill's.
+            tag_job(e, {}, e.pci_bdf, false);
         }
     }
 }
 
-void Stages::tag_kernel(Event& e) {
-    // Text a root process wrote into the ring is judged by its time only.
-    const auto a = e.kernel_facility ? jobs_.attribute(e.ts_ns, e.line, e.pci_bdf) : jobs_.attribute(e.ts_ns, {}, {});
+void Stages::tag_job(Event& e, std::string_view message, std::string_view pci_bdf, bool add_gpu) {
+    const auto a = jobs_.attribute(e.ts_ns, message, pci_bdf);
     if (a.running.empty() && a.owner.empty()) return;
     // The one job it concerns; a node-wide record concerns the only job running, if one is.
     const std::string owner = !a.owner.empty() ? a.owner : (a.running.size() == 1 ? a.running[0] : std::string());
@@ -216,7 +220,7 @@ void Stages::tag_kernel(Event& e) {
     if (!owner.empty()) e.metadata.emplace_back(node::metadata::kSlurmJobId, owner);
     if (!running.empty()) e.metadata.emplace_back(node::metadata::kSlurmJobsRunning, running);
     e.metadata.emplace_back(node::metadata::kAttribution, std::string(devices::basis_name(a.basis)));
-    if (a.device) e.metadata.emplace_back(node::metadata::kGpu, std::to_string(a.device->index));
+    if (add_gpu && a.device) e.metadata.emplace_back(node::metadata::kGpu, std::to_string(a.device->index));
 }
 
 }  // namespace jobtrail::shipper

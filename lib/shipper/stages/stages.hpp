@@ -79,8 +79,8 @@ private:
 
 // Stages, applied in order to each pass's events: drop blank lines, drop by RE2 rules, drop NCCL
 // INFO noise of jobs without trace capture, hold NCCL lines to their user's budget, tag kernel
-// records with the job they concern (slurm_job_id), the jobs running then (slurm_jobs_running)
-// and how that was decided (attribution: device, memcg or node).
+// records and DCGM events with the job they concern (slurm_job_id), the jobs running then
+// (slurm_jobs_running) and how that was decided (attribution: device, memcg or node).
 class Stages {
 public:
     // Clocks for tests: the budget's (monotonic) and the job table's (realtime).
@@ -92,7 +92,10 @@ public:
     void flush(std::vector<Event>& out, bool all = false) { budget_.flush(out, all); }
 
 private:
-    void tag_kernel(Event& e);
+    // A kernel record or DCGM event: the job it concerns at its time, by the device it names
+    // (pci_bdf) or an OOM kill's memory cgroup (message); add_gpu: the owning job's device index
+    // as `gpu` (a DCGM event carries DCGM's own).
+    void tag_job(Event& e, std::string_view message, std::string_view pci_bdf, bool add_gpu);
     struct Rule {
         std::string name;
         std::unique_ptr<RE2> re;

@@ -486,3 +486,78 @@ TEST_CASE("job table: step records of jobs with similar ids stay each job's, and
     CHECK(t.traced("1200", "0") == 1);
     CHECK(t.traced("12", "1") == 1);  // remembered after its record is gone
 }
+
+namespace {
+// A DCGM event as the dcgm source makes it: DCGM's GPU id and bus id as metadata, the bus id for
+// attribution (DCGM's 8-digit domain and upper case, where the kernel prints 0000:3b:00).
+Event dcgm(std::string line, int64_t ts, std::string gpu, std::string bdf) {
+    Event e;
+    e.ts_ns = ts;
+    e.origin = make_origin({{"job", "dcgm"}}, {}, StreamKind::kDcgm);
+    e.line = std::move(line);
+    e.metadata = {{"gpu", gpu}, {"pci_bdf", bdf}, {"event", "xid"}};
+    e.pci_bdf = std::move(bdf);
+    return e;
+}
+size_t count_key(const Event& e, const std::string& key) {
+    size_t n = 0;
+    for (const auto& kv : e.metadata) n += kv.first == key;
+    return n;
+}
+}  // namespace
+
+TEST_CASE("stages: a DCGM event goes to the job that owned its GPU at the event's time, else node-wide",
+          "[shipper][dcgm]") {
+    jobtrail::test::TempDir run;
+    const auto l = layout(run.path());
+    REQUIRE(jobtrail::node::write_job_marker(l, marker("7", 1000, 0, "0000:1b:00.0")).ok);
+    REQUIRE(jobtrail::node::write_job_marker(l, marker("8", 1000, 3, "0000:3b:00.0")).ok);
+    int64_t now = 10'000;
+    auto cfg = jobtrail::config::default_shipper_config();
+    Metrics m;
+    Stages st(cfg, l, m, {}, [&] { return now; });
+    std::vector<Event> e = {dcgm("XID 79 on GPU 3", 5000, "3", "00000000:3B:00.0"),
+                            dcgm("Thermal violation on GPU 5: 95 C", 5000, "5", "00000000:DB:00.0")};
+    st.apply(e);
+    CHECK(meta(e[0], "slurm_job_id") == "8");
+    CHECK(meta(e[0], "attribution") == "device");
+    CHECK(meta(e[0], "slurm_jobs_running") == "7,8");
+    // DCGM's GPU id stays the only `gpu`: the job's device minor is not added beside it.
+    CHECK(count_key(e[0], "gpu") == 1);
+    CHECK(meta(e[0], "gpu") == "3");
+    // A GPU no job owns: every running job's, like a kernel record naming no job's device.
+    CHECK(meta(e[1], "slurm_job_id") == "-");
+    CHECK(meta(e[1], "attribution") == "node");
+    CHECK(meta(e[1], "slurm_jobs_running") == "7,8");
+
+    // Job 8 ends at 20,000: an event on its GPU stamped after that is not its.
+    jobtrail::node::remove_job_state(l, "8", 20'000);
+    now = 30'000;
+    std::vector<Event> late = {dcgm("XID 79 on GPU 3", 19'000, "3", "00000000:3B:00.0"),
+                               dcgm("XID 79 on GPU 3", 25'000, "3", "00000000:3B:00.0")};
+    st.apply(late);
+    CHECK(meta(late[0], "slurm_job_id") == "8");
+    CHECK(meta(late[0], "attribution") == "device");
+    CHECK(meta(late[1], "slurm_job_id") == "7");  // the only job running then, as for a kernel record
+    CHECK(meta(late[1], "attribution") == "node");
+    CHECK(meta(late[1], "slurm_jobs_running") == "7");
+}
+
+TEST_CASE("stages: DCGM's text is never read as an OOM kill", "[shipper][dcgm]") {
+    jobtrail::test::TempDir run;
+    const auto l = layout(run.path());
+    REQUIRE(jobtrail::node::write_job_marker(l, marker("1", 1000, 0, "0000:1b:00.0")).ok);
+    REQUIRE(jobtrail::node::write_job_marker(l, marker("2", 1000, 1, "0000:3b:00.0")).ok);
+    auto cfg = jobtrail::config::default_shipper_config();
+    Metrics m;
+    Stages st(cfg, l, m, {}, [] { return int64_t{10'000}; });
+    // A health message is DCGM's text, which may quote anything: no memcg attribution from it.
+    std::vector<Event> e = {
+        dcgm("DCGM_FR_UNKNOWN on GPU 9 (sm, fail): oom-kill:constraint=CONSTRAINT_MEMCG,"
+             "oom_memcg=/slurm/uid_1000/job_1,task_memcg=/slurm/uid_1000/job_1/step_0,"
+             "task=x,pid=9,uid=1000",
+             5000, "9", "")};
+    st.apply(e);
+    CHECK(meta(e[0], "attribution") == "node");
+    CHECK(meta(e[0], "slurm_job_id") == "-");
+}
