@@ -4,7 +4,7 @@ $DCGM_STUB_DIR) and the Loki double: an Xid on a job's GPU arrives once with tha
 violation on nobody's GPU is node-wide, a host engine restart loses and repeats nothing the engine
 still reports, and neither a missing library nor a stalled engine holds up the other sources.
 Needs JOBTRAIL_BUILD (the build directory) and root (kmsg fixture)."""
-import json, os, sys, time, unittest
+import json, os, subprocess, sys, time, unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../support"))
 import skips  # noqa: E402
@@ -209,6 +209,58 @@ class DcgmStall(unittest.TestCase):
             engine.wait(lambda: engine.count("register") > registrations, "a registration after the stall")
             engine.command("violation 0 xid %d 13" % now_us())
             wait_for_lines(env, "dcgm", lambda l: l == ["XID 13 on GPU 0"])
+        finally:
+            env.close()
+
+
+class DcgmToBundle(unittest.TestCase):
+    @NEEDS_STUB
+    def test_an_xid_dcgm_and_the_kernel_report_is_one_finding_in_the_jobs_bundle_and_in_jobtrail_node(self):
+        """The whole way: job 4242 owns GPU 3; the kernel prints Xid 79 for it and DCGM reports XID 79
+        on GPU 3 a moment later. Both reach Loki through the shipper; the job's bundle, fetched from
+        there, has one finding corroborated by both, and `jobtrail node` lists DCGM's event with the job."""
+        env, engine = dcgm_env(GPUS, jobs=[("4242", [(3, "0000:3b:00.0")])])
+        try:
+            d = env.dir
+            os.makedirs(d + "/slurm/prolog")
+            iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() - 60))
+            with open(d + "/slurm/prolog/4242.log", "w") as f:
+                f.write("%(t)s.000000001Z meta phase=prolog\n%(t)s.000000002Z meta node=n1\n"
+                        "%(t)s.000000003Z device kind=gpu index=3 bdf=0000:3b:00.0 serial=S3\n"
+                        "%(t)s.000000004Z end status=0 duration_ms=1.0 scripts_run=0\n" % {"t": iso})
+            env.edit_config(("  state_dir:", "  log_dir: %s/slurm\n  state_dir:" % d))
+            env.set_sources('{name: jobs, paths: ["%(d)s/slurm/prolog/*.log"], job: slurm-prolog-epilog, format: joblog}')
+            env.start()
+            engine.wait(lambda: engine.count("register") >= 1, "the registration")
+            env.kmsg(["NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."])
+            wait_for_lines(env, "kmsg", lambda l: any("Xid" in x for x in l))
+            engine.command("violation 3 xid %d 79" % now_us())
+            wait_for_lines(env, "dcgm", lambda l: l == ["XID 79 on GPU 3"])
+            got = entries(env, "dcgm")
+            self.assertEqual(len(got), 1, got)
+            self.assertEqual(got[0][3].get("slurm_job_id"), "4242")
+            cli = os.path.join(BUILD, "cli/jobtrail")
+            out = d + "/bundle"
+            os.makedirs(out)
+            b = subprocess.run([cli, "--config", d + "/cfg.yaml", "--loki-url", env.url, "bundle", "4242",
+                                "--output-dir", out, "--lookback", "1h"], capture_output=True, text=True, timeout=120)
+            self.assertEqual(b.returncode, 0, b.stdout + b.stderr)
+            (archive,) = [f for f in os.listdir(out) if f.endswith(".tar.zst")]
+            summary = subprocess.run(["tar", "--zstd", "-xOf", out + "/" + archive, "--wildcards", "*summary.txt"],
+                                     capture_output=True, text=True, timeout=30).stdout
+            # What the issue asks the note to show: the summary, and the dcgm lines as Loki stored them.
+            os.makedirs(os.path.join(BUILD, "test-artifacts"), exist_ok=True)
+            with open(os.path.join(BUILD, "test-artifacts", "dcgm-e2e-bundle.txt"), "w") as f:
+                f.write(summary + "\n--- {job=\"dcgm\"} in the double ---\n" + json.dumps(entries(env, "dcgm")) + "\n")
+            xids = [l for l in summary.split("BY NODE")[-1].splitlines() if "Xid 79" in l]
+            self.assertEqual(len(xids), 1, summary)
+            self.assertIn("corroborated by kernel and DCGM", xids[0])
+            self.assertIn("on this job's GPU 3", xids[0])
+            node = subprocess.run([cli, "--config", d + "/cfg.yaml", "--loki-url", env.url, "node", "n1", "--since",
+                                   "1h", "--json"], capture_output=True, text=True, timeout=60)
+            self.assertEqual(node.returncode, 0, node.stderr)
+            evs = [(e["source"], e["xid"], e["jobs"]) for e in json.loads(node.stdout)["events"]]
+            self.assertIn(("dcgm", 79, ["4242"]), evs)
         finally:
             env.close()
 
