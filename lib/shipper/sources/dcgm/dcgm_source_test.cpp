@@ -134,9 +134,10 @@ struct Rig {
         cfg.queue_size = queue_size;
         cfg.client.call_timeout_ms = 100;
     }
+    dcgm_source::WorkerTiming timing{10, 5, 20};
     void start(const nlohmann::json& restored = nlohmann::json::object()) {
         src = std::make_unique<DcgmSource>(cfg, NodeInfo{"c1", "n1"}, m, notices.events(),
-                                           std::make_shared<FakeClient>(engine), dcgm_source::WorkerTiming{10, 5, 20});
+                                           std::make_shared<FakeClient>(engine), timing);
         src->restore(restored);
     }
     // Polls like the pipeline until `pred` holds on what was read (10 s at most).
@@ -367,4 +368,28 @@ TEST_CASE("dcgm source: a DCGM time Loki would refuse (none, 1970, far ahead, th
         CHECK(r.out[i].line == "XID 79 on GPU 3");
     }
     CHECK(r.out.back().ts_ns == recent * 1000);
+}
+
+TEST_CASE("dcgm source: a host engine that takes connections but fails every health check is retried with backoff",
+          "[shipper][dcgm]") {
+    Rig r;
+    r.timing = {10, 100, 200};
+    // DCGM answers the connection and registration, then refuses the health check (a health
+    // response version it does not take, health watches not supported): the same every time.
+    r.engine->fail_health = 1'000'000;
+    r.start();
+    REQUIRE(r.poll_until([&] { return r.notices.count(event::kDcgmLost) >= 1; }));
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    while (r.src->poll(r.out, 1 << 20)) {
+    }
+    int connects = 0;
+    r.engine->set([&](Engine& e) { connects = e.connects; });
+    // At most one attempt per 100..200 ms, not one after another: a busy loop on the node made
+    // thousands, each with its notices on the shipper's own stream.
+    INFO("connects in 1 s: " << connects);
+    CHECK(connects <= 12);
+    CHECK(r.notices.count(event::kDcgmLost) <= 12);
+    // Once it answers, the checks run at their interval again.
+    r.engine->set([](Engine& e) { e.fail_health = 0; });
+    r.poll_checks(3);
 }
