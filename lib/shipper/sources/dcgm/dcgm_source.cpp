@@ -9,6 +9,11 @@ namespace {
 
 constexpr int64_t kDropsSayEveryNs = 60'000'000'000;
 constexpr size_t kGpusListed = 16;  // in the connected notice; the rest counted
+// DCGM calls back as a violation happens, stamped with its field's sample time (seconds old at
+// most): a time outside these bounds of its arrival is no true one, and Loki would refuse it
+// (older than reject_old_samples_max_age, or past its 10 min creation grace period).
+constexpr int64_t kTrustPastUs = 3'600'000'000;
+constexpr int64_t kTrustFutureUs = 600'000'000;
 
 std::string us_text(int64_t us) {
     return format_rfc3339_ns(us * 1000);
@@ -60,7 +65,9 @@ std::string DcgmSource::where() const {
 }
 
 void DcgmSource::emit(dcgm::Event e, std::vector<Event>& out) {
-    if (e.ts_us <= 0) e.ts_us = realtime_ns() / 1000;  // a time DCGM did not give: when it arrived
+    // A time DCGM did not give (0), or one it cannot mean: when it arrived.
+    const int64_t now_us = realtime_ns() / 1000;
+    if (e.ts_us < now_us - kTrustPastUs || e.ts_us > now_us + kTrustFutureUs) e.ts_us = now_us;
     if (e.pci_bdf.empty())
         if (const auto it = bus_ids_.find(e.gpu); it != bus_ids_.end()) e.pci_bdf = it->second;
     same_ts_ = e.ts_us == last_ts_us_ ? same_ts_ + 1 : 0;

@@ -134,9 +134,10 @@ struct Rig {
         cfg.queue_size = queue_size;
         cfg.client.call_timeout_ms = 100;
     }
+    dcgm_source::WorkerTiming timing{10, 5, 20};
     void start(const nlohmann::json& restored = nlohmann::json::object()) {
         src = std::make_unique<DcgmSource>(cfg, NodeInfo{"c1", "n1"}, m, notices.events(),
-                                           std::make_shared<FakeClient>(engine), dcgm_source::WorkerTiming{10, 5, 20});
+                                           std::make_shared<FakeClient>(engine), timing);
         src->restore(restored);
     }
     // Polls like the pipeline until `pred` holds on what was read (10 s at most).
@@ -168,6 +169,11 @@ std::string meta(const Event& e, const std::string& key) {
     return "-";
 }
 
+// DCGM's time of a violation a few seconds old, as it calls back: µs since the epoch.
+int64_t recent_us(int64_t offset_us = 0) {
+    return jobtrail::realtime_ns() / 1000 - 5'000'000 + offset_us;
+}
+
 dcgm::Event xid(unsigned gpu, int64_t ts_us, int64_t code) {
     dcgm::Event e;
     e.kind = dcgm::Kind::kXid;
@@ -187,12 +193,13 @@ TEST_CASE("dcgm source: a violation is a line in {job=dcgm} at DCGM's time, with
           std::string::npos);
     r.out.clear();
     // The same event twice at one microsecond: a nanosecond apart, so Loki keeps both.
-    r.engine->violation(xid(3, 1'700'000'000'123'456, 79));
-    r.engine->violation(xid(3, 1'700'000'000'123'456, 79));
+    const int64_t t = recent_us();
+    r.engine->violation(xid(3, t, 79));
+    r.engine->violation(xid(3, t, 79));
     REQUIRE(r.poll_until([&] { return r.out.size() == 2; }));
     const Event& e = r.out[0];
     CHECK(e.line == "XID 79 on GPU 3");
-    CHECK(e.ts_ns == 1'700'000'000'123'456'000);
+    CHECK(e.ts_ns == t * 1000);
     CHECK(r.out[1].ts_ns == e.ts_ns + 1);
     CHECK(e.labels() ==
           jobtrail::loki::LabelSet{{"cluster", "c1"}, {"node", "n1"}, {"job", "dcgm"}, {"service_name", "dcgm"}});
@@ -212,15 +219,16 @@ TEST_CASE("dcgm source: a full queue drops and counts, never waits, and says so 
     REQUIRE(r.poll_until([&] { return r.dm().connected.value() == 1; }));
     r.out.clear();
     // The pipeline does not poll meanwhile (its lane full): DCGM's calls all return at once.
-    for (int i = 0; i < 1000; ++i) r.engine->violation(xid(0, 1'700'000'000'000'000 + i, 13));
+    const int64_t t = recent_us();
+    for (int i = 0; i < 1000; ++i) r.engine->violation(xid(0, t + i, 13));
     REQUIRE(r.poll_until([&] { return r.out.size() == 16; }));
     CHECK(r.out.front().line == "XID 13 on GPU 0");
-    CHECK(r.out.front().ts_ns == 1'700'000'000'000'000'000);  // the oldest are kept
+    CHECK(r.out.front().ts_ns == t * 1000);  // the oldest are kept
     CHECK(r.dm().queue_drops.value() == 984);
     CHECK(r.notices.count(event::kDcgmQueueFull) == 1);
     CHECK(r.notices.last(event::kDcgmQueueFull).starts_with("984 DCGM violations dropped"));
     // More drops within the minute: counted, not said again.
-    for (int i = 0; i < 20; ++i) r.engine->violation(xid(0, 1'700'000'001'000'000 + i, 13));
+    for (int i = 0; i < 20; ++i) r.engine->violation(xid(0, t + 1'000'000 + i, 13));
     REQUIRE(r.poll_until([&] { return r.out.size() == 32; }));
     CHECK(r.dm().queue_drops.value() == 988);
     CHECK(r.notices.count(event::kDcgmQueueFull) == 1);
@@ -306,7 +314,7 @@ TEST_CASE("dcgm source: a failed health call is a lost connection: reconnect and
     r.poll_checks(2);
     CHECK(r.out.size() == 1);  // the incident DCGM still reports: not shipped twice
     // Violations reach the source through the new registration.
-    r.engine->violation(xid(3, 1'700'000'000'000'000, 79));
+    r.engine->violation(xid(3, recent_us(), 79));
     REQUIRE(r.poll_until([&] { return r.out.size() == 2; }));
 }
 
@@ -338,4 +346,50 @@ TEST_CASE("dcgm source: a host engine that never answers blocks neither poll nor
     // The shipper stops: the source goes though the call never returns (its thread is left to it).
     r.src.reset();
     r.engine->set([](Engine& e) { e.stuck = false; });
+}
+
+TEST_CASE("dcgm source: a DCGM time Loki would refuse (none, 1970, far ahead, the end of time) is the arrival time",
+          "[shipper][dcgm]") {
+    Rig r;
+    r.start();
+    REQUIRE(r.poll_until([&] { return r.dm().connected.value() == 1; }));
+    r.out.clear();
+    const int64_t before_us = jobtrail::realtime_ns() / 1000;
+    const int64_t recent = before_us - 5'000'000;  // 5 s ago: DCGM's own time, kept
+    const std::vector<int64_t> stamps = {
+        0, -7, 1, before_us - int64_t{8} * 86'400'000'000, before_us + 86'400'000'000, INT64_MAX, recent};
+    for (const int64_t ts : stamps) r.engine->violation(xid(3, ts, 79));
+    REQUIRE(r.poll_until([&] { return r.out.size() == 7; }));
+    const int64_t after_ns = jobtrail::realtime_ns();
+    for (size_t i = 0; i + 1 < r.out.size(); ++i) {
+        INFO("event " << i << " at " << r.out[i].ts_ns);
+        CHECK(r.out[i].ts_ns >= before_us * 1000);
+        CHECK(r.out[i].ts_ns <= after_ns + 10);
+        CHECK(r.out[i].line == "XID 79 on GPU 3");
+    }
+    CHECK(r.out.back().ts_ns == recent * 1000);
+}
+
+TEST_CASE("dcgm source: a host engine that takes connections but fails every health check is retried with backoff",
+          "[shipper][dcgm]") {
+    Rig r;
+    r.timing = {10, 100, 200};
+    // DCGM answers the connection and registration, then refuses the health check (a health
+    // response version it does not take, health watches not supported): the same every time.
+    r.engine->fail_health = 1'000'000;
+    r.start();
+    REQUIRE(r.poll_until([&] { return r.notices.count(event::kDcgmLost) >= 1; }));
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    while (r.src->poll(r.out, 1 << 20)) {
+    }
+    int connects = 0;
+    r.engine->set([&](Engine& e) { connects = e.connects; });
+    // At most one attempt per 100..200 ms, not one after another: a busy loop on the node made
+    // thousands, each with its notices on the shipper's own stream.
+    INFO("connects in 1 s: " << connects);
+    CHECK(connects <= 12);
+    CHECK(r.notices.count(event::kDcgmLost) <= 12);
+    // Once it answers, the checks run at their interval again.
+    r.engine->set([](Engine& e) { e.fail_health = 0; });
+    r.poll_checks(3);
 }

@@ -50,18 +50,26 @@ void run_worker(std::shared_ptr<dcgm::Client> client, std::shared_ptr<Handoff> h
             continue;
         }
         down_said = false;
-        backoff_ms = timing.retry_min_ms;
+        bool answered = false;  // a health check of this connection worked
         while (true) {
             const int64_t ts = now_us();
             auto incidents = client->health(error);
             if (handoff->stopping()) break;
             if (!incidents) {
-                // A host engine restart drops every registration: connect and register again.
+                // A host engine restart drops every registration: connect and register again,
+                // at once after a connection that worked; after one whose every check failed
+                // (an engine that connects but refuses the check), with backoff, not in a loop.
                 client->disconnect();
                 handoff->push({Happening::What::kLost, {}, {}, error, false});
                 down_said = true;
+                if (!answered) {
+                    if (!handoff->wait_ms(backoff_ms)) break;
+                    backoff_ms = std::min(backoff_ms * 2, timing.retry_max_ms);
+                }
                 break;
             }
+            answered = true;
+            backoff_ms = timing.retry_min_ms;
             handoff->push({Happening::What::kCheck, {}, {ts, std::move(*incidents)}, {}, false});
             if (!handoff->wait_ms(timing.health_interval_ms)) break;
         }

@@ -17,8 +17,9 @@ struct WorkerTiming {
 
 // The dcgm source's one thread, which makes every DCGM call: connect, list the GPUs, register for
 // violations, then a health check every interval; a failed check means the connection is lost (a
-// host engine restart drops its registrations): reconnect and register again at once, and after
-// a failed attempt retry with backoff. It reports through the handoff only, and returns once
+// host engine restart drops its registrations): reconnect and register again at once if the
+// connection had a good check, and after a failed attempt (or a connection whose every check
+// failed) retry with backoff. It reports through the handoff only, and returns once
 // handoff.stop() is called (within the client's call timeout when a call is under way).
 // `client` and `handoff` are shared with the thread, which may outlive its source.
 void run_worker(std::shared_ptr<dcgm::Client> client, std::shared_ptr<Handoff> handoff, WorkerTiming timing);
