@@ -8,6 +8,7 @@
 #include "dcgm/api.hpp"
 #include "dcgm/callbacks.hpp"
 #include "dcgm/convert.hpp"
+#include "dcgm/engine_owner.hpp"
 #include "dcgm/library.hpp"
 #include "dcgm/worker.hpp"
 
@@ -47,7 +48,14 @@ public:
         }
         if (!lib_ && !load(error)) return false;
         close();
-        auto [address, unix_socket] = parse_address();
+        // Named copies, not a structured binding: the call's lambda captures them.
+        const auto parsed = parse_address();
+        const std::string address = parsed.first;
+        const bool unix_socket = parsed.second;
+        if (const std::string why = untrusted_holder(address, unix_socket); !why.empty()) {
+            error = "not connecting to " + std::string(unix_socket ? "unix:" : "") + address + ": " + why;
+            return false;
+        }
         api::ConnectV2Params params{api::kConnectV2ParamsVersion2, 0, static_cast<unsigned>(options_.call_timeout_ms),
                                     unix_socket ? 1U : 0U};
         auto handle = std::make_shared<api::Handle>(0);
@@ -195,6 +203,7 @@ private:
             return false;
         const int n = std::clamp(*count, 0, static_cast<int>(api::kMaxNumDevices));
         std::vector<Gpu> out;
+        facts_.clear();  // this engine's GPUs only: ids an earlier engine listed are gone
         for (int i = 0; i < n; ++i) {
             const unsigned id = (*ids)[i];
             auto attr = std::make_shared<api::DeviceAttributes>();

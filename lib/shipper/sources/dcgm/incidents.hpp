@@ -29,8 +29,8 @@ public:
     // Entries that are not an incident (a checkpoint from elsewhere) are skipped; at most kMax.
     void from_json(const nlohmann::json& j);
 
-    // DCGM lists at most 64 incidents per check (DCGM_HEALTH_WATCH_MAX_INCIDENTS); a checkpoint
-    // holding more was not written by this source.
+    // DCGM lists at most 64 incidents per check in 3.x (dcgmHealthResponse_v4), 1024 in 4.x
+    // (v5); a checkpoint holding more was not written by this source.
     static constexpr size_t kMax = 1024;
 
 private:

@@ -35,6 +35,8 @@ bool attach(dcgm::Client& client, Handoff& handoff, const std::shared_ptr<Handof
 
 }  // namespace
 
+// By value: the thread owns them, and may outlive the source (detached after a stuck call).
+// NOLINTNEXTLINE(performance-unnecessary-value-param)
 void run_worker(std::shared_ptr<dcgm::Client> client, std::shared_ptr<Handoff> handoff, WorkerTiming timing) {
     int64_t backoff_ms = timing.retry_min_ms;
     bool down_said = false;  // one notice per outage
