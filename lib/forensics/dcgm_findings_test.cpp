@@ -211,3 +211,35 @@ TEST_CASE("each DCGM Xid is paired with a kernel line within 10 s, whatever orde
     CHECK((j[0]["source"] == "kernel+dcgm" && j[0]["count"] == 3));
     CHECK((j[1]["source"] == "dcgm" && j[1]["count"] == 1));
 }
+
+TEST_CASE("DCGM's health incident for an Xid (DCGM_FR_XID_ERROR) is the same sighting, not another finding",
+          "[forensics][dcgm]") {
+    // DCGM's health watch files Xid 48, 74, 79, 119, ... as DCGM_FR_XID_ERROR "Detected XID %u for
+    // GPU %u" (dcgm_errors.h, DcgmHealthWatch.cpp) beside the XID policy violation.
+    Analyzer a;
+    const auto labels = dcgm_labels("3", "00000000:3B:00.0");
+    a.add("gpu01", "kmsg", kT0, kKernel79);
+    a.add_dcgm("gpu01", kT0 + 1 * kS, "XID 79 on GPU 3", &labels);
+    a.add_dcgm("gpu01", kT0 + 2 * kS, "DCGM_FR_XID_ERROR on GPU 3 (all, fail): Detected XID 79 for GPU 3", &labels);
+    a.add_dcgm("gpu01", kT0 + 40 * kS, "DCGM_FR_XID_ERROR on GPU 3 (all) cleared", &labels);
+    auto fs = a.findings();
+    REQUIRE(fs.size() == 1);
+    CHECK(fs[0].dcgm);
+    CHECK(fs[0].xid == 79);
+
+    // Only the health incident, no kernel line: one DCGM Xid finding with the catalogue's verdict.
+    Analyzer b;
+    b.add_dcgm("gpu01", kT0, "DCGM_FR_XID_ERROR on GPU 3 (all, fail): Detected XID 79 for GPU 3", &labels);
+    fs = b.findings();
+    REQUIRE(fs.size() == 1);
+    CHECK(fs[0].xid == 79);
+    CHECK(fs[0].severity == events::Severity::kFatal);
+    CHECK(fs[0].title.find("seen by DCGM, not in the kernel ring") != std::string::npos);
+
+    // A message that names another GPU than the incident's is not taken for an Xid of either.
+    Analyzer c;
+    c.add_dcgm("gpu01", kT0, "DCGM_FR_XID_ERROR on GPU 3 (all, fail): Detected XID 79 for GPU 4", &labels);
+    fs = c.findings();
+    REQUIRE(fs.size() == 1);
+    CHECK(fs[0].xid == 0);
+}

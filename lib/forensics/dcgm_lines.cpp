@@ -1,5 +1,7 @@
 #include "forensics/dcgm_lines.hpp"
 
+#include <re2/re2.h>
+
 #include "common/text.hpp"
 #include "devices/gpus.hpp"
 #include "events/extractor.hpp"
@@ -22,6 +24,19 @@ std::string_view label(const loki::LabelSet* labels, const char* k) {
 std::optional<DcgmRecord> read_dcgm(std::string_view line, const loki::LabelSet* labels) {
     auto e = dcgm::parse_line(line);
     if (!e) return std::nullopt;
+    if (e->kind == dcgm::Kind::kHealth && e->code == "DCGM_FR_XID_ERROR") {
+        // DCGM's health watch files an Xid it saw (48, 74, 79, 119, ...) as this incident beside
+        // the XID violation: "Detected XID %u for GPU %u" (dcgm_errors.h). The same sighting, so
+        // an Xid; its clearing is no event, and a message naming another GPU is no Xid.
+        if (e->cleared) return std::nullopt;
+        static const RE2 re(R"(Detected XID (\d+) for GPU (\d+)\b.*)");
+        int64_t xid = 0;
+        unsigned gpu = 0;
+        if (RE2::FullMatch(e->message, re, &xid, &gpu) && gpu == e->gpu) {
+            e->kind = dcgm::Kind::kXid;
+            e->value = xid;
+        }
+    }
     if (e->kind == dcgm::Kind::kXid && (e->value <= 0 || e->value > kMaxXid)) return std::nullopt;
     DcgmRecord r;
     r.event = std::move(*e);
