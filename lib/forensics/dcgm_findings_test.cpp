@@ -150,7 +150,7 @@ TEST_CASE("DCGM's other events are in the summary with their severity", "[forens
     CHECK(a.likely_cause(fs)->kind == "dcgm-ecc_dbe");
 }
 
-TEST_CASE("jobtrail node: a DCGM event on a job's GPU hits that job; a forged address is node-wide",
+TEST_CASE("jobtrail node: a DCGM event on a job's GPU hits that job, and a forged address is node-wide",
           "[forensics][dcgm]") {
     NodeView v("gpu01");
     v.add_job_line("7", "prolog", kT0, "meta", "", "user=alice");
