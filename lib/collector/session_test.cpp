@@ -49,7 +49,7 @@ bool logged(const std::vector<CollectorJob::Line>& log, std::string_view tag, st
 
 }  // namespace
 
-TEST_CASE("a collector run outside slurmd writes no job log and says why; a missing config file is said too",
+TEST_CASE("a collector run outside slurmd writes no job log and says why, and says so of a missing config file",
           "[collector]") {
     test::TempDir dir;
     ::unsetenv("SLURM_JOB_ID");
