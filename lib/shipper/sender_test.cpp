@@ -167,6 +167,23 @@ TEST_CASE("sender: each push carries one stream, and everything is acknowledged"
     CHECK(rig.m.group<shipper::SenderMetrics>().sent == 300);
 }
 
+TEST_CASE("sender: streams sent and acknowledged leave no state behind, however many jobs had one", "[loki][sender]") {
+    Rig rig;
+    const int64_t t = realtime_ns();
+    // A node sees a new NCCL stream per job, for months: here 50 jobs' streams of one line each.
+    for (int i = 0; i < 50; ++i) rig.add("{job=\"j" + std::to_string(i) + "\", service_name=\"j\"}", "line", t + i);
+    rig.script.answer = [](const Request&) { return ok(); };
+    rig.start();
+    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 50; }));
+    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+    // One more line read after all 50 were settled: the sender has gone round since.
+    rig.add(kA, "later", realtime_ns());
+    REQUIRE(rig.spool.sync());
+    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 51; }));
+    // At most the last line's stream (read while it runs: a stopped sender forgets them all).
+    CHECK(rig.wait_for([&] { return rig.sender->tracked_streams() <= 1; }));
+}
+
 TEST_CASE("sender: a record committed to an idle spool goes out at once, not after batch.max_wait", "[loki][sender]") {
     Rig rig;
     rig.cfg.batch_wait_ms = 60'000;  // the longest max_wait the config allows

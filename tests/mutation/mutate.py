@@ -1,18 +1,26 @@
 #!/usr/bin/python3
 """Mutation run: how many small, realistic bugs put into lib/ the tests catch.
 
-    python3 tests/mutation/mutate.py [-n 20] [--seed 1] [--e2e tests.shipper.e2e_loki_answers ...]
+    python3 tests/mutation/mutate.py [-n 20] [--seed 1] [--shards 4] [--e2e tests.shipper.e2e_x ...]
 
 Makes N mutants of lib/'s non-test .cpp files, chosen from every site of these changes with the
 seed (another seed, other mutants): a comparison turned (== !=, < <=, > >=), a boolean condition
 turned (&& ||, `if (!x)` -> `if (x)`), a boundary moved (+ 1 / - 1), a return value flipped
 (true/false), a call or a `return;` removed. Each mutant is built in a throwaway copy of the tree
 (tracked and untracked files, not ignored ones; under $MUTATE_DIR, default /var/tmp: put it under
-ccache's base_dir to reuse the cache), incrementally, and judged by the unit tests, then, if it
-survives them, by the named end-to-end tests. Prints each mutant, then the kill rate and every
-survivor's file:line and change. A mutant that does not compile is said and not counted. The tree
-it is run from is only read. Exits 1 if the unmutated copy fails its tests."""
-import argparse, os, random, re, shutil, subprocess, sys, tempfile
+ccache's base_dir to reuse the cache), incrementally: only the mutated file is compiled again, and
+only the targets the tests run. It is judged by the unit tests, then, if it survives them, by the
+end-to-end tests (default: tests/shipper/e2e_*.py and tests/cli/test_bundle.py; --unit-only: none).
+
+Both run side by side, as a 2-CPU machine allows for tests that mostly wait: the unit tests as
+--shards processes, each a share of the cases balanced by their durations on the unmutated copy,
+each stopping at its first failure; the e2e modules --e2e-shards at a time, the longest first,
+none started once one failed. A failed case or module is run again alone to confirm it; one that
+fails only beside the others is no kill (the whole suite is then run serially). Prints each mutant
+with its seconds, then the kill rate, the mean seconds a mutant and every survivor's file:line and
+change. A mutant that does not compile is said and not counted. The tree it is run from is only
+read. Exits 1 if the unmutated copy fails its tests."""
+import argparse, glob, html, os, random, re, shutil, signal, subprocess, sys, tempfile, time
 
 SRC = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../.."))
 
@@ -73,31 +81,199 @@ def sites(src):
 LOG = None  # the last command's output
 
 
-def sh(cmd, cwd, timeout=None, env=None):
-    with open(LOG, "w") as log:
+def sh(cmd, cwd, timeout=None, env=None, log=None):
+    """Exit status, or "timeout" (the command's whole process group is then killed)."""
+    with open(log or LOG, "w") as out:
+        p = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            return subprocess.run(cmd, cwd=cwd, env=env, timeout=timeout, stdout=log, stderr=subprocess.STDOUT).returncode
+            return p.wait(timeout)
         except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
             return "timeout"
 
 
-def tail(n=25):
-    with open(LOG, errors="replace") as f:
+def tail(n=25, log=None):
+    with open(log or LOG, errors="replace") as f:
         return "".join(f.readlines()[-n:])
+
+
+def cases(xml_path):
+    """(name, seconds, passed) of each test case in a Catch2 XML report, the last one perhaps
+    unfinished (passed None) when the process died in it."""
+    with open(xml_path, errors="replace") as f:
+        text = f.read()
+    out = []
+    for m in re.finditer(r'<TestCase name="([^"]*)"', text):
+        rest = text[m.end():]
+        nxt = rest.find("<TestCase ")
+        r = re.search(r'<OverallResult success="(true|false)"(?: durationInSeconds="([0-9.e+-]+)")?',
+                      rest if nxt < 0 else rest[:nxt])
+        out.append((html.unescape(m.group(1)), float(r.group(2) or 0) if r else 0.0,
+                    (r.group(1) == "true") if r else None))
+    return out
+
+
+def balance(durations, n):
+    """n lists of case names, the longest cases first each to the least loaded list."""
+    shards = [[0.0, []] for _ in range(n)]
+    for name, secs in sorted(durations, key=lambda d: -d[1]):
+        s = min(shards, key=lambda s: s[0])
+        s[0] += secs
+        s[1].append(name)
+    return [s[1] for s in shards if s[1]]
+
+
+def write_names(path, names):
+    """A file for Catch2's --input-file: a name per line, what would end or widen it escaped."""
+    with open(path, "w") as f:
+        f.write("".join(re.sub(r"([,\[\]*])", r"\\\1", n) + "\n" for n in names))
+
+
+class Unit:
+    """The unit test binary run as shards side by side."""
+
+    def __init__(self, binary, work, shards, timeout, env):
+        self.binary, self.work, self.n, self.timeout, self.env = binary, work, shards, timeout, env
+        self.files = []
+
+    def plan(self, tree):
+        """Runs the whole suite serially on the unmutated copy (it must pass), measuring each case,
+        and splits the cases into shards; False if it failed."""
+        xml = self.work + "/unit-all.xml"
+        if sh([self.binary, "-r", "xml", "-d", "yes", "-o", xml], tree, self.timeout, self.env) not in (0, 77):
+            return False
+        durations = [(name, secs) for name, secs, _ in cases(xml)]
+        names = set(n for n, _ in durations)
+        if any(n.startswith("#") or re.search(r'[\\"]|^\s|\s$', n) for n in names):
+            sys.exit("mutate: a test case name that Catch2's --input-file cannot select")
+        for i, shard in enumerate(balance(durations, self.n)):
+            path = "%s/shard-%d.txt" % (self.work, i)
+            write_names(path, shard)
+            self.files.append(path)
+        listed = []
+        for f in self.files:
+            listed += subprocess.run([self.binary, "--list-test-names-only", "-f", f], capture_output=True,
+                                     text=True).stdout.split("\n")
+        if sorted(x.strip() for x in listed if x.strip()) != sorted(names):
+            sys.exit("mutate: the shards do not select exactly the suite's test cases")
+        return True
+
+    def run(self, tree):
+        """0 if every shard passed, else what failed: a case name, or a shard's exit status."""
+        procs = []
+        for i, names in enumerate(self.files):
+            xml, log = "%s/shard-%d.xml" % (self.work, i), "%s/shard-%d.log" % (self.work, i)
+            out = open(log, "w")
+            procs.append((subprocess.Popen([self.binary, "-a", "-f", names, "-r", "xml", "-o", xml], cwd=tree,
+                                           env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                                           start_new_session=True), xml, out))
+        deadline, failed = time.monotonic() + self.timeout, []
+        for p, xml, out in procs:
+            try:
+                rc = p.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+                rc = "timeout"
+            out.close()
+            if rc == "timeout":
+                failed.append(None)  # a hang: no case to run again
+            elif rc not in (0, 77):
+                bad = [c for c in (cases(xml) if os.path.exists(xml) else []) if c[2] is not True]
+                failed.append(bad[0][0] if bad else rc)
+        return failed[0] if failed else 0  # a case name, else None or an exit status
+
+    def judge(self, tree):
+        """'unit' if the mutant fails a unit test, else None."""
+        failed = self.run(tree)
+        if failed == 0:
+            return None
+        if not isinstance(failed, str):
+            return "unit"  # a shard hung, or crashed outside any case
+        alone = self.work + "/alone.txt"
+        write_names(alone, [failed])
+        if sh([self.binary, "-f", alone], tree, self.timeout, self.env) not in (0, 77):
+            return "unit"
+        print("    (%s failed only beside the others: the whole suite serially)" % failed, flush=True)
+        return "unit" if sh([self.binary], tree, self.timeout, self.env) not in (0, 77) else None
+
+
+class E2E:
+    """The end-to-end test modules, --e2e-shards of them side by side, the longest first."""
+
+    def __init__(self, modules, work, shards, timeout, env):
+        self.modules, self.work, self.n, self.timeout, self.env = list(modules), work, shards, timeout, env
+        self.seconds = {}
+
+    def run(self, tree, modules):
+        """The first module that failed, or None; modules not started once one failed."""
+        queue = sorted(modules, key=lambda m: -self.seconds.get(m, 0))
+        running, failed, deadline = [], None, time.monotonic() + self.timeout
+        while queue or running:
+            while queue and failed is None and len(running) < self.n:
+                m = queue.pop(0)
+                out = open("%s/e2e-%s.log" % (self.work, m), "w")
+                p = subprocess.Popen(["/usr/bin/python3", "-m", "unittest", "-f", m], cwd=tree, env=self.env,
+                                     stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                running.append((p, m, out, time.monotonic()))
+            if failed is not None:
+                queue = []
+            time.sleep(0.2)
+            for entry in list(running):
+                p, m, out, start = entry
+                rc = p.poll()
+                if rc is None and time.monotonic() > deadline:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    rc = p.wait()
+                if rc is None:
+                    continue
+                running.remove(entry)
+                out.close()
+                self.seconds[m] = time.monotonic() - start
+                if rc != 0 and failed is None:
+                    failed = m
+        return failed
+
+    def judge(self, tree):
+        """'e2e' if the mutant fails an end-to-end test, else None."""
+        failed = self.run(tree, self.modules)
+        if failed is None:
+            return None
+        saved = self.n
+        try:
+            self.n = 1
+            if self.run(tree, [failed]) is not None:
+                return "e2e"
+            print("    (%s failed only beside the others: every module serially)" % failed, flush=True)
+            return "e2e" if self.run(tree, self.modules) is not None else None
+        finally:
+            self.n = saved
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("-n", type=int, default=20, help="mutants to judge (default 20)")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--e2e", nargs="*", default=[], help="unittest names run for survivors of the unit tests")
+    # The e2e tests of CTest's e2e label that need no network: the shipper's and the CLI's bundle.
+    e2e_modules = sorted("tests.shipper." + os.path.basename(f)[:-3]
+                         for f in glob.glob(os.path.join(SRC, "tests/shipper/e2e_*.py"))) + ["tests.cli.test_bundle"]
+    ap.add_argument("--e2e", nargs="*", default=e2e_modules,
+                    help="unittest names run for survivors of the unit tests (default: tests/shipper/e2e_*.py and "
+                         "tests/cli/test_bundle.py)")
+    ap.add_argument("--unit-only", action="store_true", help="no end-to-end tests")
     ap.add_argument("--e2e-targets", default="jobtrail-shipper jobtrail jobtrail-prolog kmsgfs",
                     help="what the e2e tests need built")
-    ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--unit-timeout", type=int, default=900, help="seconds; a mutant that hangs them is killed")
-    ap.add_argument("--e2e-timeout", type=int, default=1800)
+    ap.add_argument("--jobs", type=int, default=2, help="build parallelism")
+    ap.add_argument("--shards", type=int, default=4, help="unit test processes side by side (default 4)")
+    ap.add_argument("--e2e-shards", type=int, default=3, help="e2e modules side by side (default 3)")
+    ap.add_argument("--unit-timeout", type=int, default=180,
+                    help="seconds for the unit tests; a mutant that hangs them is killed")
+    ap.add_argument("--e2e-timeout", type=int, default=900, help="seconds for the e2e tests")
     ap.add_argument("--keep", action="store_true", help="keep the copy (its path is printed)")
     args = ap.parse_args()
+    if args.unit_only:
+        args.e2e = []
 
     candidates = sites(SRC)
     random.Random(args.seed).shuffle(candidates)
@@ -116,21 +292,24 @@ def main():
             os.makedirs(os.path.dirname(os.path.join(tree, f)) or tree, exist_ok=True)
             shutil.copy2(os.path.join(SRC, f), os.path.join(tree, f))
     env = dict(os.environ, JOBTRAIL_BUILD=build)
-    unit = [build + "/tests/jobtrail_unit_tests"]
+    unit = Unit(build + "/tests/jobtrail_unit_tests", work, max(1, args.shards), args.unit_timeout, env)
     build_unit = ["cmake", "--build", build, "-j%d" % args.jobs, "--target", "jobtrail_unit_tests"]
     build_e2e = ["cmake", "--build", build, "-j%d" % args.jobs, "--target"] + args.e2e_targets.split()
-    e2e = ["/usr/bin/python3", "-m", "unittest"] + args.e2e
+    e2e = E2E(args.e2e, work, max(1, args.e2e_shards), args.e2e_timeout, env)
+
+    phase = {}
 
     def judge():
         """'unit', 'e2e' (what killed it), None (survived) or 'build' (did not compile)."""
         if sh(build_unit, tree) != 0:
             return "build"
-        if sh(unit, tree, args.unit_timeout, env) != 0:
+        if unit.judge(tree):
             return "unit"
         if args.e2e:
+            phase["e2e from"] = time.monotonic()
             if sh(build_e2e, tree) != 0:
                 return "build"
-            if sh(e2e, tree, args.e2e_timeout, env) != 0:
+            if e2e.judge(tree):
                 return "e2e"
         return None
 
@@ -138,10 +317,11 @@ def main():
         if sh(["cmake", "-S", tree, "-B", build, "-DCMAKE_BUILD_TYPE=Debug", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache",
                "-DCMAKE_C_COMPILER_LAUNCHER=ccache"], tree) != 0:
             sys.exit("mutate: cmake failed in " + tree + ":\n" + tail())
-        first = judge()
-        if first is not None:
-            sys.exit("mutate: the unmutated tree fails (%s): nothing can be judged:\n%s" % (first, tail()))
-        judged, killed, survivors, stillborn = 0, 0, [], 0
+        if sh(build_unit, tree) != 0 or (args.e2e and sh(build_e2e, tree) != 0):
+            sys.exit("mutate: the unmutated tree does not build:\n" + tail())
+        if not unit.plan(tree) or unit.judge(tree) or (args.e2e and e2e.run(tree, args.e2e)):
+            sys.exit("mutate: the unmutated tree fails its tests: nothing can be judged:\n" + tail())
+        judged, killed, survivors, stillborn, seconds = 0, {"unit": 0, "e2e": 0}, [], 0, 0.0
         for path, line_no, kind, before, after in candidates:
             if judged == args.n:
                 break
@@ -152,25 +332,38 @@ def main():
             lines[line_no - 1] = after
             with open(full, "w") as f:
                 f.write("\n".join(lines))
+            start = time.monotonic()
+            phase.clear()
             try:
                 verdict = judge()
             finally:
                 with open(full, "w") as f:
                     f.write(original)
+            took = time.monotonic() - start
+            if "e2e from" in phase:
+                took_s = "%.0f s: %.0f s build and unit, %.0f s e2e" % (took, phase["e2e from"] - start,
+                                                                      start + took - phase["e2e from"])
+            else:
+                took_s = "%.0f s" % took
             where = "%s:%d: %s: %s  ->  %s" % (path, line_no, kind, before.strip(), after.strip())
             if verdict == "build":
                 stillborn += 1
-                print("  not compiled  " + where, flush=True)
+                print("  not compiled  %s (%s)" % (where, took_s), flush=True)
                 continue
             judged += 1
+            seconds += took
             if verdict:
-                killed += 1
-                print("  killed (%s)  %s" % (verdict, where), flush=True)
+                killed[verdict] += 1
+                print("  killed (%s)  %s (%s)" % (verdict, where, took_s), flush=True)
             else:
                 survivors.append(where)
-                print("  SURVIVED     " + where, flush=True)
-        print("mutate: seed %d: %d of %d mutants killed (%.0f%%); %d did not compile" %
-              (args.seed, killed, judged, 100.0 * killed / max(1, judged), stillborn))
+                print("  SURVIVED     %s (%s)" % (where, took_s), flush=True)
+        total = killed["unit"] + killed["e2e"]
+        pct = lambda k: 100.0 * k / max(1, judged)
+        print("mutate: seed %d: %d of %d mutants killed (%.0f%%): %d by the unit tests (%.0f%%), %d more by "
+              "e2e; %d did not compile; %.0f s a mutant" % (args.seed, total, judged, pct(total), killed["unit"],
+                                                           pct(killed["unit"]), killed["e2e"], stillborn,
+                                                           seconds / max(1, judged)))
         for s in survivors:
             print("survivor: " + s)
     finally:

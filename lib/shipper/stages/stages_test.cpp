@@ -431,6 +431,35 @@ TEST_CASE("stages: a kernel record goes to the job that owned its GPU then, even
     CHECK(meta(forged[1], "attribution") == "node");
 }
 
+TEST_CASE("stages: the 256 jobs that ended last each take their GPU's late kernel records, an older one is the node's",
+          "[shipper]") {
+    jobtrail::test::TempDir run;
+    const auto l = layout(run.path());
+    // 256 jobs one after the other on one GPU, 100 ns each, ended while the shipper was down.
+    for (int i = 0; i < 256; ++i) {
+        const std::string id = std::to_string(100 + i);
+        REQUIRE(jobtrail::node::write_job_marker(l, marker(id, 1000 + i * 100, 0, "0000:1b:00.0")).ok);
+        jobtrail::node::remove_job_state(l, id, 1000 + i * 100 + 90);
+    }
+    // Then job 400 runs there while the shipper does, and ends: the 257th.
+    REQUIRE(jobtrail::node::write_job_marker(l, marker("400", 30'000, 0, "0000:1b:00.0")).ok);
+    int64_t now = 31'000;
+    auto cfg = jobtrail::config::default_shipper_config();
+    Metrics m;
+    Stages st(cfg, l, m, {}, [&] { return now; });
+    std::vector<Event> none;
+    st.apply(none);
+    jobtrail::node::remove_job_state(l, "400", 32'000);
+    now = 33'000;
+    const auto xid_at = [](int64_t ts) { return kernel("NVRM: Xid (PCI:0000:1b:00): 79, pid=1, x", ts, "0000:1b:00"); };
+    std::vector<Event> e = {xid_at(1050), xid_at(1150), xid_at(31'500)};
+    st.apply(e);
+    CHECK(meta(e[0], "slurm_job_id") == "-");    // job 100, the 257th back: no longer judged against
+    CHECK(meta(e[1], "slurm_job_id") == "101");  // the 256th back
+    CHECK(meta(e[1], "attribution") == "device");
+    CHECK(meta(e[2], "slurm_job_id") == "400");
+}
+
 TEST_CASE("stages: the epilog's end time decides, even for a job the shipper never saw end", "[shipper]") {
     jobtrail::test::TempDir run;
     const auto l = layout(run.path());

@@ -55,3 +55,18 @@ TEST_CASE("pod log paths: names Kubernetes would refuse are refused, and the err
     CHECK(parse_pod_log_path("/r", "/r/" + label63 + "_p_1/c/0.log").ok);
     CHECK_FALSE(parse_pod_log_path("/r", "/r/" + label64 + "_p_1/c/0.log").ok);
 }
+
+TEST_CASE("pod log paths: a pod uid is a UUID in either case or kubelet's hash, of at most 64 characters", "[pods]") {
+    const auto uid_of = [](const std::string& uid) {
+        const auto p = parse_pod_log_path("/r", "/r/ns_pod_" + uid + "/c/0.log");
+        return p.ok ? p.value.uid : "refused: " + p.error;
+    };
+    // RFC 4122: hex digits are read in either case; the uid is kept as written.
+    CHECK(uid_of("0F3C1A2E-5B6D-4E7F-8A9B-0C1D2E3F4A5B") == "0F3C1A2E-5B6D-4E7F-8A9B-0C1D2E3F4A5B");
+    CHECK(uid_of("ABCDEF01-0000-4000-8000-abcdef012345") == "ABCDEF01-0000-4000-8000-abcdef012345");
+    const std::string hash64(64, 'f'), hash65(65, 'f');
+    CHECK(uid_of(hash64) == hash64);
+    CHECK(uid_of(hash65).find("refused: ") == 0);
+    CHECK(uid_of(hash65).find("pod uid '" + hash65 + "'") != std::string::npos);
+    for (const char* bad : {"0G3C1A2E", "0f3c1a2e.5b6d", "@f3c1a2e"}) CHECK(uid_of(bad).find("refused: ") == 0);
+}

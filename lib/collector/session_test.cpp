@@ -1,0 +1,171 @@
+#include "collector/session.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "collector/cli.hpp"
+#include "collector/kernel_snapshot.hpp"
+#include "collector/scripts.hpp"
+#include "collector_job.hpp"
+#include "jobtrail/version.hpp"
+
+using namespace jobtrail;
+using namespace jobtrail::collector;
+using test::CollectorJob;
+
+namespace {
+
+// What `fn` wrote to file descriptor `fd` (stderr or stdout: the collectors' notices go to
+// stderr, which slurmd keeps in its log).
+std::string captured(int fd, const std::function<void()>& fn) {
+    test::TempDir dir;
+    const std::string path = dir.path() + "/out";
+    std::fflush(nullptr);
+    const int saved = ::dup(fd);
+    const int file = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(file, fd);
+    ::close(file);
+    fn();
+    std::fflush(nullptr);
+    ::dup2(saved, fd);
+    ::close(saved);
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+bool logged(const std::vector<CollectorJob::Line>& log, std::string_view tag, std::string_view part) {
+    for (const auto& l : log)
+        if (l.tag == tag && l.text.find(part) != std::string::npos) return true;
+    return false;
+}
+
+}  // namespace
+
+TEST_CASE("a collector run outside slurmd writes no job log and says why, and says so of a missing config file",
+          "[collector]") {
+    test::TempDir dir;
+    ::unsetenv("SLURM_JOB_ID");
+    const std::string err = captured(2, [&] { Session s(Phase::kProlog, dir.path() + "/missing.yaml"); });
+    CHECK(err.find("jobtrail-prolog: error: SLURM_JOB_ID is missing or not a number ('')") != std::string::npos);
+    CHECK(err.find("jobtrail-prolog: warning: config file " + dir.path() + "/missing.yaml not found; using defaults") !=
+          std::string::npos);
+}
+
+TEST_CASE("a config with a bad value: the default is kept, the error is said in the job log and counted in its header",
+          "[collector]") {
+    CollectorJob job("  epilog:\n    probes: []\n    scripts: []\n    script_timeout: soon\n");
+    const std::string err = captured(2, [&] {
+        Session s(Phase::kEpilog, job.config());
+        CHECK(s.phase_config().script_timeout_ms == 300'000);
+        s.header();
+        s.footer(0, "");
+    });
+    CHECK(err.find("collector.epilog.script_timeout") != std::string::npos);
+    const auto log = job.log("epilog");
+    CHECK(logged(log, "jobtrail", "error: config: "));
+    CHECK(logged(log, "jobtrail", "collector.epilog.script_timeout"));
+    CHECK(logged(log, "jobtrail", "(default kept)"));
+    CHECK(job.text("epilog", "meta", "") == "phase=epilog");
+    CHECK(logged(log, "meta", "config=" + job.config() + " (1 errors)"));
+    CHECK(logged(log, "end", "status=0 duration_ms="));
+}
+
+TEST_CASE("a site script that cannot be executed fails the prolog with 126, as it would under slurmd", "[collector]") {
+    CollectorJob job("  prolog:\n    probes: []\n    scripts: [\"@DIR@/not-executable.sh\", \"@DIR@/missing.sh\"]\n");
+    job.script("not-executable.sh", "exit 0");
+    ::chmod((job.dir() + "/not-executable.sh").c_str(), 0644);
+    ScriptsOutcome o;
+    {
+        Session s(Phase::kProlog, job.config());
+        o = run_site_scripts(s);
+    }
+    CHECK(o.status == 126);
+    CHECK(o.failed == job.dir() + "/not-executable.sh");
+    CHECK(job.text("prolog", "status", "not-executable.sh").rfind("status=126 ", 0) == 0);
+}
+
+TEST_CASE("a prolog that cannot read the kernel log saves no mark, and its epilog says what it used instead",
+          "[collector]") {
+    CollectorJob job("  kmsg: @DIR@/no-kmsg\n");
+    std::string mark;
+    {
+        Session s(Phase::kProlog, job.config());
+        mark = s.config().collector.layout().kmsg_mark("4242");
+        record_kernel_mark(s);
+    }
+    const auto prolog = job.log("prolog");
+    CHECK(logged(prolog, "jobtrail", "error: kernel log: "));
+    CHECK(logged(prolog, "jobtrail", "no-kmsg"));
+    CHECK(logged(prolog, "jobtrail", "no kmsg mark for this job (the epilog will use its start time)"));
+    CHECK(mark.rfind(job.dir() + "/state/", 0) == 0);
+    CHECK_FALSE(std::filesystem::exists(mark));
+    {
+        Session s(Phase::kEpilog, job.config());
+        events::Extractor ex;
+        CHECK(record_kernel_delta(s, ex).empty());
+    }
+    const auto epilog = job.log("epilog");
+    CHECK(logged(epilog, "jobtrail", "warning: no kmsg mark for this job; using whole ring (no mark, no start time)"));
+    CHECK(logged(epilog, "jobtrail", "error: kernel log: "));
+    CHECK(logged(epilog, "event", "basis=\"whole ring (no mark, no start time)\" kmsg_records=0 fatal=0"));
+}
+
+TEST_CASE(
+    "collectors: --version, unknown arguments ignored, and an internal failure exits 0 so the node is not drained",
+    "[collector]") {
+    const auto call = [](std::vector<std::string> args, const std::function<int(const std::string&)>& run) {
+        std::vector<char*> argv;
+        for (auto& a : args) argv.push_back(a.data());
+        return collector_main(static_cast<int>(argv.size()), argv.data(), "jobtrail-epilog", run);
+    };
+    int rc = -1;
+    const std::string out = captured(1, [&] {
+        rc = call({"jobtrail-epilog", "--version"}, [](const std::string&) -> int { throw std::logic_error("ran"); });
+    });
+    CHECK(rc == 0);
+    CHECK(out == std::string("jobtrail-epilog ") + kVersion + "\n");
+
+    std::string given;
+    std::string err = captured(2, [&] {
+        rc = call({"jobtrail-epilog", "-c", "/etc/site.yaml", "extra", "args"}, [&](const std::string& path) {
+            given = path;
+            return 3;
+        });
+    });
+    CHECK(rc == 3);  // the site scripts' status
+    CHECK(given == "/etc/site.yaml");
+    CHECK(err.find("jobtrail-epilog: warning: ignoring 2 unexpected arguments") != std::string::npos);
+
+    err = captured(2, [&] {
+        rc = call({"jobtrail-epilog"}, [](const std::string&) -> int { throw std::runtime_error("disk on fire"); });
+    });
+    CHECK(rc == 0);
+    CHECK(err.find("jobtrail-epilog: error: internal failure, exiting 0 so the node is not drained: disk on fire") !=
+          std::string::npos);
+}
+
+TEST_CASE("one of jobtrail's own steps that throws is said in the job log and the collector goes on", "[collector]") {
+    CollectorJob job("");
+    bool after = false;
+    {
+        Session s(Phase::kProlog, job.config());
+        captured(2, [&] {
+            guarded(s, "devices", [] { throw std::runtime_error("no such GPU"); });
+            guarded(s, "probes", [] { throw 42; });
+        });
+        after = true;
+        s.footer(0, "");
+    }
+    CHECK(after);
+    const auto log = job.log("prolog");
+    CHECK(logged(log, "jobtrail", "error: devices failed: no such GPU"));
+    CHECK(logged(log, "jobtrail", "error: probes failed"));
+}
