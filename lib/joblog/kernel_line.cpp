@@ -1,6 +1,5 @@
 #include "joblog/kernel_line.hpp"
 
-#include "common/text.hpp"
 #include "joblog/format.hpp"
 
 namespace jobtrail::joblog {
@@ -18,7 +17,9 @@ KernelLine decode_kernel_line(std::string_view text, int64_t line_ts_ns) {
     out.ts_ns = kernel_line_time(text).value_or(line_ts_ns);
     kmsg::Record rec;
     kmsg::ParseError err;
-    if (kmsg::parse_record(unescape_hex(text), rec, err)) out.record = std::move(rec);
+    // The header line's own escapes are the only ones: it holds no byte the job log escapes
+    // again, so unescaping here too would decode text the kernel printed as text.
+    if (kmsg::parse_record(text, rec, err)) out.record = std::move(rec);
     return out;
 }
 

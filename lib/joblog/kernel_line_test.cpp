@@ -45,3 +45,23 @@ TEST_CASE("a kernel line without its time is at its stamp, and one that is no re
     CHECK_FALSE(is_kernel_tag(kKmsgDict));
     CHECK(is_kernel_tag(kKmsg));
 }
+
+TEST_CASE("a kernel message with escape-like text, a newline or bad UTF-8 reads back as the kernel printed it",
+          "[joblog]") {
+    // A process's name is its user's choice and the kernel prints it: "\x0a" typed as four
+    // characters must not come back as a newline, nor a real newline cut the message.
+    for (const std::string& message : {std::string("comm \\x0a[42] and \\x41"), std::string("a\nb"),
+                                       std::string("ends in \\"), std::string("bad \xff utf8 \\x5c")}) {
+        INFO(message);
+        kmsg::Record r;
+        r.seq = 9;
+        r.message = message;
+        std::string line;
+        append_line(line, 1'000, kKmsg, "", kmsg::format_header_line(r, 2'000));
+        Line l;
+        REQUIRE(parse_line(std::string_view(line).substr(0, line.size() - 1), l));
+        const auto k = decode_kernel_line(l.text, l.ts_ns);
+        REQUIRE(k.record);
+        CHECK(k.record->message == message);
+    }
+}

@@ -110,7 +110,14 @@ std::string format_header_line(const Record& r, int64_t wall_ns) {
         s += format_rfc3339_ns(wall_ns);
     }
     s += ';';
-    append_escaped(s, r.message);
+    // As /dev/kmsg prints it: a backslash too is \x5c, so that text a user put in the message
+    // ("\x0a" typed as four characters) reads back as itself, not as what it spells.
+    std::string_view m = r.message;
+    for (size_t at; (at = m.find('\\')) != std::string_view::npos; m.remove_prefix(at + 1)) {
+        append_escaped(s, m.substr(0, at));
+        s += "\\x5c";
+    }
+    append_escaped(s, m);
     return s;
 }
 
