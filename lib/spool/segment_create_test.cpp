@@ -1,6 +1,5 @@
 // A spool on a filesystem with no inode left: a segment file cannot be created, however much
 // room there is for bytes (a spool partition full of small files).
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -13,6 +12,7 @@
 #include "common/fs.hpp"
 #include "skip.hpp"
 #include "spool/spool.hpp"
+#include "spool_frames.hpp"
 #include "temp_dir.hpp"
 
 using namespace jobtrail::spool;
@@ -86,15 +86,6 @@ bool same_records(const std::vector<Record>& got, int from, int to) {
     for (int i = from; i < to; ++i)
         if (!(got[static_cast<size_t>(i - from)] == rec(i))) return false;
     return true;
-}
-
-int count_segments(const std::string& dir) {
-    int n = 0;
-    if (DIR* d = ::opendir(dir.c_str())) {
-        while (dirent* e = ::readdir(d)) n += std::string(e->d_name).rfind("seg-", 0) == 0;
-        ::closedir(d);
-    }
-    return n;
 }
 
 }  // namespace

@@ -1,6 +1,5 @@
 #include "spool/spool.hpp"
 
-#include <dirent.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -69,15 +68,6 @@ std::vector<const RecordView*> views_of(ReadBatch& b) {
         }
     }
     return out;
-}
-
-int count_segments(const std::string& dir) {
-    int n = 0;
-    if (DIR* d = ::opendir(dir.c_str())) {
-        while (dirent* e = ::readdir(d)) n += std::string(e->d_name).rfind("seg-", 0) == 0;
-        ::closedir(d);
-    }
-    return n;
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "spool_frames.hpp"
 
+#include <dirent.h>
+
 #include "common/varint.hpp"
 
 namespace jobtrail::spool {
@@ -75,6 +77,15 @@ void append_compressed_run(std::string& out, const std::vector<Record>& records)
         b.add(ref, RunBuilder::entry_size(ref));
     }
     b.finish(out);
+}
+
+int count_segments(const std::string& dir) {
+    int n = 0;
+    if (DIR* d = ::opendir(dir.c_str())) {
+        while (dirent* e = ::readdir(d)) n += std::string(e->d_name).rfind("seg-", 0) == 0;
+        ::closedir(d);
+    }
+    return n;
 }
 
 }  // namespace jobtrail::spool

@@ -15,4 +15,7 @@ void append_frame(std::string& out, const Record& r);                   // paylo
 void append_run(std::string& out, const std::vector<Record>& records);  // payload 2: one stream's, at least one
 void append_compressed_run(std::string& out, const std::vector<Record>& records);  // payload 3: the same
 
+// How many segment files (seg-*) a spool directory holds.
+int count_segments(const std::string& dir);
+
 }  // namespace jobtrail::spool
