@@ -241,6 +241,7 @@ TEST_CASE("sender: a 429 for the tenant's whole push splits the batch below the 
     };
     rig.start();
     REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 400; }));
+    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));  // counted, then settled
     CHECK(rig.m.group<shipper::SenderMetrics>().tenant_rate_limit() == 262144);
     CHECK(rig.m.group<shipper::SenderMetrics>().sent == 400);
 }
@@ -312,6 +313,7 @@ TEST_CASE("sender: each stream is paced below Loki's shard threshold, in pushes 
     const auto t0 = std::chrono::steady_clock::now();
     rig.start();
     REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 400; }));
+    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));  // counted, then settled
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::lock_guard<std::mutex> lk(rig.script.mu);
     for (const auto& r : rig.script.seen) CHECK(r.bytes <= (64u << 10));
@@ -501,6 +503,7 @@ TEST_CASE("sender: a 429 whose body names no limit makes the stream's requests s
     };
     rig.start();
     REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 60; }));
+    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));  // counted, then settled
     std::lock_guard<std::mutex> lk(rig.script.mu);
     // After each refusal the stream's next request is smaller than the refused one.
     for (size_t i = 0; i + 1 < rig.script.seen.size(); ++i)
@@ -548,6 +551,7 @@ TEST_CASE("sender: a wait for a named per-stream limit is never longer than max_
     };
     rig.start();  // max_backoff 100 ms: 30 lines in about 3 s
     REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 30; }));
+    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));  // counted, then settled
     CHECK(rig.m.group<shipper::SenderMetrics>().sent == 30);
 }
 

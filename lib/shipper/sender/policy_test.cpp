@@ -391,6 +391,11 @@ TEST_CASE("policy: 5xx, refused credentials and no answer back off exponentially
          "data stays in the spool"},
         {answer(403, loki::Verdict::kAuthFailure, "forbidden"), "", shipper::Severity::kError, "auth_failed",
          "Loki refused our credentials (HTTP 403: forbidden); retrying, data stays in the spool"},
+        // A proxy's 401 for a wrong password is not Loki asking for a tenant: the advice would send
+        // the operator to the wrong setting.
+        {answer(401, loki::Verdict::kAuthFailure, "401 Authorization Required"), "", shipper::Severity::kError,
+         "auth_failed",
+         "Loki refused our credentials (HTTP 401: 401 Authorization Required); retrying, data stays in the spool"},
     };
     for (const auto& row : rows) {
         INFO(row.text);
