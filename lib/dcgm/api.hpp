@@ -29,6 +29,7 @@ inline constexpr Return kGenericError = -3;         // DCGM_ST_GENERIC_ERROR
 inline constexpr Return kNotSupported = -6;         // DCGM_ST_NOT_SUPPORTED
 inline constexpr Return kTimeout = -11;             // DCGM_ST_TIMEOUT
 inline constexpr Return kVerMismatch = -12;         // DCGM_ST_VER_MISMATCH
+inline constexpr Return kGpuIsLost = -18;           // DCGM_ST_GPU_IS_LOST
 inline constexpr Return kConnectionNotValid = -21;  // DCGM_ST_CONNECTION_NOT_VALID
 
 // dcgm_structs.h (3.x, 4.x).

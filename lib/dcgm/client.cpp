@@ -209,12 +209,22 @@ private:
             auto attr = std::make_shared<api::DeviceAttributes>();
             attr->version = api::kDeviceAttributesVersion3;
             const auto fn = lib_->attributes;
+            std::string why;
             if (call(
                     "dcgmGetDeviceAttributes(" + std::to_string(id) + ")",
-                    [fn, h, id, attr] { return fn(h, id, attr.get()); }, error) != api::kOk)
-                return false;
+                    [fn, h, id, attr] { return fn(h, id, attr.get()); }, why) != api::kOk) {
+                // A GPU DCGM cannot describe (one lost from the bus) is still watched: its events
+                // are the ones that matter then. Only a lost connection ends the listing.
+                if (lost_) {
+                    error = why;
+                    return false;
+                }
+                out.push_back({id, "", why});
+                facts_[id] = {};
+                continue;
+            }
             const auto& ident = attr->identifiers;
-            out.push_back({id, std::string(ident.pciBusId, strnlen(ident.pciBusId, sizeof ident.pciBusId))});
+            out.push_back({id, std::string(ident.pciBusId, strnlen(ident.pciBusId, sizeof ident.pciBusId)), ""});
             facts_[id] = {valid(attr->thermalSettings.slowdownTemp), valid(attr->powerLimits.enforcedPowerLimit)};
         }
         gpus_ = std::move(out);

@@ -26,7 +26,8 @@ struct ClientOptions {
 
 struct Gpu {
     unsigned id = 0;
-    std::string pci_bdf;  // as DCGM gives it, "00000000:3B:00.0"
+    std::string pci_bdf;  // as DCGM gives it, "00000000:3B:00.0"; empty when `problem` says why
+    std::string problem;  // why DCGM could not describe this GPU (one that fell off the bus)
 };
 
 // A health incident as dcgmHealthCheck lists it (without the time: the check's).

@@ -2,6 +2,9 @@
 
 #include <dlfcn.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -11,6 +14,7 @@
 #include <thread>
 
 #include "dcgm/api.hpp"
+#include "skip.hpp"
 #include "temp_dir.hpp"
 
 using namespace jobtrail;
@@ -237,6 +241,29 @@ TEST_CASE("the DCGM client connects to the address it is given, a unix socket in
     CHECK(slurp() == "/run/nvidia-dcgm/hostengine.sock unix=1 timeout_ms=1500");
 }
 
+TEST_CASE("the DCGM client does not connect to a socket another local user holds, and says so", "[dcgm-client]") {
+    if (geteuid() != 0) JOBTRAIL_SKIP("needs root to give the socket to another user");
+    Stub stub;
+    const std::string path = stub.dir.path() + "/hostengine.sock";
+    const int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    path.copy(a.sun_path, sizeof a.sun_path - 1);
+    REQUIRE(bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    close(s);
+    REQUIRE(chown(path.c_str(), 65534, 65534) == 0);
+    auto o = options(JOBTRAIL_DCGM_STUB4);
+    o.address = "unix:" + path;
+    auto client = dcgm::make_client(o);
+    std::string error;
+    CHECK_FALSE(client->connect(error));
+    CHECK(error.starts_with("not connecting to unix:" + path + ": "));
+    CHECK(error.find("uid 65534") != std::string::npos);
+    CHECK(stub.logged("connect") == 0);
+    CHECK(client->gpus(error).empty());
+    CHECK(error == "not connected to DCGM");
+}
+
 TEST_CASE("the DCGM client says which libraries it tried and why none would do", "[dcgm-client]") {
     std::string error;
     dcgm::ClientOptions o;
@@ -271,4 +298,46 @@ TEST_CASE("the stand-in libdcgm refuses struct versions of the other major, as D
         buffer->version = wrong_health_version;
         CHECK(check(h, dcgm::api::kGroupAllGpus, buffer.get()) == dcgm::api::kVerMismatch);
     }
+}
+
+TEST_CASE("a GPU DCGM lists but cannot describe is still watched: the others' events are not lost with it",
+          "[dcgm-client]") {
+    // A GPU that fell off the bus: DCGM still lists it, its attributes answer DCGM_ST_GPU_IS_LOST.
+    // That is when its events matter most; it must not end the listing for every GPU.
+    const char* library = GENERATE(JOBTRAIL_DCGM_STUB4, JOBTRAIL_DCGM_STUB3);
+    Stub stub;
+    stub.write("gpus", "0 00000000:3B:00.0\n3 00000000:DB:00.0 lost\n5 00000000:E1:00.0\n");
+    auto client = dcgm::make_client(options(library));
+    std::string error;
+    REQUIRE(client->connect(error));
+    const auto gpus = client->gpus(error);
+    CHECK(error.empty());
+    REQUIRE(gpus.size() == 3);
+    CHECK(gpus[0].pci_bdf == "00000000:3B:00.0");
+    CHECK(gpus[0].problem.empty());
+    CHECK(gpus[1].id == 3);
+    CHECK(gpus[1].pci_bdf.empty());
+    CHECK(gpus[1].problem == "dcgmGetDeviceAttributes(3): GPU is lost (-18)");
+    CHECK(gpus[2].pci_bdf == "00000000:E1:00.0");
+
+    Received got;
+    REQUIRE(client->watch_violations(got.sink(), error));
+    stub.command("violation 3 xid 1700000000000001 79");
+    stub.command("violation 5 dbe 1700000000000002 2 2");
+    REQUIRE(got.wait(2));
+    std::lock_guard lock(got.mu);
+    CHECK(got.events[0].gpu == 3);
+    CHECK(got.events[0].value == 79);
+    CHECK(got.events[1].gpu == 5);
+}
+
+TEST_CASE("a DCGM connection lost while listing the GPUs ends the listing with DCGM's reason", "[dcgm-client]") {
+    const char* library = GENERATE(JOBTRAIL_DCGM_STUB4, JOBTRAIL_DCGM_STUB3);
+    Stub stub;
+    auto client = dcgm::make_client(options(library));
+    std::string error;
+    REQUIRE(client->connect(error));
+    stub.write("state", "down");
+    CHECK(client->gpus(error).empty());
+    CHECK(error == "dcgmGetAllSupportedDevices: Connection to the host engine is not valid any longer (-21)");
 }

@@ -266,6 +266,18 @@ TEST_CASE("the most likely cause is an event on the job's own GPU, not on its ne
     d.add("n1", "prolog", 100, "prolog device[unresolved] note=\"no device file known for Slurm GPU index 1\"");
     d.add("n1", "kmsg", 200, "NVRM: Xid (PCI:0000:18:00): 79, pid=1, GPU has fallen off the bus.");
     CHECK(d.findings()[0].own_device == -1);
+    // GPU 0 and GPU 10 are the job's like any other: their digits are read, a 0 included.
+    for (const std::string index : {"0", "10"}) {
+        INFO("Slurm's GPU index " << index);
+        Analyzer z;
+        z.add("n1", "prolog", 100, "prolog device kind=gpu index=" + index + " bdf=0000:18:00.0");
+        z.add("n1", "kmsg", 200, "NVRM: Xid (PCI:0000:2a:00): 79, pid=1, GPU has fallen off the bus.");
+        z.add("n1", "kmsg", 300, "NVRM: Xid (PCI:0000:18:00): 79, pid=1, GPU has fallen off the bus.");
+        const auto zs = z.findings();
+        REQUIRE(z.likely_cause(zs));
+        CHECK(z.likely_cause(zs)->ts_ns == 300);
+        CHECK(z.likely_cause(zs)->title.find("on this job's GPU " + index + " (0000:18:00.0)") != std::string::npos);
+    }
 }
 
 TEST_CASE("jobtrail node: jobs with their GPUs, each kernel event with the job it hit", "[forensics]") {

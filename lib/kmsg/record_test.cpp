@@ -92,6 +92,11 @@ TEST_CASE("malformed records give an error, never a crash", "[kmsg]") {
     CHECK_FALSE(parse_record("6,1,-5,-;negative time\n", r, e));
     CHECK_FALSE(parse_record("6,99999999999999999999999,2,-;overflow\n", r, e));
     CHECK_FALSE(parse_record("6,1,2\n,-;newline in header", r, e));
+    CHECK(e.what == "no ';' between header and message");
+    CHECK(e.offset == 5);  // the newline, where the header ended without its ';'
+    // A record cut before its ';' and its newline (the end of a truncated ring dump).
+    CHECK_FALSE(parse_record("6,1,2,-", r, e));
+    CHECK(e.what == "no ';' between header and message");
 }
 
 TEST_CASE("hostile bytes survive parsing", "[kmsg]") {

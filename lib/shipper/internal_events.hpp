@@ -27,6 +27,7 @@ inline constexpr std::string_view kNotBuilt = "not_built";
 // was registered (it does not replay them), violations dropped on a full queue.
 inline constexpr std::string_view kDcgmUnavailable = "dcgm_unavailable";
 inline constexpr std::string_view kDcgmConnected = "dcgm_connected";
+inline constexpr std::string_view kDcgmGpuUndescribed = "dcgm_gpu_undescribed";
 inline constexpr std::string_view kDcgmLost = "dcgm_lost";
 inline constexpr std::string_view kDcgmNotReplayed = "dcgm_not_replayed";
 inline constexpr std::string_view kDcgmQueueFull = "dcgm_queue_full";

@@ -88,12 +88,20 @@ void DcgmSource::happened(dcgm_source::Happening& h, std::vector<Event>& out) {
         case W::kRegistered: {
             const auto& r = h.registered;
             bus_ids_.clear();
-            std::string listed;
+            std::string listed, undescribed;
             for (const auto& g : r.gpus) {
                 bus_ids_[g.id] = g.pci_bdf;
                 if (bus_ids_.size() <= kGpusListed)
-                    listed += (listed.empty() ? "" : ", ") + std::to_string(g.id) + " " + g.pci_bdf;
+                    listed += (listed.empty() ? "" : ", ") + std::to_string(g.id) + " " +
+                              (g.problem.empty() ? g.pci_bdf : "(no bus id)");
+                if (!g.problem.empty() && undescribed.size() < 4096)
+                    undescribed += (undescribed.empty() ? "" : "; ") + g.problem;
             }
+            if (!undescribed.empty())
+                events_.emit(Severity::kWarning, name_, event::kDcgmGpuUndescribed,
+                             "DCGM could not describe every GPU (" + undescribed +
+                                 "): their events are shipped without a PCI address, so they name no job's GPU "
+                                 "and go to the node's running jobs");
             if (r.gpus.size() > kGpusListed) listed += " and " + std::to_string(r.gpus.size() - kGpusListed) + " more";
             dm_.connected = 1;
             if (watching_us_ > 0 && watching_us_ < r.ts_us)

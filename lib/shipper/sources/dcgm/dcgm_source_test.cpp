@@ -20,7 +20,7 @@ struct Engine {
     bool up = true;
     bool stuck = false;   // every call waits until this is false again
     int fail_health = 0;  // the next N health calls fail (a host engine restart)
-    std::vector<dcgm::Gpu> gpus = {{0, "00000000:1B:00.0"}, {3, "00000000:3B:00.0"}};
+    std::vector<dcgm::Gpu> gpus = {{0, "00000000:1B:00.0", ""}, {3, "00000000:3B:00.0", ""}};
     std::vector<dcgm::Incident> incidents;
     std::function<void(dcgm::Event)> sink;
     int connects = 0, registrations = 0, checks = 0, calls = 0;
@@ -211,6 +211,27 @@ TEST_CASE("dcgm source: a violation is a line in {job=dcgm} at DCGM's time, with
     CHECK(meta(e, "xid") == "79");
     CHECK(meta(e, "severity") == "fatal");  // the kernel rule's verdict on Xid 79
     CHECK(r.dm().events.value() == 2);
+}
+
+TEST_CASE("dcgm source: a GPU DCGM cannot describe is watched, said once, and its events carry no bus id",
+          "[shipper][dcgm]") {
+    Rig r;
+    r.engine->gpus = {{0, "00000000:1B:00.0", ""}, {3, "", "dcgmGetDeviceAttributes(3): GPU is lost (-18)"}};
+    r.start();
+    REQUIRE(r.poll_until([&] { return r.dm().connected.value() == 1; }));
+    CHECK(r.notices.last(event::kDcgmConnected).find("2 GPUs (0 00000000:1B:00.0, 3 (no bus id))") !=
+          std::string::npos);
+    CHECK(r.notices.count(event::kDcgmGpuUndescribed) == 1);
+    CHECK(r.notices.last(event::kDcgmGpuUndescribed) ==
+          "DCGM could not describe every GPU (dcgmGetDeviceAttributes(3): GPU is lost (-18)): their events are "
+          "shipped without a PCI address, so they name no job's GPU and go to the node's running jobs");
+    r.out.clear();
+    r.engine->violation(xid(3, recent_us(), 79));
+    REQUIRE(r.poll_until([&] { return r.out.size() == 1; }));
+    CHECK(r.out[0].line == "XID 79 on GPU 3");
+    CHECK(r.out[0].pci_bdf.empty());
+    CHECK(meta(r.out[0], "pci_bdf") == "-");  // no key rather than an empty one
+    CHECK(meta(r.out[0], "severity") == "fatal");
 }
 
 TEST_CASE("dcgm source: a full queue drops and counts, never waits, and says so once a minute", "[shipper][dcgm]") {
