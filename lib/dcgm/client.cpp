@@ -29,7 +29,16 @@ struct Registration {
 // A GPU as the policy needs it: its thresholds from its attributes (0: unknown).
 struct GpuFacts {
     unsigned slowdown_c = 0, power_limit_w = 0;
+    bool lost = false;  // DCGM_ST_GPU_IS_LOST: in no group of ours
 };
+
+// DCGM's placeholder for a bus id, shown as DCGM gave it: printable ASCII, bounded.
+std::string shown(const std::string& s) {
+    std::string out;
+    for (const char c : s)
+        if (c >= 0x20 && c < 0x7f && out.size() < 32) out += c;
+    return out.empty() ? "empty" : "\"" + out + "\"";
+}
 
 unsigned valid(unsigned v) {
     return v == 0 || v >= api::kInt32Blank ? 0 : v;
@@ -95,6 +104,7 @@ public:
             return set_and_register(reg, policy, nullptr, error);
         }
         for (const auto& g : gpus_) {
+            if (facts_[g.id].lost) continue;
             const api::Policy policy = make_policy({facts_[g.id]});
             auto slot = callbacks::add3({sink, 3, g.id, bdfs()});
             if (!slot) {
@@ -210,21 +220,29 @@ private:
             attr->version = api::kDeviceAttributesVersion3;
             const auto fn = lib_->attributes;
             std::string why;
-            if (call(
-                    "dcgmGetDeviceAttributes(" + std::to_string(id) + ")",
-                    [fn, h, id, attr] { return fn(h, id, attr.get()); }, why) != api::kOk) {
-                // A GPU DCGM cannot describe (one lost from the bus) is still watched: its events
-                // are the ones that matter then. Only a lost connection ends the listing.
-                if (lost_) {
-                    error = why;
-                    return false;
-                }
+            const auto rc = call(
+                "dcgmGetDeviceAttributes(" + std::to_string(id) + ")",
+                [fn, h, id, attr] { return fn(h, id, attr.get()); }, why);
+            if (rc == api::kGpuIsLost) {
+                // Lost from the bus since DCGM listed it: said, and left out of our groups (DCGM
+                // refuses a policy on a group holding it), not the end of every other GPU's events.
                 out.push_back({id, "", why});
-                facts_[id] = {};
+                facts_[id] = {0, 0, true};
                 continue;
             }
+            if (rc != api::kOk) {
+                error = why;
+                return false;
+            }
             const auto& ident = attr->identifiers;
-            out.push_back({id, std::string(ident.pciBusId, strnlen(ident.pciBusId, sizeof ident.pciBusId)), ""});
+            std::string bdf(ident.pciBusId, strnlen(ident.pciBusId, sizeof ident.pciBusId));
+            std::string problem;
+            if (bdf.empty() || bdf.starts_with("<<<")) {
+                // DCGM_STR_BLANK ("<<<NULL>>>") and its kin: DCGM has no value, not an address.
+                problem = "DCGM has no PCI bus id for GPU " + std::to_string(id) + " (" + shown(bdf) + ")";
+                bdf.clear();
+            }
+            out.push_back({id, std::move(bdf), std::move(problem)});
             facts_[id] = {valid(attr->thermalSettings.slowdownTemp), valid(attr->powerLimits.enforcedPowerLimit)};
         }
         gpus_ = std::move(out);

@@ -300,35 +300,39 @@ TEST_CASE("the stand-in libdcgm refuses struct versions of the other major, as D
     }
 }
 
-TEST_CASE("a GPU DCGM lists but cannot describe is still watched: the others' events are not lost with it",
+TEST_CASE("a GPU lost since DCGM listed it, or one DCGM has no bus id for, costs the other GPUs nothing",
           "[dcgm-client]") {
-    // A GPU that fell off the bus: DCGM still lists it, its attributes answer DCGM_ST_GPU_IS_LOST.
-    // That is when its events matter most; it must not end the listing for every GPU.
+    // A GPU that fell off the bus between DCGM's listing and its attributes: DCGM_ST_GPU_IS_LOST,
+    // and DCGM refuses a policy on a group holding it. Neither may end every other GPU's events.
     const char* library = GENERATE(JOBTRAIL_DCGM_STUB4, JOBTRAIL_DCGM_STUB3);
     Stub stub;
-    stub.write("gpus", "0 00000000:3B:00.0\n3 00000000:DB:00.0 lost\n5 00000000:E1:00.0\n");
+    stub.write("gpus", "0 00000000:3B:00.0\n3 00000000:DB:00.0 lost\n5 00000000:E1:00.0\n6 <<<NULL>>>\n");
     auto client = dcgm::make_client(options(library));
     std::string error;
     REQUIRE(client->connect(error));
     const auto gpus = client->gpus(error);
     CHECK(error.empty());
-    REQUIRE(gpus.size() == 3);
+    REQUIRE(gpus.size() == 4);
     CHECK(gpus[0].pci_bdf == "00000000:3B:00.0");
     CHECK(gpus[0].problem.empty());
     CHECK(gpus[1].id == 3);
     CHECK(gpus[1].pci_bdf.empty());
     CHECK(gpus[1].problem == "dcgmGetDeviceAttributes(3): GPU is lost (-18)");
     CHECK(gpus[2].pci_bdf == "00000000:E1:00.0");
+    CHECK(gpus[3].pci_bdf.empty());  // DCGM's blank is no address
+    CHECK(gpus[3].problem == "DCGM has no PCI bus id for GPU 6 (\"<<<NULL>>>\")");
 
     Received got;
     REQUIRE(client->watch_violations(got.sink(), error));
-    stub.command("violation 3 xid 1700000000000001 79");
     stub.command("violation 5 dbe 1700000000000002 2 2");
+    stub.command("violation 6 xid 1700000000000003 48");
     REQUIRE(got.wait(2));
     std::lock_guard lock(got.mu);
-    CHECK(got.events[0].gpu == 3);
-    CHECK(got.events[0].value == 79);
-    CHECK(got.events[1].gpu == 5);
+    CHECK(got.events[0].gpu == 5);
+    CHECK(got.events[0].pci_bdf == "00000000:E1:00.0");
+    CHECK(got.events[1].gpu == 6);
+    CHECK(got.events[1].value == 48);
+    CHECK(got.events[1].pci_bdf.empty());
 }
 
 TEST_CASE("a DCGM connection lost while listing the GPUs ends the listing with DCGM's reason", "[dcgm-client]") {
@@ -340,4 +344,16 @@ TEST_CASE("a DCGM connection lost while listing the GPUs ends the listing with D
     stub.write("state", "down");
     CHECK(client->gpus(error).empty());
     CHECK(error == "dcgmGetAllSupportedDevices: Connection to the host engine is not valid any longer (-21)");
+}
+
+TEST_CASE("a DCGM error other than a lost GPU ends the listing and says which GPU", "[dcgm-client]") {
+    // Not taken for one GPU's trouble: the source reports the failure and tries again later,
+    // rather than watching with every GPU's bus id unknown.
+    Stub stub;
+    stub.write("gpus", "0 00000000:3B:00.0\n3 00000000:DB:00.0 failing\n");
+    auto client = dcgm::make_client(options(JOBTRAIL_DCGM_STUB4));
+    std::string error;
+    REQUIRE(client->connect(error));
+    CHECK(client->gpus(error).empty());
+    CHECK(error == "dcgmGetDeviceAttributes(3): Unknown error (-3)");
 }

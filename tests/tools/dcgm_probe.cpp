@@ -52,7 +52,9 @@ int main(int argc, char** argv) {
     std::printf("connect: ok, library %s\n", client->library().c_str());
     const auto gpus = client->gpus(error);
     if (gpus.empty()) std::printf("gpus: none%s%s\n", error.empty() ? "" : ": ", error.c_str());
-    for (const auto& g : gpus) std::printf("gpu %u pci_bdf %s\n", g.id, g.pci_bdf.c_str());
+    for (const auto& g : gpus)
+        std::printf("gpu %u pci_bdf %s%s%s\n", g.id, g.pci_bdf.c_str(),
+                    g.problem.empty() ? "" : " problem: ", g.problem.c_str());
     std::mutex mu;
     const bool watching = client->watch_violations(
         [&mu](dcgm::Event e) {
