@@ -47,6 +47,8 @@ std::string meta_value(std::string_view line, std::string_view key) {
     return std::string(t.substr(key.size() + 1, 4096));
 }
 
+}  // namespace
+
 bool window_from_slurm(const BundleOptions& o, Window& w) {
     const char* env_path = std::getenv("PATH");
     const std::string path = env_path ? env_path : "/usr/bin:/bin";
@@ -83,8 +85,6 @@ bool window_from_slurm(const BundleOptions& o, Window& w) {
     w.basis = "sacct";
     return true;
 }
-
-}  // namespace
 
 FoundJob find_job(const BundleOptions& o) {
     FoundJob job;

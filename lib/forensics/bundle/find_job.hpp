@@ -28,4 +28,8 @@ struct FoundJob {
 // index says which clusters hold the job id: one is taken, several are an error that names them.
 FoundJob find_job(const BundleOptions& o);
 
+// The job's window from Slurm's accounting (`sacct`), its nodes expanded by `scontrol show
+// hostnames` (what scontrol says on stderr is no node); false when sacct does not know the job.
+bool window_from_slurm(const BundleOptions& o, Window& w);
+
 }  // namespace jobtrail::forensics::bundle

@@ -80,6 +80,10 @@ TEST_CASE("metrics registry: a name declared twice, or not a Prometheus name, is
     CHECK_THROWS_AS(r.group<Clash>(), std::invalid_argument);
     CHECK_THROWS_WITH(r.counter("jobtrail widgets", "x"), Contains("'jobtrail widgets' is not a Prometheus name"));
     CHECK_THROWS_WITH(r.counter("9lives_total", "x"), Contains("not a Prometheus name"));
+    CHECK_THROWS_WITH(r.counter("0days_total", "x"), Contains("not a Prometheus name"));
+    // Digits after the first character are a name's like any other, 0 included.
+    CHECK_NOTHROW(r.counter("jobtrail_http_200_total", "Answers 200."));
+    CHECK_NOTHROW(r.counters("jobtrail_by_gpu_total", "By GPU.", {"gpu0_slot"}));
     CHECK_THROWS_WITH(r.counters("jobtrail_x_total", "x", {"__reserved"}), Contains("not a Prometheus label name"));
     CHECK_THROWS_WITH(r.counter("jobtrail_y_total", "two\nlines"), Contains("HELP text spans lines"));
     // A sample must carry every label of its family.
@@ -89,4 +93,5 @@ TEST_CASE("metrics registry: a name declared twice, or not a Prometheus name, is
     CHECK(text.find("Also widgets") == std::string::npos);
     CHECK(text.find("jobtrail_x_total") == std::string::npos);
     CHECK(text.find("jobtrail_y_total") == std::string::npos);
+    CHECK(text.find("# TYPE jobtrail_http_200_total counter") != std::string::npos);
 }
