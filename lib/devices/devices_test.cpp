@@ -132,6 +132,21 @@ TEST_CASE("devices: a job's GPUs resolve to bus ids and serials, and what is mis
     CHECK(note.find("no GPU list at") != std::string::npos);
 }
 
+TEST_CASE("devices: unreadable driver entries are named in bus order, whatever order the directory lists them",
+          "[devices]") {
+    // The job log says which GPUs the driver could not describe: the same node, the same text.
+    const jobtrail::test::TempDir tree("nvidia");
+    const std::string& root = tree.path();
+    const char* broken[] = {"0000:e1:00.0", "0000:1b:00.0", "0000:cb:00.0", "0000:3b:00.0", "0000:9a:00.0",
+                            "0000:5d:00.0"};
+    for (const char* bdf : broken) add_gpu(root, bdf, "garbage\n");
+    add_gpu(root, "0000:4c:00.0", information(0, "0000:4c:00.0"));
+    std::string note;
+    CHECK(read_nvidia_gpus(root, note).size() == 1);
+    CHECK(note ==
+          "unreadable driver entries: 0000:1b:00.0,0000:3b:00.0,0000:5d:00.0,0000:9a:00.0,0000:cb:00.0,0000:e1:00.0");
+}
+
 TEST_CASE("devices: OOM kill lines of recent kernels name the job's cgroup", "[devices]") {
     // cgroup v1 (Slurm's /slurm/uid_N/job_N/step_N/task_N), kernel 5.x
     auto k =

@@ -517,6 +517,37 @@ TEST_CASE("after the spool is cut back at start, what was kept is read, then wha
     CHECK(got.back() == rec(1059, 100));
 }
 
+TEST_CASE("a spool cut back to a point inside a middle segment keeps that segment's records before it",
+          "[spool]") {
+    // The checkpoint falls inside the second of several segments: the segments after it go, the
+    // records before the point in its own segment stay, and nothing after it comes back.
+    jobtrail::test::TempDir dir;
+    Spool s;
+    REQUIRE(s.open({dir.path(), 4096}));
+    for (int i = 0; i < 150; ++i) s.append(alt(i, 100));  // two streams: a frame per record
+    REQUIRE(s.sync());
+    REQUIRE(count_segments(dir.path()) >= 3);
+    std::vector<Position> after;  // the position after each record
+    std::vector<Record> chunk;
+    Position cut;
+    while (s.read(chunk, 1, 1 << 20, cut) > 0) after.push_back(cut);
+    REQUIRE(after.size() == 150);
+    std::vector<size_t> second;  // the records whose end lies inside the second segment
+    for (size_t i = 0; i < after.size(); ++i)
+        if (after[i].segment != after.front().segment && (second.empty() || after[i].segment == after[second[0]].segment))
+            second.push_back(i);
+    REQUIRE(second.size() >= 3);
+    const size_t keep = second[second.size() / 2] + 1;  // records 0 .. keep-1
+    REQUIRE(after[keep - 1].offset > 0);
+    REQUIRE(s.discard_after(after[keep - 1]));
+    s.rewind();
+    Position end;
+    const auto got = read_all(s, end);
+    REQUIRE(got.size() == keep);
+    for (size_t i = 0; i < keep; ++i) CHECK(got[i] == alt(static_cast<int>(i), 100));
+    CHECK(count_segments(dir.path()) == 2);
+}
+
 namespace {
 
 // The file size limit makes write() stop part way, then fail, as a full disk does.
