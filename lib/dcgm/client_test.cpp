@@ -2,8 +2,6 @@
 
 #include <dlfcn.h>
 #include <stdlib.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -16,6 +14,7 @@
 #include "dcgm/api.hpp"
 #include "skip.hpp"
 #include "temp_dir.hpp"
+#include "unix_socket.hpp"
 
 using namespace jobtrail;
 using namespace std::chrono_literals;
@@ -244,14 +243,7 @@ TEST_CASE("the DCGM client connects to the address it is given, a unix socket in
 TEST_CASE("the DCGM client does not connect to a socket another local user holds, and says so", "[dcgm-client]") {
     if (geteuid() != 0) JOBTRAIL_SKIP("needs root to give the socket to another user");
     Stub stub;
-    const std::string path = stub.dir.path() + "/hostengine.sock";
-    const int s = socket(AF_UNIX, SOCK_STREAM, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    path.copy(a.sun_path, sizeof a.sun_path - 1);
-    REQUIRE(bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    close(s);
-    REQUIRE(chown(path.c_str(), 65534, 65534) == 0);
+    const std::string path = jobtrail::test::unix_socket_at(stub.dir.path() + "/hostengine.sock", 65534);
     auto o = options(JOBTRAIL_DCGM_STUB4);
     o.address = "unix:" + path;
     auto client = dcgm::make_client(o);

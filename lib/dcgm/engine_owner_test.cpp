@@ -4,7 +4,6 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,8 +12,10 @@
 #include <string>
 
 #include "skip.hpp"
+#include "unix_socket.hpp"
 
 using jobtrail::dcgm::untrusted_holder;
+using jobtrail::test::unix_socket_at;
 
 namespace {
 
@@ -50,17 +51,6 @@ std::pair<unsigned, pid_t> listener_as(uid_t uid) {
 void stop(pid_t pid) {
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
-}
-
-std::string unix_socket_at(const std::string& path, uid_t owner) {
-    const int s = socket(AF_UNIX, SOCK_STREAM, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    path.copy(a.sun_path, sizeof a.sun_path - 1);
-    REQUIRE(bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    close(s);
-    REQUIRE(chown(path.c_str(), owner, owner) == 0);
-    return path;
 }
 
 }  // namespace
