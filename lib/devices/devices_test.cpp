@@ -137,8 +137,8 @@ TEST_CASE("devices: unreadable driver entries are named in bus order, whatever o
     // The job log says which GPUs the driver could not describe: the same node, the same text.
     const jobtrail::test::TempDir tree("nvidia");
     const std::string& root = tree.path();
-    const char* broken[] = {"0000:e1:00.0", "0000:1b:00.0", "0000:cb:00.0", "0000:3b:00.0", "0000:9a:00.0",
-                            "0000:5d:00.0"};
+    const char* broken[] = {"0000:e1:00.0", "0000:1b:00.0", "0000:cb:00.0",
+                            "0000:3b:00.0", "0000:9a:00.0", "0000:5d:00.0"};
     for (const char* bdf : broken) add_gpu(root, bdf, "garbage\n");
     add_gpu(root, "0000:4c:00.0", information(0, "0000:4c:00.0"));
     std::string note;

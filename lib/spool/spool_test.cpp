@@ -517,8 +517,7 @@ TEST_CASE("after the spool is cut back at start, what was kept is read, then wha
     CHECK(got.back() == rec(1059, 100));
 }
 
-TEST_CASE("a spool cut back to a point inside a middle segment keeps that segment's records before it",
-          "[spool]") {
+TEST_CASE("a spool cut back to a point inside a middle segment keeps that segment's records before it", "[spool]") {
     // The checkpoint falls inside the second of several segments: the segments after it go, the
     // records before the point in its own segment stay, and nothing after it comes back.
     jobtrail::test::TempDir dir;
@@ -534,7 +533,8 @@ TEST_CASE("a spool cut back to a point inside a middle segment keeps that segmen
     REQUIRE(after.size() == 150);
     std::vector<size_t> second;  // the records whose end lies inside the second segment
     for (size_t i = 0; i < after.size(); ++i)
-        if (after[i].segment != after.front().segment && (second.empty() || after[i].segment == after[second[0]].segment))
+        if (after[i].segment != after.front().segment &&
+            (second.empty() || after[i].segment == after[second[0]].segment))
             second.push_back(i);
     REQUIRE(second.size() >= 3);
     const size_t keep = second[second.size() / 2] + 1;  // records 0 .. keep-1
