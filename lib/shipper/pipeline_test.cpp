@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -237,6 +238,33 @@ TEST_CASE("pipeline: a restart with nothing new keeps every spooled line, the ch
     const auto lines = spooled(d.path());
     CHECK(lines.size() == 100);
     for (const auto& [l, n] : lines) CHECK(n == 1);
+}
+
+TEST_CASE("pipeline: a torn spool tail cut at start is said, a clean start says nothing", "[shipper]") {
+    // A crash mid-write leaves half a frame: the next start cuts it and says so (stderr and
+    // jobtrail_shipper_internal_events_total); an ordinary start says nothing of the kind.
+    jobtrail::test::TempDir d;
+    const auto c = config(d.path());
+    auto recovered = [&] {  // runs --once, then how often the start said it recovered the spool
+        Pipeline p(c, [](const SourceContext& ctx) {
+            std::vector<std::unique_ptr<Source>> v;
+            v.push_back(std::make_unique<CountingSource>(50, ctx.node));
+            return v;
+        });
+        REQUIRE(run_once(p) == 0);
+        return p.metrics().group<PipelineMetrics>().events.value({"pipeline", "spool_recovered"});
+    };
+    CHECK(recovered() == 0);
+    CHECK(recovered() == 0);
+    std::string last;
+    for (const auto& e : std::filesystem::directory_iterator(d.path() + "/spool"))
+        if (e.is_regular_file() && e.path().filename().string().starts_with("seg-") && e.path().string() > last)
+            last = e.path().string();  // the node lane's newest segment
+    REQUIRE(!last.empty());
+    std::ofstream(last, std::ios::app) << std::string("\x01\x02\x03\x04\x05\x06\x07", 7);
+    CHECK(recovered() == 1);
+    CHECK(recovered() == 0);
+    CHECK(spooled(d.path()).size() == 50);  // what was whole stays, each line once
 }
 
 namespace {
