@@ -38,13 +38,10 @@ cmake -S . -B build-slurm-current -DSLURM_ROOT="$SLURM_PREFIX" -DJOBTRAIL_SPANK=
 cmake --build build-slurm-current -j"$JOBS" --target spank_jobtrail
 echo "stage: current Slurm and its plugin: $(($(date +%s) - t0)) s"
 
-# Everything else, with sanitizers; the integration tests run against Debian's Slurm and the current one.
-# -O1 -g1 (line tables), as the sanitizers' own documentation advises: stack traces keep file:line, and
-# the build takes about half of -O2 -g's time (sender_test.cpp: 42 s -> 22 s), the longest stage in CI.
-# _GLIBCXX_ASSERTIONS: an index past a std::array or vector inside an object, which ASan cannot see.
+# Everything else, with sanitizers (their flags: cmake/sanitize-build.cmake); the integration tests
+# run against Debian's Slurm and the current one.
 t0=$(date +%s)
-cmake -S . -B build-asan -DJOBTRAIL_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DJOBTRAIL_SPANK=ON \
-    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG -D_GLIBCXX_ASSERTIONS" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
+cmake -S . -B build-asan -C cmake/sanitize-build.cmake -DJOBTRAIL_SPANK=ON \
     -DJOBTRAIL_TEST_SLURM_PREFIX="$SLURM_PREFIX" \
     -DJOBTRAIL_TEST_SLURM_PLUGIN="$PWD/build-slurm-current/spank/spank_jobtrail.so" >/dev/null
 cmake --build build-asan -j"$JOBS"

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Mutation run: how many small, realistic bugs put into lib/ the tests catch.
 
-    python3 tests/mutation/mutate.py [-n 20] [--seed 1] [--shards 4] [--e2e tests.shipper.e2e_x ...]
+    python3 tests/mutation/mutate.py [-n 20] [--seed 1] [--sanitize] [--shards 4] [--e2e tests.shipper.e2e_x ...]
 
 Makes N mutants of lib/'s non-test .cpp files, chosen from every site of these changes with the
 seed (another seed, other mutants): a comparison turned (== !=, < <=, > >=), a boolean condition
@@ -9,7 +9,9 @@ turned (&& ||, `if (!x)` -> `if (x)`), a boundary moved (+ 1 / - 1), a return va
 (true/false), a call or a `return;` removed. Each mutant is built in a throwaway copy of the tree
 (tracked and untracked files, not ignored ones; under $MUTATE_DIR, default /var/tmp: put it under
 ccache's base_dir to reuse the cache), incrementally: only the mutated file is compiled again, and
-only the targets the tests run. It is judged by the unit tests, then, if it survives them, by the
+only the targets the tests run: a Debug build, or with --sanitize the build CI runs its tests in
+(cmake/sanitize-build.cmake: ASan, UBSan and libstdc++'s assertions, which see a read past a buffer
+that leaves the output as it was). It is judged by the unit tests, then, if it survives them, by the
 end-to-end tests (default: tests/shipper/e2e_*.py and tests/cli/test_bundle.py; --unit-only: none).
 
 Both run side by side, as a 2-CPU machine allows for tests that mostly wait: the unit tests as
@@ -270,6 +272,8 @@ def main():
     ap.add_argument("--unit-timeout", type=int, default=180,
                     help="seconds for the unit tests; a mutant that hangs them is killed")
     ap.add_argument("--e2e-timeout", type=int, default=900, help="seconds for the e2e tests")
+    ap.add_argument("--sanitize", action="store_true",
+                    help="judge in CI's sanitizer build (cmake/sanitize-build.cmake) instead of a Debug build")
     ap.add_argument("--keep", action="store_true", help="keep the copy (its path is printed)")
     args = ap.parse_args()
     if args.unit_only:
@@ -284,7 +288,9 @@ def main():
     tree, build = work + "/src", work + "/src/build"
     global LOG
     LOG = work + "/last.log"
-    print("mutate: seed %d, %d of %d sites, copy in %s" % (args.seed, args.n, len(candidates), tree), flush=True)
+    print("mutate: seed %d, %d of %d sites, %s build, copy in %s" % (args.seed, args.n, len(candidates),
+                                                                    "sanitizer" if args.sanitize else "Debug", tree),
+          flush=True)
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=SRC, check=True,
                            capture_output=True).stdout.split(b"\0")
     for f in (f.decode() for f in files if f):
@@ -292,6 +298,10 @@ def main():
             os.makedirs(os.path.dirname(os.path.join(tree, f)) or tree, exist_ok=True)
             shutil.copy2(os.path.join(SRC, f), os.path.join(tree, f))
     env = dict(os.environ, JOBTRAIL_BUILD=build)
+    if args.sanitize:
+        # As scripts/test.sh runs the tests: a leak, or any undefined behaviour, fails them.
+        env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
+        env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
     unit = Unit(build + "/tests/jobtrail_unit_tests", work, max(1, args.shards), args.unit_timeout, env)
     build_unit = ["cmake", "--build", build, "-j%d" % args.jobs, "--target", "jobtrail_unit_tests"]
     build_e2e = ["cmake", "--build", build, "-j%d" % args.jobs, "--target"] + args.e2e_targets.split()
@@ -314,8 +324,9 @@ def main():
         return None
 
     try:
-        if sh(["cmake", "-S", tree, "-B", build, "-DCMAKE_BUILD_TYPE=Debug", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache",
-               "-DCMAKE_C_COMPILER_LAUNCHER=ccache"], tree) != 0:
+        flavour = ["-C", tree + "/cmake/sanitize-build.cmake"] if args.sanitize else ["-DCMAKE_BUILD_TYPE=Debug"]
+        if sh(["cmake", "-S", tree, "-B", build] + flavour + ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache",
+                                                             "-DCMAKE_C_COMPILER_LAUNCHER=ccache"], tree) != 0:
             sys.exit("mutate: cmake failed in " + tree + ":\n" + tail())
         if sh(build_unit, tree) != 0 or (args.e2e and sh(build_e2e, tree) != 0):
             sys.exit("mutate: the unmutated tree does not build:\n" + tail())
