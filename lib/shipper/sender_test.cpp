@@ -655,3 +655,62 @@ TEST_CASE("sender: a record of an older spool format larger than the stream's re
     CHECK(rig.script.seen.size() == 2);
     CHECK(rig.m.group<shipper::SenderMetrics>().sent == 2);
 }
+
+TEST_CASE("sender: a push takes lines up to batch.max_bytes to the byte, not one byte less", "[loki][sender]") {
+    // What a request weighs: each entry's line and metadata bytes, and one byte an entry. Three
+    // runs of stream A (B's lines between them) of 10 lines of 2 bytes weigh 30 bytes each: a cap
+    // of 90 takes them in one push, a cap of 89 in two. The same for records of the older spool
+    // format (single frames: 2 bytes of line and 1). The cap here is the stream's pace (a quarter
+    // of max_stream_rate a push); batch.max_bytes bounds the spool bytes read, labels and all.
+    for (const bool runs : {true, false}) {
+        for (const uint64_t cap : {90u, 89u}) {
+            INFO((runs ? "runs, cap " : "older records, cap ") << cap);
+            Rig rig;
+            rig.cfg.max_stream_rate = cap * 4;
+            const int64_t t = realtime_ns();
+            if (runs) {
+                for (int i = 0; i < 30; ++i) {
+                    rig.add(kA, "a" + std::to_string(i % 10), t + i);
+                    if (i % 10 == 9) rig.add(kB, "b" + std::to_string(i), t + i);
+                }
+            } else {
+                std::string old;
+                for (int i = 0; i < 30; ++i)
+                    spool::append_frame(old, spool::Record{t + i, kA, "a" + std::to_string(i % 10), {}});
+                std::ofstream(rig.dir.path() + "/spool/seg-0000000000000001", std::ios::binary | std::ios::app) << old;
+                REQUIRE(rig.spool.open({rig.dir.path() + "/spool"}));
+            }
+            rig.script.answer = [](const Request&) { return ok(); };
+            rig.start();
+            REQUIRE(rig.wait_for([&] { return rig.stored_with_locked("a") == 30; }));
+            REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+            std::lock_guard<std::mutex> lk(rig.script.mu);
+            std::vector<size_t> pushes_of_a;
+            for (const auto& r : rig.script.seen)
+                if (r.streams.size() == 1 && r.streams[0] == kA) pushes_of_a.push_back(r.lines.size());
+            if (runs)
+                CHECK(pushes_of_a == (cap == 90 ? std::vector<size_t>{30} : std::vector<size_t>{20, 10}));
+            else
+                CHECK(pushes_of_a == (cap == 90 ? std::vector<size_t>{30} : std::vector<size_t>{29, 1}));
+        }
+    }
+}
+
+TEST_CASE("sender: a run over the request cap goes entry by entry, each push filled to the cap's byte",
+          "[loki][sender]") {
+    // 31 lines of 2 bytes in one run weigh 93 bytes, over a cap of 90: entry by entry, 3 bytes
+    // each, 30 fill the first push exactly and the last goes alone.
+    Rig rig;
+    rig.cfg.max_stream_rate = 90 * 4;
+    const int64_t t = realtime_ns();
+    for (int i = 0; i < 31; ++i) rig.add(kA, "a" + std::to_string(i % 10), t + i);
+    rig.script.answer = [](const Request&) { return ok(); };
+    rig.start();
+    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 31; }));
+    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+    std::lock_guard<std::mutex> lk(rig.script.mu);
+    std::vector<size_t> pushes;
+    for (const auto& r : rig.script.seen) pushes.push_back(r.lines.size());
+    CHECK(pushes == std::vector<size_t>{30, 1});
+    for (size_t i = 0; i < 31; ++i) CHECK(rig.script.stored[i] == "a" + std::to_string(i % 10));
+}

@@ -117,6 +117,47 @@ class SocketActivation(unittest.TestCase):
                 proc.kill()
                 proc.wait()
             env.close()
+    def test_a_passed_fd_that_is_no_listening_socket_is_said_and_the_configured_port_bound(self):
+        """A unit file that passes the wrong fd (ListenDatagram=, a file): the shipper says so on its
+        own stream, as an error, binds shipper.metrics instead and ships as ever."""
+        configured = free_port()
+        env = Env(metrics="127.0.0.1:%d" % configured)
+        proc = None
+        try:
+            with open(env.dir + "/not-a-socket", "w") as f:
+                fd = f.fileno()
+
+                def as_systemd():
+                    os.dup2(fd, 3)
+                    os.environ["LISTEN_FDS"] = "1"
+                    os.environ["LISTEN_PID"] = str(os.getpid())
+
+                proc = subprocess.Popen([SHIPPER, "--config", env.dir + "/cfg.yaml"], pass_fds=(fd, 3),
+                                        preexec_fn=as_systemd, stderr=subprocess.DEVNULL)
+            with open(env.dir + "/logs/a.log", "w") as f:
+                f.write("shipped with a wrong fd passed\n")
+            wait_for_lines(env, "app", lambda ls: "shipped with a wrong fd passed" in ls, tries=300)
+            own = wait_for_lines(env, "jobtrail-shipper",
+                                 lambda ls: any("fd 3 from systemd is not a listening stream socket" in l
+                                                for l in ls), tries=300)
+            said = [l for l in own if "fd 3 from systemd" in l][0]
+            self.assertIn("error", said)
+            self.assertIn("binding shipper.metrics", said)
+            body = ""
+            for _ in range(50):
+                try:
+                    body = http("GET", "http://127.0.0.1:%d/metrics" % configured, timeout=2)[1]
+                    break
+                except OSError:
+                    time.sleep(0.1)
+            self.assertIn("\njobtrail_shipper_records_read_total ", body)
+            self.assertEqual(proc.poll(), None)
+        finally:
+            if proc:
+                proc.kill()
+                proc.wait()
+            env.close()
+
 
 if __name__ == "__main__":
     skips.main()

@@ -67,3 +67,16 @@ TEST_CASE("file source bounds: each refused out of range with its line and key, 
     CHECK(f.idle_close_ms == 120'000);
     CHECK(f.max_partial_bytes == 1u << 20);
 }
+
+TEST_CASE("file source labels that are no mapping are an error at their line", "[config][file]") {
+    for (const char* labels : {"[team, ml]", "team=ml"}) {
+        INFO(labels);
+        const auto e = only_error(
+            "shipper:\n  sources:\n    files:\n      - name: a\n        paths: [/a]\n"
+            "        job: app\n        labels: " +
+            std::string(labels) + "\n");
+        CHECK(e.key == "shipper.sources.files[0].labels");
+        CHECK(e.line == 7);
+        CHECK(e.message.find("expected a mapping of label names to values") != std::string::npos);
+    }
+}
