@@ -656,7 +656,7 @@ TEST_CASE("sender: a record of an older spool format larger than the stream's re
     CHECK(rig.m.group<shipper::SenderMetrics>().sent == 2);
 }
 
-TEST_CASE("sender: a push takes lines up to batch.max_bytes to the byte, not one byte less", "[loki][sender]") {
+TEST_CASE("sender: a push takes lines up to the request cap to the byte, not one byte less", "[loki][sender]") {
     // What a request weighs: each entry's line and metadata bytes, and one byte an entry. Three
     // runs of stream A (B's lines between them) of 10 lines of 2 bytes weigh 30 bytes each: a cap
     // of 90 takes them in one push, a cap of 89 in two. The same for records of the older spool

@@ -269,8 +269,9 @@ def main():
     ap.add_argument("--jobs", type=int, default=2, help="build parallelism")
     ap.add_argument("--shards", type=int, default=4, help="unit test processes side by side (default 4)")
     ap.add_argument("--e2e-shards", type=int, default=3, help="e2e modules side by side (default 3)")
-    ap.add_argument("--unit-timeout", type=int, default=180,
-                    help="seconds for the unit tests; a mutant that hangs them is killed")
+    ap.add_argument("--unit-timeout", type=int, default=None,
+                    help="seconds for the unit tests; a mutant that hangs them is killed (default 180, 600 with "
+                         "--sanitize: the whole suite in one process, as the first plan runs it, is slower there)")
     ap.add_argument("--e2e-timeout", type=int, default=900, help="seconds for the e2e tests")
     ap.add_argument("--sanitize", action="store_true",
                     help="judge in CI's sanitizer build (cmake/sanitize-build.cmake) instead of a Debug build")
@@ -278,6 +279,8 @@ def main():
     args = ap.parse_args()
     if args.unit_only:
         args.e2e = []
+    if args.unit_timeout is None:
+        args.unit_timeout = 600 if args.sanitize else 180
 
     candidates = sites(SRC)
     random.Random(args.seed).shuffle(candidates)

@@ -117,6 +117,7 @@ class SocketActivation(unittest.TestCase):
                 proc.kill()
                 proc.wait()
             env.close()
+
     def test_a_passed_fd_that_is_no_listening_socket_is_said_and_the_configured_port_bound(self):
         """A unit file that passes the wrong fd (ListenDatagram=, a file): the shipper says so on its
         own stream, as an error, binds shipper.metrics instead and ships as ever."""
