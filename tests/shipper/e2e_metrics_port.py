@@ -10,6 +10,16 @@ import skips  # noqa: E402
 from jtsupport import SHIPPER, Env, free_port, http, scrape, wait_for_lines  # noqa: E402
 
 
+def metrics_within_5s(port):
+    """/metrics of the port, once it answers (within 5 s: a scraper's patience); "" if it never did."""
+    for _ in range(50):
+        try:
+            return http("GET", "http://127.0.0.1:%d/metrics" % port, timeout=2)[1]
+        except OSError:
+            time.sleep(0.1)
+    return ""
+
+
 class MetricsPort(unittest.TestCase):
     def test_connections_held_open_do_not_hold_up_a_scrape(self):
         port = free_port()
@@ -100,13 +110,7 @@ class SocketActivation(unittest.TestCase):
             sock.close()  # the shipper holds it now
             # The socket queues connections from the start: a shipper that does not serve it
             # leaves them unanswered.
-            body = ""
-            for _ in range(50):
-                try:
-                    body = http("GET", "http://127.0.0.1:%d/metrics" % port, timeout=2)[1]
-                    break
-                except OSError:
-                    time.sleep(0.1)
+            body = metrics_within_5s(port)
             self.assertIn("\njobtrail_shipper_records_read_total ", body)
             with self.assertRaises(OSError):
                 http("GET", "http://127.0.0.1:%d/metrics" % configured, timeout=2)
@@ -144,13 +148,7 @@ class SocketActivation(unittest.TestCase):
             said = [l for l in own if "fd 3 from systemd" in l][0]
             self.assertIn("error", said)
             self.assertIn("binding shipper.metrics", said)
-            body = ""
-            for _ in range(50):
-                try:
-                    body = http("GET", "http://127.0.0.1:%d/metrics" % configured, timeout=2)[1]
-                    break
-                except OSError:
-                    time.sleep(0.1)
+            body = metrics_within_5s(configured)
             self.assertIn("\njobtrail_shipper_records_read_total ", body)
             self.assertEqual(proc.poll(), None)
         finally:
