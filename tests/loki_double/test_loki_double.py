@@ -196,10 +196,13 @@ class DoubleTest(unittest.TestCase):
                 before = json.loads(d.req("GET", "/-/stats")[1])["split_pieces"]
                 self.assertEqual(d.query('{job="none"}', start=start, end=end)[0], 200)
                 self.assertEqual(json.loads(d.req("GET", "/-/stats")[1])["split_pieces"] - before, pieces)
-            # A series request (metadata) goes in pieces of split_metadata_queries_by_interval, 24 h.
+            # A series request (metadata) goes in pieces of split_metadata_queries_by_interval, 24 h,
+            # aligned to days: hours 0:30 to 3:00 of a day are one piece (hours near midnight two).
             day = 24 * hour
+            two_days_ago = (self.now // day - 2) * day
             for start, end, pieces in ((self.now // day * day - 45 * day, self.now // day * day, 45),
-                                       (at + hour // 2, at + 3 * hour, 1)):
+                                       (two_days_ago + hour // 2, two_days_ago + 3 * hour, 1),
+                                       (two_days_ago - hour // 2, two_days_ago + hour, 2)):
                 before = json.loads(d.req("GET", "/-/stats")[1])["split_pieces"]
                 q = urllib.parse.urlencode({"match[]": '{job="none"}', "start": start, "end": end})
                 self.assertEqual(d.req("GET", "/loki/api/v1/series?" + q)[0], 200)
