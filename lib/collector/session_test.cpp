@@ -9,6 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "captured.hpp"
 #include "collector/cli.hpp"
 #include "collector/kernel_snapshot.hpp"
 #include "collector/scripts.hpp"
@@ -17,29 +18,10 @@
 
 using namespace jobtrail;
 using namespace jobtrail::collector;
+using test::captured;
 using test::CollectorJob;
 
 namespace {
-
-// What `fn` wrote to file descriptor `fd` (stderr or stdout: the collectors' notices go to
-// stderr, which slurmd keeps in its log).
-std::string captured(int fd, const std::function<void()>& fn) {
-    test::TempDir dir;
-    const std::string path = dir.path() + "/out";
-    std::fflush(nullptr);
-    const int saved = ::dup(fd);
-    const int file = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    ::dup2(file, fd);
-    ::close(file);
-    fn();
-    std::fflush(nullptr);
-    ::dup2(saved, fd);
-    ::close(saved);
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
 
 bool logged(const std::vector<CollectorJob::Line>& log, std::string_view tag, std::string_view part) {
     for (const auto& l : log)

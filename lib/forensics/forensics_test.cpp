@@ -1,14 +1,18 @@
 #include <re2/re2.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <map>
+#include <random>
 #include <set>
 
 #include "forensics/analysis.hpp"
@@ -459,6 +463,62 @@ TEST_CASE("an output directory that cannot hold a bundle is an error that names 
     CHECK(r.archive.empty());
     CHECK(r.error.find(d.path() + "/file") != std::string::npos);
     CHECK(r.error.find("Not a directory") != std::string::npos);
+}
+
+TEST_CASE("an archive the output directory cannot take is an error, and no archive is named or left", "[forensics]") {
+    // Lines of a job whose archive is larger than any file in it (random text, the NCCL files one
+    // after another in time, so the archive's copies lie farther apart than zstd looks back); the
+    // process may write files up to a size between the two, as a full disk or a quota would stop it.
+    namespace fs = std::filesystem;
+    const jobtrail::test::TempDir tmp("fsize");
+    const std::string& dir = tmp.path();
+    fs::create_directories(dir + "/logs/prolog");
+    fs::create_directories(dir + "/logs/nccl/77");
+    std::ofstream(dir + "/logs/prolog/77.log") << "2026-11-29T21:52:01.000000000Z meta node=n1\n";
+    std::mt19937 rng(29);
+    for (int k = 0; k < 3; ++k) {
+        std::ofstream f(dir + "/logs/nccl/77/" + std::to_string(k) + ".n1.1.log");
+        for (int i = 0; i < 500; ++i) {
+            std::string text(2000, ' ');
+            for (char& c : text) c = static_cast<char>('!' + rng() % 94);
+            f << "[2026-11-29T21:5" << 3 + k << ":" << std::setw(2) << std::setfill('0') << i % 60
+              << ".000000+0000] n1:1:1 [0] NCCL INFO " << text << "\n";
+        }
+    }
+    BundleOptions o;
+    o.job_id = "77";
+    o.local = true;
+    o.log_dir = dir + "/logs";
+    o.max_file_bytes = 8 << 20;
+    o.out_dir = dir + "/whole";
+    fs::create_directories(o.out_dir);
+    const auto whole = make_bundle(o);
+    REQUIRE(whole.exit_code == kExitOk);
+    const auto archive_bytes = fs::file_size(whole.archive);
+    REQUIRE(std::system(("mkdir " + dir + "/x && tar --zstd -xf " + whole.archive + " -C " + dir + "/x").c_str()) == 0);
+    uintmax_t largest = 0;
+    for (const auto& e : fs::recursive_directory_iterator(dir + "/x"))
+        if (e.is_regular_file()) largest = std::max(largest, e.file_size());
+    REQUIRE(largest * 5 / 4 < archive_bytes);
+
+    o.out_dir = dir + "/out";
+    fs::create_directories(o.out_dir);
+    struct rlimit old {};
+    REQUIRE(::getrlimit(RLIMIT_FSIZE, &old) == 0);
+    const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit cap = old;
+    cap.rlim_cur = (largest + archive_bytes) / 2;
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &cap) == 0);
+    const auto r = make_bundle(o);
+    ::setrlimit(RLIMIT_FSIZE, &old);
+    std::signal(SIGXFSZ, old_handler);
+    INFO(r.error);
+    CHECK(r.exit_code == kExitError);
+    CHECK(r.archive.empty());  // `jobtrail bundle` would print it as the bundle's path
+    CHECK(r.error.find("File too large") != std::string::npos);
+    CHECK(r.error.find(o.out_dir) != std::string::npos);
+    // Nothing half written is left, nor the names claimed for it, nor the staging directory.
+    CHECK(fs::is_empty(o.out_dir));
 }
 
 TEST_CASE("jobtrail node: an OOM kill in a cgroup a user named after another's job is node-wide, and says why",

@@ -400,6 +400,10 @@ class Bundle(unittest.TestCase):
             t0 = time.time_ns() - 3600 * NS
             loki.push([s for s in job_streams(nccl_lines=0, t0=t0) if s["stream"].get("phase") != "epilog"
                        and s["stream"]["job"] != "nccl"])
+            # The prolog's own end line is no end of the job.
+            loki.push([{"stream": {"cluster": "c1", "node": "gpu01", "job": "slurm-prolog-epilog", "job_id": "4242",
+                                   "service_name": "slurm-prolog-epilog", "phase": "prolog", "tag": "end"},
+                        "values": [[str(t0 + 3 * NS), "prolog end status=0 duration_ms=30"]]}])
             loki.push([{"stream": {"cluster": "c1", "node": "gpu01", "job": "nccl", "job_id": "4242", "file": "0.gpu01.7.log"},
                         "values": [[str(t0 + 1800 * NS), "[t] gpu01:7:7 [0] NCCL WARN half an hour in"]]}])
             r = self.run_cli("--loki-url", loki.url, "bundle", "4242", "-o", self.out)

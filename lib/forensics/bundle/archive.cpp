@@ -20,6 +20,17 @@ namespace jobtrail::forensics {
 namespace bundle {
 namespace {
 
+// libarchive says "Write error" alone: the file and the system's reason (a full disk, a quota)
+// are what an operator acts on.
+std::string archive_failure(struct archive* a, const std::string& path, const std::string& rel) {
+    std::string why = std::string("cannot write ") + path + ": ";
+    const char* said = archive_error_string(a);
+    why += said ? said : "libarchive failed";
+    if (archive_errno(a) > 0) why += ": " + errno_text(archive_errno(a));
+    if (!rel.empty()) why += " (at " + rel + ")";
+    return why;
+}
+
 // `out` is a new file.
 Status write_archive(const StagingDir& dir, const std::string& top, const std::vector<std::string>& files,
                      const OutputFile& out, const std::string& path) {
@@ -27,7 +38,7 @@ Status write_archive(const StagingDir& dir, const std::string& top, const std::v
     archive_write_add_filter_zstd(a);
     archive_write_set_format_pax_restricted(a);
     if (archive_write_open_fd(a, out.fd()) != ARCHIVE_OK) {
-        auto st = Status::failure(std::string("cannot write ") + path + ": " + archive_error_string(a));
+        auto st = Status::failure(archive_failure(a, path, ""));
         archive_write_free(a);
         return st;
     }
@@ -46,8 +57,7 @@ Status write_archive(const StagingDir& dir, const std::string& top, const std::v
         // A member cut short (a read error, a full disk) fails the archive: half a file in a
         // bundle that says it is complete would mislead whoever reads it.
         Status member;
-        if (archive_write_header(a, e) != ARCHIVE_OK)
-            member = Status::failure("archive: " + rel + ": " + archive_error_string(a));
+        if (archive_write_header(a, e) != ARCHIVE_OK) member = Status::failure(archive_failure(a, path, rel));
         char buf[65536];
         int64_t copied = 0;
         for (ssize_t n; member.ok && (n = ::read(in.value.get(), buf, sizeof buf)) != 0;) {
@@ -55,7 +65,7 @@ Status write_archive(const StagingDir& dir, const std::string& top, const std::v
             if (n < 0) {
                 member = Status::failure("cannot read staged " + rel + ": " + errno_text(errno));
             } else if (archive_write_data(a, buf, static_cast<size_t>(n)) != n) {
-                member = Status::failure("archive: " + rel + ": " + archive_error_string(a));
+                member = Status::failure(archive_failure(a, path, rel));
             } else {
                 copied += n;
             }
@@ -68,7 +78,7 @@ Status write_archive(const StagingDir& dir, const std::string& top, const std::v
         }
     }
     Status st;
-    if (archive_write_close(a) != ARCHIVE_OK) st = Status::failure(std::string("archive: ") + archive_error_string(a));
+    if (archive_write_close(a) != ARCHIVE_OK) st = Status::failure(archive_failure(a, path, ""));
     archive_write_free(a);
     return st;
 }

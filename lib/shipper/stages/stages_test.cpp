@@ -5,7 +5,9 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <map>
+#include <random>
 
+#include "captured.hpp"
 #include "node/job_state.hpp"
 #include "temp_dir.hpp"
 
@@ -65,6 +67,26 @@ TEST_CASE("stages: blank lines, drop rules, NCCL noise, running jobs on kernel r
     CHECK(e[6].metadata == std::vector<P>{{"slurm_jobs_running", "10,11"}, {"attribution", "node"}});
     CHECK(m.group<Drops>().of("healthcheck") == 1);
     CHECK(m.group<Drops>().of("nccl_noise") == 1);
+}
+
+TEST_CASE("stages: a drop pattern whose DFA a job's long line exhausts still matches, and says nothing on stderr",
+          "[shipper][hostile]") {
+    // RE2 falls back from its DFA to a slower engine when the DFA runs out of memory, and would
+    // say so on stderr at every line: a job printing such lines would flood the shipper's journal.
+    jobtrail::test::TempDir run;
+    auto cfg = jobtrail::config::default_shipper_config();
+    cfg.drop = {{"long", "[a-q][^u-z]{200}x"}};
+    Metrics m;
+    Stages st(cfg, layout(run.path()), m);
+    std::mt19937 rng(29);
+    std::string no_x(250'000, ' ');
+    for (char& c : no_x) c = static_cast<char>('a' + rng() % 23);  // a-w: never the final x
+    std::vector<Event> e = {ev("app", no_x), ev("app", no_x + std::string(201, 'b') + "x"), ev("app", no_x)};
+    CHECK(jobtrail::test::captured(2, [&] { st.apply(e); }) == "");
+    CHECK_FALSE(e[0].dropped);
+    CHECK(e[1].dropped);
+    CHECK_FALSE(e[2].dropped);
+    CHECK(m.group<Drops>().of("long") == 1);
 }
 
 TEST_CASE("stages key on the kind of stream: a renamed `job` and a step's own trace request", "[shipper]") {
