@@ -137,12 +137,12 @@ bool FileSource::poll(std::vector<Event>& out, size_t max_bytes) {
             ++it;
         }
     // The pass's rest to whoever has more, in the same order: a file renamed away is read to its
-    // end before the file that took its name.
+    // end before the file that took its name (read_file stops short of a file's end only when
+    // the budget is spent, or the file shrank).
     for (int round = 0; held_back && round < 2; ++round)
         for (auto& [path, t] : files_) {
             if (budget == 0 || t.seen != (round == 1) || !t.fd.valid() || t.read_off >= t.size) continue;
             read_file(t, out, budget);
-            if (round == 0 && t.read_off < t.size) held_back = false;  // its rest first, next pass
         }
     if (held > cfg_.max_partial_bytes) cut_partials(out, held);
     if (cut_unsaid_ && (cut_said_ns_ == 0 || monotonic_ns() - cut_said_ns_ >= 10'000'000'000)) {

@@ -444,6 +444,37 @@ TEST_CASE("a closed file renamed away after its last lines is finished, running 
     CHECK(f.lines(*again) == std::vector<std::string>{"4", "5"});
 }
 
+TEST_CASE("a closed file deleted and its inode number taken by a FIFO beside it is not looked for there", "[shipper]") {
+    // Looked for by inode beside its old name (a rotation renames it), a deleted file's number
+    // may come back as another kind of entry: that is no file of ours, not even to refuse.
+    Fixture f;
+    f.cfg.idle_close_ms = 0;
+    const std::string logs = f.dir.path() + "/logs/";
+    f.append("app.log", "1\n");
+    std::vector<std::string> said;
+    const Events events([&](const InternalEvent& e) { said.push_back(e.message); });
+    FileSource s(f.cfg, f.options(events), f.m);
+    auto pass = [&] {
+        std::vector<Event> ev;
+        s.poll(ev, 1 << 20);
+        std::vector<std::string> out;
+        for (auto& e : ev) out.push_back(e.line);
+        return out;
+    };
+    CHECK(pass() == std::vector<std::string>{"1"});  // and closed
+    struct stat old {};
+    REQUIRE(::stat((logs + "app.log").c_str(), &old) == 0);
+    REQUIRE(::unlink((logs + "app.log").c_str()) == 0);
+    REQUIRE(::mkfifo((logs + "app.fifo").c_str(), 0644) == 0);
+    struct stat now {};
+    REQUIRE(::stat((logs + "app.fifo").c_str(), &now) == 0);
+    if (now.st_ino != old.st_ino) JOBTRAIL_SKIP("the filesystem did not reuse the inode");
+    for (int i = 0; i < 3; ++i) CHECK(pass().empty());
+    CHECK(said.empty());
+    CHECK(f.m.group<FileSourceMetrics>().files_refused.samples().empty());
+    CHECK(s.checkpoint().dump().find("app.fifo") == std::string::npos);
+}
+
 TEST_CASE("one owner's files take at most their share of a source, root's are not counted", "[shipper]") {
     Fixture f(LineFormat::kNccl, "nccl/0");
     f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
@@ -513,6 +544,46 @@ TEST_CASE("a pass's reading is shared by users, not by jobs or files: one user's
     size_t burst_bytes = 0;
     for (const auto& e : ev) burst_bytes += e.line.find("burst") != std::string::npos ? e.line.size() + 1 : 0;
     CHECK(burst_bytes > (600u << 10));
+}
+
+TEST_CASE("a rotated file's rest past its owner's share and the new file's lines come in the same pass", "[shipper]") {
+    // One user's job log, rotated with more in it than that user's share of a pass (another
+    // owner, root, has a file too): what the others leave of the pass goes to the rotated file
+    // first, and once it is read to its end, to the file that took its name, not a pass later.
+    Fixture f;
+    const std::string logs = f.dir.path() + "/logs/", app = logs + "app.log";
+    REQUIRE(::chown(logs.c_str(), 1001, 1001) == 0);  // the job's directory
+    f.append("site.log", "root's line\n");
+    f.append("app.log", "first\n");
+    REQUIRE(::chown(app.c_str(), 1001, 1001) == 0);
+    auto s = f.source();
+    auto first = f.lines(*s);
+    std::sort(first.begin(), first.end());
+    CHECK(first == std::vector<std::string>{"first", "root's line"});
+    std::string rest;
+    for (int i = 0; i < 4000; ++i) rest += "rotated " + std::to_string(100000 + i) + std::string(80, '.') + "\n";
+    f.append("app.log", rest);
+    REQUIRE(::rename(app.c_str(), (app + ".1").c_str()) == 0);
+    f.append("app.log", "the new file's line\n");
+    REQUIRE(::chown(app.c_str(), 1001, 1001) == 0);
+    std::vector<Event> ev;
+    s->poll(ev, 1 << 20);
+    REQUIRE(ev.size() == 4001);
+    CHECK(ev.front().line.starts_with("rotated 100000"));
+    CHECK(ev[3999].line.starts_with("rotated 103999"));
+    CHECK(ev.back().line == "the new file's line");
+    // A rest longer than a whole pass, in lines longer than what a pass has left when the next
+    // does not fit: the new file's short line waits until the rest is read, and comes after it.
+    rest.clear();
+    for (int i = 0; i < 3000; ++i) rest += "rotated " + std::to_string(200000 + i) + std::string(900, '.') + "\n";
+    f.append("app.log", rest);
+    REQUIRE(::rename(app.c_str(), (app + ".2").c_str()) == 0);
+    f.append("app.log", "n\n");
+    REQUIRE(::chown(app.c_str(), 1001, 1001) == 0);
+    const auto after = f.lines(*s);
+    REQUIRE(after.size() == 3001);
+    CHECK(after[2999].starts_with("rotated 202999"));
+    CHECK(after.back() == "n");
 }
 
 TEST_CASE("unterminated lines past max_partial_bytes are shipped as lines, nothing lost", "[shipper]") {
