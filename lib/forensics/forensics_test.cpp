@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iomanip>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 
@@ -180,6 +181,70 @@ TEST_CASE("a local file is read up to the cap, then cut with a marker the manife
     const std::string manifest((std::istreambuf_iterator<char>(mf)), std::istreambuf_iterator<char>());
     CHECK(manifest.find(R"("name": "local NCCL")") != std::string::npos);
     CHECK(manifest.find(R"("truncated": true)") != std::string::npos);
+}
+
+TEST_CASE("a job's local NCCL files are read up to the bundle's file and byte caps, the rest named as refused",
+          "[forensics][hostile]") {
+    // A user decides how many NCCL files their job leaves and how long they are: the bundle takes
+    // the first files by name up to both caps, exactly, and says which it left and why.
+    namespace fs = std::filesystem;
+    const jobtrail::test::TempDir tmp("caps");
+    const std::string& dir = tmp.path();
+    fs::create_directories(dir + "/logs/prolog");
+    fs::create_directories(dir + "/logs/nccl/77");
+    std::ofstream(dir + "/logs/prolog/77.log") << "2026-11-29T21:52:01.000000000Z meta node=n1\n";
+    const std::string line = "[2026-11-29T21:52:20.000000+0000] n1:1:1 [0] NCCL INFO eighty bytes with an end\n";
+    REQUIRE(line.size() == 80);
+    for (int k = 0; k < 5; ++k) {
+        std::ofstream f(dir + "/logs/nccl/77/" + std::to_string(k) + ".n1.1.log");
+        for (int i = 0; i < 2; ++i) f << line;
+    }
+    auto bundle = [&](size_t files, uint64_t bytes) {
+        BundleOptions o;
+        o.job_id = "77";
+        o.local = true;
+        o.log_dir = dir + "/logs";
+        o.out_dir = dir + "/out" + std::to_string(files) + "-" + std::to_string(bytes);
+        o.max_local_files = files;
+        o.max_local_bytes = bytes;
+        fs::create_directories(o.out_dir);
+        const auto r = make_bundle(o);
+        REQUIRE(r.exit_code == kExitOk);
+        const std::string x = o.out_dir + "/x";
+        REQUIRE(std::system(("mkdir " + x + " && tar --zstd -xf " + r.archive + " -C " + x).c_str()) == 0);
+        const fs::path top = fs::directory_iterator(x)->path();
+        std::map<std::string, std::string> got;
+        for (const auto& e : fs::directory_iterator(top / "nccl/n1")) {
+            std::ifstream in(e.path());
+            got[e.path().filename()] = std::string(std::istreambuf_iterator<char>(in), {});
+        }
+        std::ifstream mf(top / "manifest.json");
+        const auto m = nlohmann::json::parse(mf);
+        std::map<std::string, std::string> refused;
+        for (const auto& e : m["refused"]) refused[e["path"]] = e["reason"];
+        return std::make_pair(got, refused);
+    };
+    // As many files as the cap: all read, none refused.
+    auto [five, none] = bundle(5, 1 << 20);
+    CHECK(five.size() == 5);
+    CHECK(none.empty());
+    // Three files: the first three by name; the others refused.
+    auto [three, two] = bundle(3, 1 << 20);
+    CHECK(three.size() == 3);
+    CHECK(three.count("0.n1.1.log"));
+    CHECK(three.count("2.n1.1.log"));
+    CHECK(two ==
+          std::map<std::string, std::string>{{"3.n1.1.log", "too_many_files"}, {"4.n1.1.log", "too_many_files"}});
+    // 400 bytes of NCCL output: two whole files (320), the third cut after its first line (the
+    // 80 bytes left), with the marker; the next is past the bytes and refused.
+    auto [cut, past] = bundle(100, 400);
+    CHECK(cut.size() == 3);
+    const std::string staged = "2026-11-29T21:52:20.000000000Z " + line;  // each with its time first
+    CHECK(cut["1.n1.1.log"] == staged + staged);
+    CHECK(cut["2.n1.1.log"].starts_with(staged + "2026-11-29T21:52:20.000000000Z [jobtrail] cut here"));
+    CHECK(cut["2.n1.1.log"].find("[jobtrail] cut here: the file is longer than 80 bytes") != std::string::npos);
+    CHECK(past ==
+          std::map<std::string, std::string>{{"3.n1.1.log", "too_many_files"}, {"4.n1.1.log", "too_many_files"}});
 }
 
 TEST_CASE("an event in the margin before the job ranks after the job's own events, and says so", "[forensics]") {
