@@ -94,14 +94,11 @@ Status Spool::open(const Options& opts, Recovery* rec) {
         Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
         const std::string data = fd.valid() ? read_range(fd.get(), 0, durable_size_.back()) : std::string();
         size_t pos = 0;
-        std::vector<RecordView> views;
-        std::vector<MetadataView> md;
-        std::vector<RunView> runs;
         for (;;) {
             size_t used = 0;
-            views.clear();
-            md.clear();
-            runs.clear();
+            std::vector<RecordView> views;  // one frame's: decode_frame appends
+            std::vector<MetadataView> md;
+            std::vector<RunView> runs;
             const auto st = decode_frame(std::string_view(data).substr(pos), views, md, runs, &used);
             if (st != DecodeStatus::kOk) {
                 // Whole and summed right, but of a format this build does not know: written by a
