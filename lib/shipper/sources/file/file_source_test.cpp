@@ -475,6 +475,39 @@ TEST_CASE("a closed file deleted and its inode number taken by a FIFO beside it 
     CHECK(s.checkpoint().dump().find("app.fifo") == std::string::npos);
 }
 
+TEST_CASE("a closed file renamed away is finished whichever of its size or time changed", "[shipper]") {
+    // Its last lines written with the time set back (a copy that keeps times, a clock stepped
+    // back), or its time changed with no new bytes: each is found beside its old name, the new
+    // lines read once, nothing read twice.
+    Fixture f;
+    f.cfg.idle_close_ms = 0;
+    const std::string logs = f.dir.path() + "/logs/", app = logs + "app.log";
+    f.append("app.log", "1\n");
+    auto s = f.source();
+    CHECK(f.lines(*s) == std::vector<std::string>{"1"});  // and closed
+    struct stat before {};
+    REQUIRE(::stat(app.c_str(), &before) == 0);
+    f.append("app.log", "2\n");
+    const struct timespec same[2] = {before.st_atim, before.st_mtim};
+    REQUIRE(::utimensat(AT_FDCWD, app.c_str(), same, 0) == 0);
+    REQUIRE(::rename(app.c_str(), (app + ".1").c_str()) == 0);
+    CHECK(f.lines(*s) == std::vector<std::string>{"2"});
+    // Renamed again, only its time changed: nothing more to read.
+    const struct timespec later[2] = {{before.st_mtim.tv_sec + 60, 0}, {before.st_mtim.tv_sec + 60, 0}};
+    REQUIRE(::utimensat(AT_FDCWD, (app + ".1").c_str(), later, 0) == 0);
+    f.append("app.log", "3\n");
+    CHECK(f.lines(*s) == std::vector<std::string>{"3"});
+    // Renamed away and rewritten in place, as long as it was: its time says it changed, and its
+    // content is another file's, read from its start.
+    f.append("app.log", "4\n");
+    CHECK(f.lines(*s) == std::vector<std::string>{"4"});
+    REQUIRE(::rename(app.c_str(), (app + ".2").c_str()) == 0);
+    { std::ofstream(app + ".2", std::ios::in | std::ios::out) << "A\nB\n"; }
+    const struct timespec rewritten[2] = {{before.st_mtim.tv_sec + 120, 0}, {before.st_mtim.tv_sec + 120, 0}};
+    REQUIRE(::utimensat(AT_FDCWD, (app + ".2").c_str(), rewritten, 0) == 0);  // not within the clock's tick
+    CHECK(f.lines(*s) == std::vector<std::string>{"A", "B"});
+}
+
 TEST_CASE("one owner's files take at most their share of a source, root's are not counted", "[shipper]") {
     Fixture f(LineFormat::kNccl, "nccl/0");
     f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
