@@ -85,6 +85,22 @@ TEST_CASE("DCGM's texts cannot break the line or forge its fields", "[dcgm]") {
     CHECK(back->message.substr(0, 10) == "two\nlines\x01");
 }
 
+TEST_CASE("a DCGM name keeps its letters, digits and underscores, every other byte one underscore, 64 at most",
+          "[dcgm]") {
+    dcgm::Event e = ev(Kind::kHealth);
+    e.cleared = true;
+    // Each range's ends and the bytes just outside them.
+    e.code = "DCGM_FR_azAZ09_`{@[/:\xff";
+    e.system = std::string(70, 'm');
+    const std::string line = dcgm::format_line(e);
+    CHECK(line == "DCGM_FR_azAZ09________ on GPU 3 (" + std::string(64, 'm') + ") cleared");
+    const auto back = dcgm::parse_line(line);
+    REQUIRE(back);
+    CHECK(back->code == "DCGM_FR_azAZ09________");
+    e.code = "";
+    CHECK(dcgm::format_line(e).starts_with("unknown on GPU 3"));
+}
+
 TEST_CASE("an Xid from DCGM gets the kernel's verdict for the same code", "[dcgm]") {
     const events::Extractor x;
     for (const int code : {13, 31, 48, 63, 79, 94, 95, 119, 4242}) {

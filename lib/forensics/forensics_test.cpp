@@ -1,10 +1,8 @@
 #include <re2/re2.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -16,6 +14,7 @@
 #include <random>
 #include <set>
 
+#include "file_size_limit.hpp"
 #include "forensics/analysis.hpp"
 #include "forensics/bundle.hpp"
 #include "forensics/logql.hpp"
@@ -530,59 +529,115 @@ TEST_CASE("an output directory that cannot hold a bundle is an error that names 
     CHECK(r.error.find("Not a directory") != std::string::npos);
 }
 
-TEST_CASE("an archive the output directory cannot take is an error, and no archive is named or left", "[forensics]") {
-    // Lines of a job whose archive is larger than any file in it (random text, the NCCL files one
-    // after another in time, so the archive's copies lie farther apart than zstd looks back); the
-    // process may write files up to a size between the two, as a full disk or a quota would stop it.
+namespace {
+
+// A local bundle of job 77 from `dir`/logs with NCCL files of `files` x `lines` lines of `width`
+// characters, random or one letter, the files one after another in time.
+void nccl_files(const std::string& dir, int files, int lines, size_t width, bool random) {
     namespace fs = std::filesystem;
-    const jobtrail::test::TempDir tmp("fsize");
-    const std::string& dir = tmp.path();
     fs::create_directories(dir + "/logs/prolog");
     fs::create_directories(dir + "/logs/nccl/77");
     std::ofstream(dir + "/logs/prolog/77.log") << "2026-11-29T21:52:01.000000000Z meta node=n1\n";
     std::mt19937 rng(29);
-    for (int k = 0; k < 3; ++k) {
+    for (int k = 0; k < files; ++k) {
         std::ofstream f(dir + "/logs/nccl/77/" + std::to_string(k) + ".n1.1.log");
-        for (int i = 0; i < 500; ++i) {
-            std::string text(2000, ' ');
-            for (char& c : text) c = static_cast<char>('!' + rng() % 94);
+        for (int i = 0; i < lines; ++i) {
+            std::string text(width, 'a');
+            if (random)
+                for (char& c : text) c = static_cast<char>('!' + rng() % 94);
             f << "[2026-11-29T21:5" << 3 + k << ":" << std::setw(2) << std::setfill('0') << i % 60
               << ".000000+0000] n1:1:1 [0] NCCL INFO " << text << "\n";
         }
     }
+}
+
+BundleOptions local_bundle(const std::string& dir, const std::string& out) {
     BundleOptions o;
     o.job_id = "77";
     o.local = true;
     o.log_dir = dir + "/logs";
     o.max_file_bytes = 8 << 20;
-    o.out_dir = dir + "/whole";
-    fs::create_directories(o.out_dir);
-    const auto whole = make_bundle(o);
+    o.out_dir = dir + "/" + out;
+    std::filesystem::create_directories(o.out_dir);
+    return o;
+}
+
+// Sizes of what a bundle holds, by name (the largest of each name), extracted into `into`.
+std::map<std::string, uintmax_t> member_sizes(const std::string& archive, const std::string& into) {
+    namespace fs = std::filesystem;
+    REQUIRE(std::system(("mkdir " + into + " && tar --zstd -xf " + archive + " -C " + into).c_str()) == 0);
+    std::map<std::string, uintmax_t> out;
+    for (const auto& e : fs::recursive_directory_iterator(into))
+        if (e.is_regular_file()) out[e.path().filename()] = std::max(out[e.path().filename()], e.file_size());
+    return out;
+}
+
+// make_bundle with the process's files limited to `limit` bytes, as a full disk or a quota
+// would stop it; a write that fails while staging throws, and `jobtrail` says it as an error.
+BundleResult bundle_within(const BundleOptions& o, rlim_t limit) {
+    const jobtrail::test::FileSizeLimit full(limit);
+    BundleResult r;
+    try {
+        r = make_bundle(o);
+    } catch (const std::exception& e) {
+        r.exit_code = kExitError;
+        r.error = e.what();
+    }
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("an archive the output directory cannot take is an error, and no archive is named or left", "[forensics]") {
+    // A job whose archive is larger than any file in it (random text, the NCCL files one after
+    // another in time, so the archive's copies lie farther apart than zstd looks back), bundled
+    // where files may grow to a size between the two.
+    namespace fs = std::filesystem;
+    const jobtrail::test::TempDir tmp("fsize");
+    const std::string& dir = tmp.path();
+    nccl_files(dir, 3, 500, 2000, true);
+    const auto whole = make_bundle(local_bundle(dir, "whole"));
     REQUIRE(whole.exit_code == kExitOk);
     const auto archive_bytes = fs::file_size(whole.archive);
-    REQUIRE(std::system(("mkdir " + dir + "/x && tar --zstd -xf " + whole.archive + " -C " + dir + "/x").c_str()) == 0);
     uintmax_t largest = 0;
-    for (const auto& e : fs::recursive_directory_iterator(dir + "/x"))
-        if (e.is_regular_file()) largest = std::max(largest, e.file_size());
+    for (const auto& [name, size] : member_sizes(whole.archive, dir + "/x")) largest = std::max(largest, size);
     REQUIRE(largest * 5 / 4 < archive_bytes);
 
-    o.out_dir = dir + "/out";
-    fs::create_directories(o.out_dir);
-    struct rlimit old {};
-    REQUIRE(::getrlimit(RLIMIT_FSIZE, &old) == 0);
-    const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
-    struct rlimit cap = old;
-    cap.rlim_cur = (largest + archive_bytes) / 2;
-    REQUIRE(::setrlimit(RLIMIT_FSIZE, &cap) == 0);
-    const auto r = make_bundle(o);
-    ::setrlimit(RLIMIT_FSIZE, &old);
-    std::signal(SIGXFSZ, old_handler);
+    const auto o = local_bundle(dir, "out");
+    const auto r = bundle_within(o, (largest + archive_bytes) / 2);
     INFO(r.error);
     CHECK(r.exit_code == kExitError);
     CHECK(r.archive.empty());  // `jobtrail bundle` would print it as the bundle's path
     CHECK(r.error.find("File too large") != std::string::npos);
     CHECK(r.error.find(o.out_dir) != std::string::npos);
     // Nothing half written is left, nor the names claimed for it, nor the staging directory.
+    CHECK(fs::is_empty(o.out_dir));
+}
+
+TEST_CASE("a timeline the disk cuts in its last bytes fails the bundle, never an archive with it cut short",
+          "[forensics]") {
+    // Lines that compress well: the archive is small, the timeline the largest file; the limit
+    // lets every write but the timeline's last buffered bytes through.
+    namespace fs = std::filesystem;
+    const jobtrail::test::TempDir tmp("fsize");
+    const std::string& dir = tmp.path();
+    nccl_files(dir, 1, 300, 200, false);
+    const auto whole = make_bundle(local_bundle(dir, "whole"));
+    REQUIRE(whole.exit_code == kExitOk);
+    auto sizes = member_sizes(whole.archive, dir + "/x");
+    const uintmax_t timeline = sizes["timeline.txt"];
+    sizes.erase("timeline.txt");
+    for (const auto& [name, size] : sizes) REQUIRE(size < timeline - 1);
+    REQUIRE(fs::file_size(whole.archive) < timeline - 1);
+    REQUIRE(timeline % BUFSIZ != 0);
+
+    const auto o = local_bundle(dir, "out");
+    const auto r = bundle_within(o, timeline - 1);
+    INFO(r.error);
+    CHECK(r.exit_code == kExitError);
+    CHECK(r.archive.empty());
+    CHECK(r.error.find("timeline.txt") != std::string::npos);
+    CHECK(r.error.find("File too large") != std::string::npos);
     CHECK(fs::is_empty(o.out_dir));
 }
 

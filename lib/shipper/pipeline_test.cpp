@@ -1,15 +1,13 @@
 #include "shipper/pipeline.hpp"
 
-#include <sys/resource.h>
-
 #include <catch2/catch.hpp>
-#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "common/fs.hpp"
+#include "file_size_limit.hpp"
 #include "shipper/recovery.hpp"
 #include "temp_dir.hpp"
 
@@ -415,15 +413,12 @@ TEST_CASE("pipeline: a full disk stops reading until a commit succeeds, then eve
         Pipeline p(c, make);
         self = &p;
         // The disk "fills" at 256 KiB: a commit fails, and fails again at every try.
-        rlimit old{};
-        ::getrlimit(RLIMIT_FSIZE, &old);
-        const auto old_handler = ::signal(SIGXFSZ, SIG_IGN);
-        const rlimit lim{256 << 10, old.rlim_max};
-        REQUIRE(::setrlimit(RLIMIT_FSIZE, &lim) == 0);
         WatchedSource::polls_while_failing = 0;
-        const int status = run_once(p, 2'000);
-        ::setrlimit(RLIMIT_FSIZE, &old);
-        ::signal(SIGXFSZ, old_handler);
+        int status = 0;
+        {
+            const jobtrail::test::FileSizeLimit full(256 << 10);
+            status = run_once(p, 2'000);
+        }
         CHECK(status == 2);  // --once ends by its timeout, not as if all were done
         CHECK(p.metrics().group<PipelineMetrics>().events.value({"pipeline", "spool_sync_failed"}) >= 2);
         // A source is asked again only after a successful commit: what it gave waits in memory

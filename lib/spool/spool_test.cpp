@@ -1,13 +1,11 @@
 #include "spool/spool.hpp"
 
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
-#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +13,7 @@
 
 #include "common/crc32.hpp"
 #include "common/fs.hpp"
+#include "file_size_limit.hpp"
 #include "spool_frames.hpp"
 #include "temp_dir.hpp"
 
@@ -548,26 +547,7 @@ TEST_CASE("a spool cut back to a point inside a middle segment keeps that segmen
     CHECK(count_segments(dir.path()) == 2);
 }
 
-namespace {
-
-// The file size limit makes write() stop part way, then fail, as a full disk does.
-struct FileSizeLimit {
-    rlimit old{};
-    void (*old_handler)(int) = nullptr;
-    explicit FileSizeLimit(rlim_t bytes) : old_handler(::signal(SIGXFSZ, SIG_IGN)) {
-        ::getrlimit(RLIMIT_FSIZE, &old);
-        const rlimit lim{bytes, old.rlim_max};
-        REQUIRE(::setrlimit(RLIMIT_FSIZE, &lim) == 0);
-    }
-    ~FileSizeLimit() {
-        ::setrlimit(RLIMIT_FSIZE, &old);
-        ::signal(SIGXFSZ, old_handler);
-    }
-    FileSizeLimit(const FileSizeLimit&) = delete;
-    FileSizeLimit& operator=(const FileSizeLimit&) = delete;
-};
-
-}  // namespace
+using jobtrail::test::FileSizeLimit;
 
 TEST_CASE("a write cut short by a full disk is finished by the next sync: every record once, in order", "[spool]") {
     jobtrail::test::TempDir dir;
@@ -640,6 +620,29 @@ TEST_CASE("records larger than a read chunk are read whole", "[spool]") {
     const auto got = read_all(s, end);
     REQUIRE(got.size() == 2);
     CHECK(got[0].line.size() == std::string("line 1").size() + (3 << 20));
+}
+
+TEST_CASE("a record whose frame fills the segment to its size exactly stays in it; one byte more rolls over",
+          "[spool]") {
+    // segment_bytes is what a segment may hold: the roll comes when the next frame would go past
+    // it, counted at the frames' bounds (a run is compressed only when it closes).
+    const Record a = alt(0, 100), b = alt(1, 100);  // two streams: two frames
+    auto bound = [](const Record& r) {
+        return RunBuilder::frame_bound(r.stream, RunBuilder::entry_size({r.ts_ns, r.stream, r.line, &r.metadata}));
+    };
+    const uint64_t exact = bound(a) + bound(b);
+    for (const uint64_t size : {exact, exact - 1}) {
+        jobtrail::test::TempDir dir;
+        Spool s;
+        REQUIRE(s.open({dir.path(), size}));
+        REQUIRE(s.append(a) == Spool::Append::kOk);
+        REQUIRE(s.append(b) == Spool::Append::kOk);
+        REQUIRE(s.sync());
+        INFO("segment_bytes " << size << ", the two frames' bounds " << exact);
+        CHECK(count_segments(dir.path()) == (size == exact ? 1 : 2));
+        Position end;
+        CHECK(read_all(s, end).size() == 2);
+    }
 }
 
 TEST_CASE("one reused read batch views every record as appended, across segments and huge records", "[spool]") {
