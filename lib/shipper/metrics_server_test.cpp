@@ -223,3 +223,34 @@ TEST_CASE("metrics server: held full, connections queued behind its grace do not
     CHECK(http(s.port(), "GET /metrics HTTP/1.0\r\n\r\n", 5).find("jobtrail_up 1") != std::string::npos);
     for (const int fd : held) ::close(fd);
 }
+
+TEST_CASE("metrics server: held full, a flood of new connections closes none before its grace", "[shipper]") {
+    MetricsServer s;
+    REQUIRE(s.start("127.0.0.1:0", [] { return std::string("jobtrail_up 1\n"); }).ok);
+    std::vector<int> held;
+    for (size_t i = 0; i < MetricsServer::kMaxConnections; ++i) held.push_back(idle_connection(s.port()));
+    ::usleep(2 * MetricsServer::kGraceMs * 1000);  // all held, past their grace
+    // Eight more than it holds at once: the first kMaxConnections new ones push the old ones out,
+    // the last eight wait for a grace to end; none is closed sooner than kGraceMs after it came.
+    std::vector<std::pair<int, int64_t>> flood;
+    for (size_t i = 0; i < MetricsServer::kMaxConnections + 8; ++i)
+        flood.emplace_back(idle_connection(s.port()), jobtrail::monotonic_ns());
+    size_t closed = 0;
+    const int64_t until = jobtrail::monotonic_ns() + 3 * MetricsServer::kGraceMs * 1'000'000;
+    while (jobtrail::monotonic_ns() < until) {
+        std::vector<pollfd> fds;
+        for (const auto& [fd, since] : flood) fds.push_back({fd, POLLIN, 0});
+        if (::poll(fds.data(), fds.size(), 10) <= 0) continue;
+        for (size_t i = 0; i < fds.size(); ++i) {
+            char c;
+            if (!fds[i].revents || flood[i].second == 0 || ::read(fds[i].fd, &c, 1) != 0) continue;
+            INFO("connection " << i << " of the flood");
+            CHECK(jobtrail::monotonic_ns() - flood[i].second >= MetricsServer::kGraceMs * 1'000'000);
+            flood[i].second = 0;  // seen closed
+            ++closed;
+        }
+    }
+    CHECK(closed == 8);  // the first eight of the flood, for the last eight
+    for (const int fd : held) ::close(fd);
+    for (const auto& [fd, since] : flood) ::close(fd);
+}
