@@ -446,6 +446,7 @@ TEST_CASE("devices: Slurm index lists and device file lists hold up to 256 GPUs,
     CHECK_FALSE(parse_index_list("0-256"));
 
     CHECK(expand_file_list("/dev/nvidia[0-255]").size() == 256);
+    CHECK(expand_file_list("/dev/nvidia[0-256]").empty());
     CHECK(expand_file_list("/dev/nvidia[0-255],/dev/nvidia256").empty());
 
     std::string why;
