@@ -406,7 +406,7 @@ TEST_CASE("devices: an OOM kill is a job's only under Slurm's cgroup root and fo
     CHECK(multi.attribute(300, kill("/system.slice/n1_slurmstepd.scope2/job_4242", 3, 1000), "").owner.empty());
 }
 
-TEST_CASE("devices: 64 GPUs the driver lists are read; past 64 the rest are ignored, and that is said", "[devices]") {
+TEST_CASE("devices: 64 GPUs the driver lists are read, past 64 the rest are ignored and that is said", "[devices]") {
     const jobtrail::test::TempDir tree("nvidia");
     const std::string& root = tree.path();
     const auto bdf = [](int i) {

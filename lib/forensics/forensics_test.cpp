@@ -644,7 +644,8 @@ TEST_CASE("jobtrail node: the first kMaxJobs jobs are listed, a job past them is
     CHECK(v.jobs().at(last).end_ns == 900);
 }
 
-TEST_CASE("jobtrail node: the newest kMaxEvents events are listed; one more drops the oldest, counted", "[forensics]") {
+TEST_CASE("jobtrail node: the newest kMaxEvents events are listed, one more drops the oldest and is counted",
+          "[forensics]") {
     NodeView v("n1");
     const auto xid = [&](int64_t ts) {
         v.add_kernel(ts, "NVRM: Xid (PCI:0000:2a:00): 79, pid=1, GPU has fallen off the bus.");

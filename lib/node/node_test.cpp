@@ -207,7 +207,7 @@ TEST_CASE("a job marker keeps the job's first 64 devices, a 65th is left out", "
     CHECK(back->devices.size() == 64);
 }
 
-TEST_CASE("the last 256 ended jobs are kept within the hour; the 257th end removes the oldest", "[node]") {
+TEST_CASE("the last 256 ended jobs are kept within the hour, the 257th end removes the oldest", "[node]") {
     jobtrail::test::TempDir run;
     Layout l;
     l.run_dir = run.path();

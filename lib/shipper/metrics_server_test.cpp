@@ -183,7 +183,7 @@ TEST_CASE("metrics server: out of descriptors, it neither spins nor stops servin
     ::close(client);
 }
 
-TEST_CASE("metrics server: it holds exactly kMaxConnections idle connections; one more closes the oldest",
+TEST_CASE("metrics server: it holds exactly kMaxConnections idle connections, one more closes the oldest",
           "[shipper]") {
     MetricsServer s;
     REQUIRE(s.start("127.0.0.1:0", [] { return std::string("jobtrail_up 1\n"); }).ok);

@@ -946,7 +946,7 @@ TEST_CASE(
     CHECK(got.back() == alt(11, 100));
 }
 
-TEST_CASE("a frame of exactly the largest payload is read; one byte more is refused as a bad length", "[spool]") {
+TEST_CASE("a frame of exactly the largest payload is read, one byte more is refused as a bad length", "[spool]") {
     // A payload-2 run of one stream's records, its last line sized so the payload is kMaxPayload.
     std::vector<Record> recs = {rec(1), rec(2)};
     std::string buf;
@@ -973,7 +973,7 @@ TEST_CASE("a frame of exactly the largest payload is read; one byte more is refu
     CHECK(why == "bad length");
 }
 
-TEST_CASE("a compressed run of exactly the largest raw size is read; one byte more is refused", "[spool]") {
+TEST_CASE("a compressed run of exactly the largest raw size is read, one byte more is refused", "[spool]") {
     // Eight lines of about 4 MiB (a shipper line's cap), the last one sized so the run's entries
     // add up to kMaxRawRun uncompressed; they compress to well under a frame's payload cap.
     std::vector<Record> recs;

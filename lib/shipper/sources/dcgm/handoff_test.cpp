@@ -56,7 +56,7 @@ TEST_CASE("dcgm handoff: of the health checks not yet taken the newest 8 are kep
     CHECK(got[8].error == "check 8");
 }
 
-TEST_CASE("dcgm handoff: violations are queued up to its capacity; past it they are dropped and counted",
+TEST_CASE("dcgm handoff: violations are queued up to its capacity, past it they are dropped and counted",
           "[shipper][dcgm]") {
     Handoff h(4);
     for (int i = 0; i < 5; ++i) {
