@@ -1,6 +1,7 @@
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <fstream>
 #include <string>
 
@@ -403,4 +404,81 @@ TEST_CASE("devices: an OOM kill is a job's only under Slurm's cgroup root and fo
     CHECK(multi.attribute(300, kill("/system.slice/n1_slurmstepd.scope/job_4242", 1, 1000), "").owner == "4242");
     CHECK(multi.attribute(300, kill("/system.slice/slurmstepd.scope/job_4242", 2, 1000), "").owner.empty());
     CHECK(multi.attribute(300, kill("/system.slice/n1_slurmstepd.scope2/job_4242", 3, 1000), "").owner.empty());
+}
+
+TEST_CASE("devices: 64 GPUs the driver lists are read, past 64 the rest are ignored and that is said", "[devices]") {
+    const jobtrail::test::TempDir tree("nvidia");
+    const std::string& root = tree.path();
+    const auto bdf = [](int i) {
+        char b[16];
+        std::snprintf(b, sizeof b, "0000:%02x:00.0", i + 1);
+        return std::string(b);
+    };
+    for (int i = 0; i < 64; ++i) add_gpu(root, bdf(i), information(i, bdf(i)));
+    std::string note;
+    CHECK(read_nvidia_gpus(root, note).size() == 64);
+    CHECK(note.empty());
+    add_gpu(root, bdf(64), information(64, bdf(64)));
+    const auto gpus = read_nvidia_gpus(root, note);
+    CHECK(gpus.size() == 64);
+    CHECK(note == "more than 64 GPUs under " + root + "/gpus; the rest ignored");
+}
+
+TEST_CASE("devices: nvidia-smi's serials are taken for 64 GPUs, no more", "[devices]") {
+    std::vector<std::string> csv = {"index, pci.bus_id, serial"};
+    for (int i = 0; i < 65; ++i) {
+        char row[64];
+        std::snprintf(row, sizeof row, "%d, 00000000:%02X:00.0, 16509230%05d", i, i + 1, i);
+        csv.emplace_back(row);
+    }
+    const auto serials = serials_from_smi_csv(csv);
+    CHECK(serials.size() == 64);
+    CHECK(serials.at("0000:40:00") == "1650923000063");  // the 64th row
+    CHECK(serials.count("0000:41:00") == 0);             // the 65th
+}
+
+TEST_CASE("devices: Slurm index lists and device file lists hold up to 256 GPUs, one more is refused", "[devices]") {
+    const auto all = parse_index_list("0-255");
+    REQUIRE(all);
+    CHECK(all->size() == 256);
+    CHECK(all->back() == 255);
+    CHECK_FALSE(parse_index_list("0-255,256"));
+    CHECK_FALSE(parse_index_list("0-256"));
+
+    CHECK(expand_file_list("/dev/nvidia[0-255]").size() == 256);
+    CHECK(expand_file_list("/dev/nvidia[0-256]").empty());
+    CHECK(expand_file_list("/dev/nvidia[0-255],/dev/nvidia256").empty());
+
+    std::string why;
+    const std::string full = "slurmd: Gres Name=gpu Type=(null) Count=256 Index=0 ID=7696487 File=/dev/nvidia[0-255]";
+    auto f = parse_gres_gpu_files({full}, &why);
+    CHECK(f.size() == 256);
+    CHECK(f.at(255) == "/dev/nvidia255");
+    CHECK(why.empty());
+    f = parse_gres_gpu_files(
+        {full, "slurmd: Gres Name=gpu Type=(null) Count=1 Index=256 ID=7696487 File=/dev/nvidia256"}, &why);
+    CHECK(f.size() == 256);
+    CHECK(why == "more than 256 GPUs");
+}
+
+TEST_CASE("devices: the kernel's 'Killed process' line finds the memory cgroup of any of the last 64 OOM kills",
+          "[devices]") {
+    Attributor a;
+    a.upsert("4242", "1000", 100, 0, {}, "");
+    const auto kill = [](int pid) {
+        return "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/slurm/uid_1000/"
+               "job_4242,task_memcg=/slurm/uid_1000/job_4242/step_0,task=eat,pid=" +
+               std::to_string(pid) + ",uid=1000";
+    };
+    const auto killed = [](int pid) {
+        return "Memory cgroup out of memory: Killed process " + std::to_string(pid) + " (eat) total-vm:10kB";
+    };
+    // 65 OOM kills, pids 5001..5065, before their "Killed process" lines.
+    for (int pid = 5001; pid <= 5065; ++pid) REQUIRE(a.attribute(300, kill(pid), "").owner == "4242");
+    auto r = a.attribute(301, killed(5002), "");  // the 64th back
+    CHECK(r.basis == Basis::kMemcg);
+    CHECK(r.owner == "4242");
+    r = a.attribute(301, killed(5001), "");  // the 65th back: forgotten, node-wide
+    CHECK(r.basis == Basis::kNode);
+    CHECK(r.owner.empty());
 }

@@ -187,7 +187,7 @@ std::vector<std::string> expand_file_list(std::string_view s) {
     for (auto p : parts) {
         const size_t open = p.find('[');
         if (open == std::string_view::npos) {
-            if (p.empty()) return {};
+            if (p.empty() || out.size() >= kMaxIndices) return {};
             out.emplace_back(p);
             continue;
         }

@@ -243,3 +243,15 @@ TEST_CASE("DCGM's health incident for an Xid (DCGM_FR_XID_ERROR) is the same sig
     REQUIRE(fs.size() == 1);
     CHECK(fs[0].xid == 0);
 }
+
+TEST_CASE("a DCGM Xid from 1 to 65535 is an event, 0 and 65536 are not", "[forensics][dcgm][hostile]") {
+    const auto labels = dcgm_labels("3", "00000000:3B:00.0");
+    for (const int64_t xid : {1, 65'535}) {
+        const auto r = read_dcgm("XID " + std::to_string(xid) + " on GPU 3", &labels);
+        REQUIRE(r);
+        CHECK(r->event.value == xid);
+        CHECK(dcgm_title(*r).rfind("Xid " + std::to_string(xid) + " on GPU 3", 0) == 0);
+    }
+    CHECK_FALSE(read_dcgm("XID 0 on GPU 3", &labels));
+    CHECK_FALSE(read_dcgm("XID 65536 on GPU 3", &labels));
+}

@@ -682,3 +682,36 @@ TEST_CASE("the bundle summary prints what Loki returned escaped, never raw to th
     CHECK(s.find("al\\x1b[8mice") != std::string::npos);
     CHECK(s.find("n\\x1b[2J1") != std::string::npos);
 }
+
+TEST_CASE("jobtrail node: the first kMaxJobs jobs are listed, a job past them is not", "[forensics]") {
+    NodeView v("n1");
+    for (size_t i = 0; i < NodeView::kMaxJobs; ++i)
+        v.add_job_line(std::to_string(1000 + i), "prolog", 100, "meta", "", "user=alice");
+    REQUIRE(v.jobs().size() == NodeView::kMaxJobs);
+    const std::string last = std::to_string(1000 + NodeView::kMaxJobs - 1),
+                      past = std::to_string(1000 + NodeView::kMaxJobs);
+    CHECK(v.jobs().count(last) == 1);
+    v.add_job_line(past, "prolog", 100, "meta", "", "user=bob");
+    CHECK(v.jobs().size() == NodeView::kMaxJobs);
+    CHECK(v.jobs().count(past) == 0);
+    // A job already listed still takes its lines.
+    v.add_job_line(last, "epilog", 900, "end", "", "status=0 duration_ms=1");
+    CHECK(v.jobs().at(last).end_ns == 900);
+}
+
+TEST_CASE("jobtrail node: the newest kMaxEvents events are listed, one more drops the oldest and is counted",
+          "[forensics]") {
+    NodeView v("n1");
+    const auto xid = [&](int64_t ts) {
+        v.add_kernel(ts, "NVRM: Xid (PCI:0000:2a:00): 79, pid=1, GPU has fallen off the bus.");
+    };
+    for (size_t i = 0; i < NodeView::kMaxEvents; ++i) xid(1000 + static_cast<int64_t>(i));
+    REQUIRE(v.events().size() == NodeView::kMaxEvents);
+    CHECK(v.events().front().ts_ns == 1000);
+    CHECK(v.text(0, 1'000'000, "test").find("more events not listed") == std::string::npos);
+    xid(1000 + static_cast<int64_t>(NodeView::kMaxEvents));
+    REQUIRE(v.events().size() == NodeView::kMaxEvents);
+    CHECK(v.events().front().ts_ns == 1001);
+    CHECK(v.events().back().ts_ns == 1000 + static_cast<int64_t>(NodeView::kMaxEvents));
+    CHECK(v.text(0, 1'000'000, "test").find("(1 more events not listed: older ones)") != std::string::npos);
+}

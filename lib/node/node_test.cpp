@@ -9,6 +9,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/fs.hpp"
 #include "config/config.hpp"
 #include "node/job_state.hpp"
 #include "node/layout.hpp"
@@ -191,4 +192,47 @@ TEST_CASE("job markers carry the job's devices, and an ended job's is kept with 
     ended = read_ended_markers(l);
     REQUIRE(ended.size() == 1);
     CHECK(ended[0].job_id == "43");
+}
+
+TEST_CASE("a job marker keeps the job's first 64 devices, a 65th is left out", "[node]") {
+    JobMarker m{"42", "alice", "1000", "gpu01", "", 1000, {}, "", 0};
+    for (int i = 0; i < 65; ++i) m.devices.push_back({"gpu", i, "0000:3b:00.0", "", ""});
+    auto back = parse_job_marker(to_json(m));
+    REQUIRE(back);
+    REQUIRE(back->devices.size() == 64);
+    CHECK(back->devices.back().index == 63);
+    m.devices.pop_back();
+    back = parse_job_marker(to_json(m));
+    REQUIRE(back);
+    CHECK(back->devices.size() == 64);
+}
+
+TEST_CASE("the last 256 ended jobs are kept within the hour, the 257th end removes the oldest", "[node]") {
+    jobtrail::test::TempDir run;
+    Layout l;
+    l.run_dir = run.path();
+    // 255 jobs ended a second apart (written as remove_job_state writes them, without its
+    // pass over all of them each time).
+    REQUIRE(jobtrail::make_dirs(l.ended_dir(), 0755).ok);
+    for (int i = 0; i < 255; ++i) {
+        const std::string id = std::to_string(1000 + i);
+        const int64_t end = (1 + i) * 1'000'000'000LL;
+        REQUIRE(
+            jobtrail::write_file_atomic(l.ended_marker(id), to_json({id, "", "", "", "", 1, {}, "", end}), 0644).ok);
+    }
+    const auto end_job = [&](const std::string& id, int64_t end) {
+        REQUIRE(write_job_marker(l, {id, "", "", "", "", 1, {}, "", 0}).ok);
+        remove_job_state(l, id, end);
+    };
+    end_job("2000", 300'000'000'000);  // the 256th
+    auto ended = read_ended_markers(l);
+    CHECK(ended.size() == 256);
+    end_job("2001", 301'000'000'000);  // the 257th: job 1000, the oldest, goes
+    ended = read_ended_markers(l);
+    CHECK(ended.size() == 256);
+    std::set<std::string> ids;
+    for (const auto& e : ended) ids.insert(e.job_id);
+    CHECK(ids.count("1000") == 0);
+    CHECK(ids.count("1001") == 1);
+    CHECK(ids.count("2001") == 1);
 }

@@ -140,13 +140,9 @@ void MetricsServer::serve(const Render& render) {
         std::erase_if(conns, [now](const Connection& c) { return c.done || now - c.accepted_ns >= kTimeoutNs; });
         if (!(fds[0].revents & POLLIN)) continue;
         while (true) {
-            if (conns.size() >= kMaxConnections) {
-                const auto first = std::min_element(conns.begin(), conns.end(), [](const auto& a, const auto& b) {
-                    return a.accepted_ns < b.accepted_ns;
-                });
-                if (now - first->accepted_ns < kGraceNs) break;
-                conns.erase(first);
-            }
+            const auto first = std::min_element(
+                conns.begin(), conns.end(), [](const auto& a, const auto& b) { return a.accepted_ns < b.accepted_ns; });
+            if (conns.size() >= kMaxConnections && now - first->accepted_ns < kGraceNs) break;
             const int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
             if (fd < 0) {
                 // Out of descriptors or memory: the connection stays queued and the listener
@@ -155,6 +151,8 @@ void MetricsServer::serve(const Render& render) {
                     paused_until = monotonic_ns() + kFailurePauseMs * 1'000'000;
                 break;
             }
+            // Room is made once a connection is taken: none is closed for one that is not there.
+            if (conns.size() >= kMaxConnections) conns.erase(first);
             Connection c{Fd(fd), monotonic_ns(), {}, {}, 0, false};
             step(c, POLLIN, render);  // a request already there is answered at once
             if (!c.done) conns.push_back(std::move(c));

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -180,4 +181,76 @@ TEST_CASE("metrics server: out of descriptors, it neither spins nor stops servin
     // Descriptors back: it serves again.
     CHECK(http(s.port(), "GET /metrics HTTP/1.0\r\n\r\n", 5).find("jobtrail_up 1") != std::string::npos);
     ::close(client);
+}
+
+TEST_CASE("metrics server: it holds exactly kMaxConnections idle connections, one more closes the oldest",
+          "[shipper]") {
+    MetricsServer s;
+    REQUIRE(s.start("127.0.0.1:0", [] { return std::string("jobtrail_up 1\n"); }).ok);
+    std::vector<int> held;
+    for (size_t i = 0; i < MetricsServer::kMaxConnections; ++i) held.push_back(idle_connection(s.port()));
+    // All accepted and past their grace (well within their 2 s deadline): none is closed.
+    ::usleep(2 * MetricsServer::kGraceMs * 1000);
+    const auto closed = [](int fd, int wait_ms) {
+        pollfd p{fd, POLLIN, 0};
+        char c;
+        return ::poll(&p, 1, wait_ms) == 1 && ::read(fd, &c, 1) == 0;
+    };
+    for (const int fd : held) CHECK_FALSE(closed(fd, 0));
+    // One more: the oldest is closed for it, the others are kept.
+    held.push_back(idle_connection(s.port()));
+    CHECK(closed(held.front(), 1000));
+    ::usleep(50'000);
+    for (size_t i = 1; i < held.size(); ++i) CHECK_FALSE(closed(held[i], 0));
+    for (const int fd : held) ::close(fd);
+}
+
+TEST_CASE("metrics server: held full, connections queued behind its grace do not make it spin", "[shipper]") {
+    MetricsServer s;
+    REQUIRE(s.start("127.0.0.1:0", [] { return std::string("jobtrail_up 1\n"); }).ok);
+    // kMaxConnections taken at once, 60 more in the kernel's queue (its backlog is 64): the
+    // server lets them in as the graces end, 100 ms apart, and sleeps in between.
+    rusage before{}, after{};
+    ::getrusage(RUSAGE_SELF, &before);
+    std::vector<int> held;
+    for (size_t i = 0; i < MetricsServer::kMaxConnections + 60; ++i) held.push_back(idle_connection(s.port()));
+    ::usleep(300'000);  // this thread sleeps: the process's CPU time is the server's
+    ::getrusage(RUSAGE_SELF, &after);
+    const auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+    const double cpu = secs(after.ru_utime) + secs(after.ru_stime) - secs(before.ru_utime) - secs(before.ru_stime);
+    INFO("server CPU seconds in 0.3 s held full with connections queued: " << cpu);
+    CHECK(cpu < 0.1);  // polling the readable listener while full spins through each grace
+    CHECK(http(s.port(), "GET /metrics HTTP/1.0\r\n\r\n", 5).find("jobtrail_up 1") != std::string::npos);
+    for (const int fd : held) ::close(fd);
+}
+
+TEST_CASE("metrics server: held full, a flood of new connections closes none before its grace", "[shipper]") {
+    MetricsServer s;
+    REQUIRE(s.start("127.0.0.1:0", [] { return std::string("jobtrail_up 1\n"); }).ok);
+    std::vector<int> held;
+    for (size_t i = 0; i < MetricsServer::kMaxConnections; ++i) held.push_back(idle_connection(s.port()));
+    ::usleep(2 * MetricsServer::kGraceMs * 1000);  // all held, past their grace
+    // Eight more than it holds at once: the first kMaxConnections new ones push the old ones out,
+    // the last eight wait for a grace to end; none is closed sooner than kGraceMs after it came.
+    std::vector<std::pair<int, int64_t>> flood;
+    for (size_t i = 0; i < MetricsServer::kMaxConnections + 8; ++i)
+        flood.emplace_back(idle_connection(s.port()), jobtrail::monotonic_ns());
+    size_t closed = 0;
+    const int64_t until = jobtrail::monotonic_ns() + 3 * MetricsServer::kGraceMs * 1'000'000;
+    while (jobtrail::monotonic_ns() < until) {
+        std::vector<pollfd> fds;
+        for (const auto& [fd, since] : flood) fds.push_back({fd, POLLIN, 0});
+        if (::poll(fds.data(), fds.size(), 10) <= 0) continue;
+        for (size_t i = 0; i < fds.size(); ++i) {
+            char c;
+            if (!fds[i].revents || flood[i].second == 0 || ::read(fds[i].fd, &c, 1) != 0) continue;
+            INFO("connection " << i << " of the flood");
+            CHECK(jobtrail::monotonic_ns() - flood[i].second >= MetricsServer::kGraceMs * 1'000'000);
+            flood[i].second = 0;  // seen closed
+            ++closed;
+        }
+    }
+    CHECK(closed == 8);  // the first eight of the flood, for the last eight
+    for (const int fd : held) ::close(fd);
+    for (const auto& [fd, since] : flood) ::close(fd);
 }

@@ -714,3 +714,42 @@ TEST_CASE("sender: a run over the request cap goes entry by entry, each push fil
     CHECK(pushes == std::vector<size_t>{30, 1});
     for (size_t i = 0; i < 31; ++i) CHECK(rig.script.stored[i] == "a" + std::to_string(i % 10));
 }
+
+TEST_CASE("sender: while a stream waits, the window reads ahead exactly kWindowBatches batches, no more",
+          "[loki][sender]") {
+    using shipper::Sender;
+    // Loki down for A's two streams: their batches fill the window; B's line comes right after.
+    // With batch.max_bytes of one byte each batch is one frame, and alternating streams make each
+    // record a frame of its own.
+    const std::string kA2 = "{job=\"a2\", service_name=\"a2\"}";
+    const size_t held = GENERATE(Sender::kWindowBatches - 1, Sender::kWindowBatches);
+    INFO(held << " batches of A's before B's");
+    Rig rig;
+    rig.cfg.batch_max_bytes = 1;
+    const int64_t t = realtime_ns();
+    for (size_t i = 0; i < held; ++i) rig.add(i % 2 ? kA2 : kA, "a " + std::to_string(i), t + static_cast<int64_t>(i));
+    rig.add(kB, "b 0", t + 100);
+    std::atomic<bool> loki_up_for_a{false};
+    rig.script.answer = [&](const Request& r) -> HttpResult {
+        if (r.streams[0] != kB && !loki_up_for_a) return {503, "at least 1 live replicas required\n", "", false};
+        return ok();
+    };
+    rig.start();
+    if (held < Sender::kWindowBatches) {
+        // B's batch fits in the window: it goes while A's wait.
+        REQUIRE(rig.wait_for([&] { return rig.stored_with_locked("b ") == 1; }));
+        CHECK(rig.stored_with("a ") == 0);
+    } else {
+        // The window is full of A's batches: B waits for them, though A has been tried and
+        // refused again and again (backing off 10 to 100 ms).
+        REQUIRE(rig.wait_for([&] {
+            return std::count_if(rig.script.seen.begin(), rig.script.seen.end(),
+                                 [&](const Request& r) { return r.streams[0] == kA; }) >= 4;
+        }));
+        CHECK(rig.stored_with("b ") == 0);
+    }
+    loki_up_for_a = true;
+    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+    CHECK(rig.stored_with("a ") == held);
+    CHECK(rig.stored_with("b ") == 1);
+}

@@ -948,3 +948,60 @@ TEST_CASE(
     CHECK(got.front() == alt(7, 100));
     CHECK(got.back() == alt(11, 100));
 }
+
+TEST_CASE("a frame of exactly the largest payload is read, one byte more is refused as a bad length", "[spool]") {
+    // A payload-2 run of one stream's records, its last line sized so the payload is kMaxPayload.
+    std::vector<Record> recs = {rec(1), rec(2)};
+    std::string buf;
+    append_run(buf, recs);
+    recs[1].line.append(kMaxPayload - (buf.size() - kFrameHeader), 'x');
+    buf.clear();
+    append_run(buf, recs);
+    // The line's length now takes more bytes to write: take those off the line.
+    recs[1].line.resize(recs[1].line.size() - (buf.size() - kFrameHeader - kMaxPayload));
+    buf.clear();
+    append_run(buf, recs);
+    REQUIRE(buf.size() - kFrameHeader == kMaxPayload);
+    std::vector<Record> back;
+    size_t used = 0;
+    std::string why;
+    REQUIRE(decode_frame(buf, back, &used, &why) == DecodeStatus::kOk);
+    CHECK(back == recs);
+    CHECK(used == buf.size());
+    recs[1].line.push_back('x');
+    buf.clear();
+    append_run(buf, recs);
+    REQUIRE(buf.size() - kFrameHeader == kMaxPayload + 1);
+    CHECK(decode_frame(buf, back, &used, &why) == DecodeStatus::kCorrupt);
+    CHECK(why == "bad length");
+}
+
+TEST_CASE("a compressed run of exactly the largest raw size is read, one byte more is refused", "[spool]") {
+    // Eight lines of about 4 MiB (a shipper line's cap), the last one sized so the run's entries
+    // add up to kMaxRawRun uncompressed; they compress to well under a frame's payload cap.
+    std::vector<Record> recs;
+    for (int i = 0; i < 8; ++i)
+        recs.push_back({1'795'989'142'000'000'000 + i, "{job=\"kmsg\"}", std::string(4 << 20, 'a' + i), {}});
+    const auto raw = [&] {
+        size_t n = 0;
+        for (const auto& r : recs) n += RunBuilder::entry_size({r.ts_ns, r.stream, r.line, &r.metadata, nullptr});
+        return n;
+    };
+    recs.back().line.resize(recs.back().line.size() - (raw() - kMaxRawRun));
+    REQUIRE(raw() == kMaxRawRun);
+    std::string buf;
+    append_compressed_run(buf, recs);
+    std::vector<Record> back;
+    size_t used = 0;
+    std::string why;
+    const auto st = decode_frame(buf, back, &used, &why);
+    INFO(why);
+    REQUIRE(st == DecodeStatus::kOk);
+    CHECK(back == recs);
+    recs.back().line.push_back('h');
+    REQUIRE(raw() == kMaxRawRun + 1);
+    buf.clear();
+    append_compressed_run(buf, recs);
+    CHECK(decode_frame(buf, back, &used, &why) == DecodeStatus::kCorrupt);
+    CHECK(why == "malformed compressed run");
+}

@@ -230,8 +230,11 @@ FoundJob find_job(const BundleOptions& o) {
                                       "): its nodes are those with records\n";
                 continue;
             }
-            // Forged nodelists (anyone who can push) must not multiply the queries.
-            if (all.size() + expanded.value.size() > kMaxJobNodes) {
+            // Forged nodelists (anyone who can push) must not multiply the queries: distinct
+            // nodes in all, those with records and those named before counted once.
+            const auto added = std::count_if(expanded.value.begin(), expanded.value.end(),
+                                             [&](const std::string& h) { return !all.count(h); });
+            if (all.size() + static_cast<size_t>(added) > kMaxJobNodes) {
                 job.nodelist_notes += "the job's nodelists name more than " + std::to_string(kMaxJobNodes) +
                                       " nodes: " + escape_line(l.substr(0, 200)) + " left out\n";
                 continue;

@@ -5,6 +5,9 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 
+#include "common/time.hpp"
+#include "loki/push.hpp"
+#include "loki_double.hpp"
 #include "temp_dir.hpp"
 
 using namespace jobtrail::forensics;
@@ -45,4 +48,35 @@ TEST_CASE("bundle: a job Loki has no record of is found in Slurm's accounting, i
     o.sacct = command(dir, "sacct-pending", "1795989142|Unknown|None assigned\n");
     bundle::Window none;
     CHECK_FALSE(bundle::window_from_slurm(o, none));
+}
+
+TEST_CASE("bundle: a job's nodelists are taken up to 16384 distinct nodes in all, one more is said and left out",
+          "[bundle][double]") {
+    jobtrail::test::LokiDouble loki;
+    BundleOptions o;
+    o.job_id = "7";
+    o.endpoint.url = loki.url();
+    jobtrail::loki::Client c(o.endpoint);
+    const int64_t t = jobtrail::realtime_ns() - 3'600'000'000'000;
+    // One node's prolog, its nodelist naming 16384 nodes: itself among them (distinct nodes in
+    // all: exactly the cap), or not (one more).
+    const std::string node = GENERATE("n00001", "n16385");
+    INFO("the node with records: " << node);
+    std::vector<jobtrail::loki::Stream> streams(1);
+    streams[0].labels = {{"job", "slurm-prolog-epilog"}, {"node", node}, {"job_id", "7"}};
+    streams[0].entries = {{t, "prolog meta nodelist=n[00001-16384]", {}}};
+    REQUIRE(c.push(jobtrail::loki::encode_push(streams, false)).status == 204);
+    const auto found = bundle::find_job(o);
+    INFO(found.error << found.nodelist_notes);
+    REQUIRE(found.exit_code == kExitOk);
+    if (node == "n00001") {
+        CHECK(found.window.nodes.size() == 16384);
+        CHECK(found.missing_nodes.size() == 16383);
+        CHECK(found.nodelist_notes.find("more than") == std::string::npos);
+    } else {
+        CHECK(found.window.nodes == std::vector<std::string>{"n16385"});
+        CHECK(found.missing_nodes.empty());
+        CHECK(found.nodelist_notes.find("the job's nodelists name more than 16384 nodes: n[00001-16384] left out") !=
+              std::string::npos);
+    }
 }

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <mutex>
 #include <thread>
 
@@ -413,4 +414,27 @@ TEST_CASE("dcgm source: a host engine that takes connections but fails every hea
     // Once it answers, the checks run at their interval again.
     r.engine->set([](Engine& e) { e.fail_health = 0; });
     r.poll_checks(3);
+}
+
+TEST_CASE("dcgm source: the connected notice lists 16 GPUs, and past 16 counts the rest", "[shipper][dcgm]") {
+    const size_t n = GENERATE(16, 17);
+    INFO(n << " GPUs");
+    Rig r;
+    r.engine->gpus.clear();
+    for (unsigned i = 0; i < n; ++i) {
+        char bdf[32];
+        std::snprintf(bdf, sizeof bdf, "00000000:%02X:00.0", i + 1);
+        r.engine->gpus.push_back({i, bdf, ""});
+    }
+    r.start();
+    REQUIRE(r.poll_until([&] { return r.dm().connected.value() == 1; }));
+    const std::string notice = r.notices.last(event::kDcgmConnected);
+    INFO(notice);
+    CHECK(notice.find(std::to_string(n) + " GPUs (0 00000000:01:00.0, ") != std::string::npos);
+    CHECK(notice.find("15 00000000:10:00.0") != std::string::npos);  // the 16th
+    CHECK(notice.find("16 00000000:11:00.0") == std::string::npos);  // the 17th: counted, not listed
+    if (n == 16)
+        CHECK(notice.find("15 00000000:10:00.0)") != std::string::npos);
+    else
+        CHECK(notice.find("15 00000000:10:00.0 and 1 more)") != std::string::npos);
 }
