@@ -622,7 +622,7 @@ TEST_CASE("records larger than a read chunk are read whole", "[spool]") {
     CHECK(got[0].line.size() == std::string("line 1").size() + (3 << 20));
 }
 
-TEST_CASE("a record whose frame fills the segment to its size exactly stays in it; one byte more rolls over",
+TEST_CASE("a record whose frame fills the segment to its size exactly stays in it, one byte more rolls over",
           "[spool]") {
     // segment_bytes is what a segment may hold: the roll comes when the next frame would go past
     // it, counted at the frames' bounds (a run is compressed only when it closes).
