@@ -236,7 +236,8 @@ TEST_CASE("metrics server: held full, a flood of new connections closes none bef
     for (size_t i = 0; i < MetricsServer::kMaxConnections + 8; ++i)
         flood.emplace_back(idle_connection(s.port()), jobtrail::monotonic_ns());
     size_t closed = 0;
-    const int64_t until = jobtrail::monotonic_ns() + 3 * MetricsServer::kGraceMs * 1'000'000;
+    // Long enough for a loaded machine, short of the connections' own deadline (2 s).
+    const int64_t until = jobtrail::monotonic_ns() + 10 * MetricsServer::kGraceMs * 1'000'000;
     while (jobtrail::monotonic_ns() < until) {
         std::vector<pollfd> fds;
         for (const auto& [fd, since] : flood) fds.push_back({fd, POLLIN, 0});
