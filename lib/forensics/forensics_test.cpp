@@ -146,28 +146,89 @@ TEST_CASE("a value from Loki or a user's directory becomes one clean file name, 
         CHECK_FALSE(jobtrail::node::valid_job_id(bad));
 }
 
+namespace {
+
+// Job 77's local logs under `dir`/logs: its prolog log naming node n1, and an empty NCCL directory.
+void job_logs(const std::string& dir) {
+    std::filesystem::create_directories(dir + "/logs/prolog");
+    std::filesystem::create_directories(dir + "/logs/nccl/77");
+    std::ofstream(dir + "/logs/prolog/77.log") << "2026-11-29T21:52:01.000000000Z meta node=n1\n";
+}
+
+// Job 77's logs with NCCL files of `files` x `lines` lines of `width` characters, random or one
+// letter, the files one after another in time.
+void nccl_files(const std::string& dir, int files, int lines, size_t width, bool random) {
+    job_logs(dir);
+    std::mt19937 rng(29);
+    for (int k = 0; k < files; ++k) {
+        std::ofstream f(dir + "/logs/nccl/77/" + std::to_string(k) + ".n1.1.log");
+        for (int i = 0; i < lines; ++i) {
+            std::string text(width, 'a');
+            if (random)
+                for (char& c : text) c = static_cast<char>('!' + rng() % 94);
+            f << "[2026-11-29T21:5" << 3 + k << ":" << std::setw(2) << std::setfill('0') << i % 60
+              << ".000000+0000] n1:1:1 [0] NCCL INFO " << text << "\n";
+        }
+    }
+}
+
+BundleOptions local_bundle(const std::string& dir, const std::string& out) {
+    BundleOptions o;
+    o.job_id = "77";
+    o.local = true;
+    o.log_dir = dir + "/logs";
+    o.out_dir = dir + "/" + out;
+    std::filesystem::create_directories(o.out_dir);
+    return o;
+}
+
+// The bundle extracted into `into` (made here) by tar, as an operator would: its top directory.
+std::filesystem::path extract(const std::string& archive, const std::string& into) {
+    REQUIRE(std::system(("mkdir " + into + " && tar --zstd -xf " + archive + " -C " + into).c_str()) == 0);
+    return std::filesystem::directory_iterator(into)->path();
+}
+
+// Sizes of what a bundle holds, by name (the largest of each name), extracted into `into`.
+std::map<std::string, uintmax_t> member_sizes(const std::string& archive, const std::string& into) {
+    namespace fs = std::filesystem;
+    extract(archive, into);
+    std::map<std::string, uintmax_t> out;
+    for (const auto& e : fs::recursive_directory_iterator(into))
+        if (e.is_regular_file()) out[e.path().filename()] = std::max(out[e.path().filename()], e.file_size());
+    return out;
+}
+
+// make_bundle with the process's files limited to `limit` bytes, as a full disk or a quota
+// would stop it; a write that fails while staging throws, and `jobtrail` says it as an error.
+BundleResult bundle_within(const BundleOptions& o, rlim_t limit) {
+    const jobtrail::test::FileSizeLimit full(limit);
+    BundleResult r;
+    try {
+        r = make_bundle(o);
+    } catch (const std::exception& e) {
+        r.exit_code = kExitError;
+        r.error = e.what();
+    }
+    return r;
+}
+
+}  // namespace
+
 TEST_CASE("a local file is read up to the cap, then cut with a marker the manifest reports", "[forensics]") {
     namespace fs = std::filesystem;
     const jobtrail::test::TempDir tmp("cap");
     const std::string& dir = tmp.path();
-    fs::create_directories(dir + "/logs/prolog");
-    fs::create_directories(dir + "/logs/nccl/77");
-    std::ofstream(dir + "/logs/prolog/77.log") << "2026-11-29T21:52:01.000000000Z meta node=n1\n";
+    job_logs(dir);
     {
         std::ofstream big(dir + "/logs/nccl/77/big.log");
         for (int i = 0; i < 10'000; ++i)
             big << "[2026-11-29T21:52:20.000000+0000] n1:1:1 [0] NCCL INFO line " << i << "\n";
     }
-    BundleOptions o;
-    o.job_id = "77";
-    o.local = true;
-    o.log_dir = dir + "/logs";
-    o.out_dir = dir + "/out";
+    BundleOptions o = local_bundle(dir, "out");
     o.max_file_bytes = 4096;
     const auto r = make_bundle(o);
     REQUIRE(r.exit_code == kExitOk);
-    REQUIRE(std::system(("mkdir " + dir + "/x && tar --zstd -xf " + r.archive + " -C " + dir + "/x").c_str()) == 0);
-    const fs::path top = fs::directory_iterator(dir + "/x")->path();
+    const fs::path top = extract(r.archive, dir + "/x");
     std::ifstream in(top / "nccl/n1/big.log");
     std::vector<std::string> lines;
     for (std::string l; std::getline(in, l);) lines.push_back(l);
@@ -189,9 +250,7 @@ TEST_CASE("a job's local NCCL files are read up to the bundle's file and byte ca
     namespace fs = std::filesystem;
     const jobtrail::test::TempDir tmp("caps");
     const std::string& dir = tmp.path();
-    fs::create_directories(dir + "/logs/prolog");
-    fs::create_directories(dir + "/logs/nccl/77");
-    std::ofstream(dir + "/logs/prolog/77.log") << "2026-11-29T21:52:01.000000000Z meta node=n1\n";
+    job_logs(dir);
     const std::string line = "[2026-11-29T21:52:20.000000+0000] n1:1:1 [0] NCCL INFO eighty bytes with an end\n";
     REQUIRE(line.size() == 80);
     for (int k = 0; k < 5; ++k) {
@@ -199,19 +258,12 @@ TEST_CASE("a job's local NCCL files are read up to the bundle's file and byte ca
         for (int i = 0; i < 2; ++i) f << line;
     }
     auto bundle = [&](size_t files, uint64_t bytes) {
-        BundleOptions o;
-        o.job_id = "77";
-        o.local = true;
-        o.log_dir = dir + "/logs";
-        o.out_dir = dir + "/out" + std::to_string(files) + "-" + std::to_string(bytes);
+        BundleOptions o = local_bundle(dir, "out" + std::to_string(files) + "-" + std::to_string(bytes));
         o.max_local_files = files;
         o.max_local_bytes = bytes;
-        fs::create_directories(o.out_dir);
         const auto r = make_bundle(o);
         REQUIRE(r.exit_code == kExitOk);
-        const std::string x = o.out_dir + "/x";
-        REQUIRE(std::system(("mkdir " + x + " && tar --zstd -xf " + r.archive + " -C " + x).c_str()) == 0);
-        const fs::path top = fs::directory_iterator(x)->path();
+        const fs::path top = extract(r.archive, o.out_dir + "/x");
         std::map<std::string, std::string> got;
         for (const auto& e : fs::directory_iterator(top / "nccl/n1")) {
             std::ifstream in(e.path());
@@ -528,65 +580,6 @@ TEST_CASE("an output directory that cannot hold a bundle is an error that names 
     CHECK(r.error.find(d.path() + "/file") != std::string::npos);
     CHECK(r.error.find("Not a directory") != std::string::npos);
 }
-
-namespace {
-
-// A local bundle of job 77 from `dir`/logs with NCCL files of `files` x `lines` lines of `width`
-// characters, random or one letter, the files one after another in time.
-void nccl_files(const std::string& dir, int files, int lines, size_t width, bool random) {
-    namespace fs = std::filesystem;
-    fs::create_directories(dir + "/logs/prolog");
-    fs::create_directories(dir + "/logs/nccl/77");
-    std::ofstream(dir + "/logs/prolog/77.log") << "2026-11-29T21:52:01.000000000Z meta node=n1\n";
-    std::mt19937 rng(29);
-    for (int k = 0; k < files; ++k) {
-        std::ofstream f(dir + "/logs/nccl/77/" + std::to_string(k) + ".n1.1.log");
-        for (int i = 0; i < lines; ++i) {
-            std::string text(width, 'a');
-            if (random)
-                for (char& c : text) c = static_cast<char>('!' + rng() % 94);
-            f << "[2026-11-29T21:5" << 3 + k << ":" << std::setw(2) << std::setfill('0') << i % 60
-              << ".000000+0000] n1:1:1 [0] NCCL INFO " << text << "\n";
-        }
-    }
-}
-
-BundleOptions local_bundle(const std::string& dir, const std::string& out) {
-    BundleOptions o;
-    o.job_id = "77";
-    o.local = true;
-    o.log_dir = dir + "/logs";
-    o.max_file_bytes = 8 << 20;
-    o.out_dir = dir + "/" + out;
-    std::filesystem::create_directories(o.out_dir);
-    return o;
-}
-
-// Sizes of what a bundle holds, by name (the largest of each name), extracted into `into`.
-std::map<std::string, uintmax_t> member_sizes(const std::string& archive, const std::string& into) {
-    namespace fs = std::filesystem;
-    REQUIRE(std::system(("mkdir " + into + " && tar --zstd -xf " + archive + " -C " + into).c_str()) == 0);
-    std::map<std::string, uintmax_t> out;
-    for (const auto& e : fs::recursive_directory_iterator(into))
-        if (e.is_regular_file()) out[e.path().filename()] = std::max(out[e.path().filename()], e.file_size());
-    return out;
-}
-
-// make_bundle with the process's files limited to `limit` bytes, as a full disk or a quota
-// would stop it; a write that fails while staging throws, and `jobtrail` says it as an error.
-BundleResult bundle_within(const BundleOptions& o, rlim_t limit) {
-    const jobtrail::test::FileSizeLimit full(limit);
-    BundleResult r;
-    try {
-        r = make_bundle(o);
-    } catch (const std::exception& e) {
-        r.exit_code = kExitError;
-        r.error = e.what();
-    }
-    return r;
-}
-
-}  // namespace
 
 TEST_CASE("an archive the output directory cannot take is an error, and no archive is named or left", "[forensics]") {
     // A job whose archive is larger than any file in it (random text, the NCCL files one after

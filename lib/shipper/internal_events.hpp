@@ -17,9 +17,10 @@ std::string_view severity_name(Severity s);
 // The names, one list: each is a metric label (jobtrail_shipper_internal_events_total{event=...}), so a
 // dashboard or alert that names one keeps working only while it is spelt here once.
 namespace event {
-// Sources: cannot open what they read (kmsg, the journal), and read it again; one configured
-// that this build lacks (journald).
+// Sources: cannot open what they read (kmsg, the journal), a read of it failed, and read it
+// again; one configured that this build lacks (journald).
 inline constexpr std::string_view kOpenFailed = "open_failed";
+inline constexpr std::string_view kReadFailed = "read_failed";
 inline constexpr std::string_view kOpened = "opened";
 inline constexpr std::string_view kNotBuilt = "not_built";
 // The dcgm source: libdcgm or the host engine unavailable (said once per outage), connected and

@@ -60,6 +60,14 @@ std::string http(int port, const std::string& request, int timeout_s = 60) {
     return out;
 }
 
+// This process's CPU seconds so far, all threads: with the test's own thread asleep, the server's.
+double cpu_seconds() {
+    rusage u{};
+    ::getrusage(RUSAGE_SELF, &u);
+    const auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+    return secs(u.ru_utime) + secs(u.ru_stime);
+}
+
 }  // namespace
 
 TEST_CASE("metrics: the counters an operator greps for, in Prometheus' text format", "[shipper]") {
@@ -169,13 +177,10 @@ TEST_CASE("metrics server: out of descriptors, it neither spins nor stops servin
     REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
     const sockaddr_in addr = loopback(s.port());
     ::connect(client, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
-    rusage before{}, after{};
-    ::getrusage(RUSAGE_SELF, &before);
+    const double before = cpu_seconds();
     ::usleep(500'000);  // this thread sleeps: the process's CPU time is the server's
-    ::getrusage(RUSAGE_SELF, &after);
+    const double cpu = cpu_seconds() - before;
     REQUIRE(::setrlimit(RLIMIT_NOFILE, &old) == 0);
-    const auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
-    const double cpu = secs(after.ru_utime) + secs(after.ru_stime) - secs(before.ru_utime) - secs(before.ru_stime);
     INFO("server CPU seconds in 0.5 s without descriptors: " << cpu);
     CHECK(cpu < 0.25);  // a spin polling the readable listener takes the whole 0.5 s
     // Descriptors back: it serves again.
@@ -209,16 +214,14 @@ TEST_CASE("metrics server: held full, connections queued behind its grace do not
     MetricsServer s;
     REQUIRE(s.start("127.0.0.1:0", [] { return std::string("jobtrail_up 1\n"); }).ok);
     // kMaxConnections taken at once, 60 more in the kernel's queue (its backlog is 64): the
-    // server lets them in as the graces end, 100 ms apart, and sleeps in between.
-    rusage before{}, after{};
-    ::getrusage(RUSAGE_SELF, &before);
+    // server lets them in as the graces end, 100 ms apart (six seconds' worth), and sleeps in
+    // between.
     std::vector<int> held;
     for (size_t i = 0; i < MetricsServer::kMaxConnections + 60; ++i) held.push_back(idle_connection(s.port()));
-    ::usleep(300'000);  // this thread sleeps: the process's CPU time is the server's
-    ::getrusage(RUSAGE_SELF, &after);
-    const auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
-    const double cpu = secs(after.ru_utime) + secs(after.ru_stime) - secs(before.ru_utime) - secs(before.ru_stime);
-    INFO("server CPU seconds in 0.3 s held full with connections queued: " << cpu);
+    const double before = cpu_seconds();
+    ::usleep(500'000);  // this thread sleeps: the process's CPU time is the server's
+    const double cpu = cpu_seconds() - before;
+    INFO("server CPU seconds in 0.5 s held full with connections queued: " << cpu);
     CHECK(cpu < 0.1);  // polling the readable listener while full spins through each grace
     CHECK(http(s.port(), "GET /metrics HTTP/1.0\r\n\r\n", 5).find("jobtrail_up 1") != std::string::npos);
     for (const int fd : held) ::close(fd);
@@ -233,8 +236,10 @@ TEST_CASE("metrics server: held full, a flood of new connections closes none bef
     // Eight more than it holds at once: the first kMaxConnections new ones push the old ones out,
     // the last eight wait for a grace to end; none is closed sooner than kGraceMs after it came.
     std::vector<std::pair<int, int64_t>> flood;
-    for (size_t i = 0; i < MetricsServer::kMaxConnections + 8; ++i)
-        flood.emplace_back(idle_connection(s.port()), jobtrail::monotonic_ns());
+    for (size_t i = 0; i < MetricsServer::kMaxConnections + 8; ++i) {
+        const int64_t before = jobtrail::monotonic_ns();  // no later than the server's accept
+        flood.emplace_back(idle_connection(s.port()), before);
+    }
     size_t closed = 0;
     // Long enough for a loaded machine, short of the connections' own deadline (2 s).
     const int64_t until = jobtrail::monotonic_ns() + 10 * MetricsServer::kGraceMs * 1'000'000;

@@ -286,6 +286,8 @@ def main():
         args.unit_timeout = 600 if args.sanitize else 180
 
     candidates = [c for c in sites(SRC) if not args.only or any(c[0].startswith(o) for o in args.only)]
+    if not candidates:
+        sys.exit("mutate: no mutation site in a file under " + " or ".join(args.only))
     random.Random(args.seed).shuffle(candidates)
     base = os.environ.get("MUTATE_DIR", "/var/tmp")
     work = tempfile.mkdtemp(prefix="jobtrail-mutate-", dir=base)

@@ -12,10 +12,11 @@ namespace jobtrail::test {
 struct FileSizeLimit {
     rlimit old{};
     void (*old_handler)(int) = nullptr;
-    explicit FileSizeLimit(rlim_t bytes) : old_handler(std::signal(SIGXFSZ, SIG_IGN)) {
+    explicit FileSizeLimit(rlim_t bytes) {
         ::getrlimit(RLIMIT_FSIZE, &old);
         const rlimit lim{bytes, old.rlim_max};
-        REQUIRE(::setrlimit(RLIMIT_FSIZE, &lim) == 0);
+        REQUIRE(::setrlimit(RLIMIT_FSIZE, &lim) == 0);  // before the signal: a failure leaves both as they were
+        old_handler = std::signal(SIGXFSZ, SIG_IGN);
     }
     ~FileSizeLimit() {
         ::setrlimit(RLIMIT_FSIZE, &old);

@@ -96,6 +96,15 @@ bool KmsgSource::poll(std::vector<Event>& out, size_t max_bytes) {
             return false;
         }
         if (st == kmsg::Reader::Status::kError) {
+            // Opened again at the next pass, and read on after the last record taken: a new
+            // descriptor starts at the ring's oldest record, which was shipped already.
+            if (!open_failed_)
+                events_.emit(Severity::kError, name_, event::kReadFailed, reader_.error() + ": opening it again");
+            open_failed_ = true;
+            if (have_last_) {
+                skip_through_ = last_seq_;
+                have_skip_ = true;
+            }
             reader_.close();
             return false;
         }

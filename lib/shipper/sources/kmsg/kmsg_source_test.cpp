@@ -55,6 +55,41 @@ TEST_CASE("kmsg: resume after a restart on the same boot, same timestamps, Xid m
     CHECK(c[2].ts_ns == b[0].ts_ns);
 }
 
+TEST_CASE("kmsg: a read error is said, the device opened again, and reading goes on after the last record shipped",
+          "[shipper][fixture]") {
+    // A read the device fails (EIO): the source cannot go on with that descriptor; it opens the
+    // device again at its next pass and ships what came since, nothing twice, nothing lost.
+    for (const bool restored : {false, true}) {
+        INFO((restored ? "after a restart" : "from the first start"));
+        Env env;
+        env.fs.ctl("6;a\n");
+        if (restored) env.run();  // `a` shipped by an earlier run: the checkpoint says so
+        std::vector<std::string> said;
+        KmsgSource s(env.fs.kmsg(), env.clock, {"c", "n"}, env.m,
+                     Events([&](const InternalEvent& e) { said.push_back(e.name + ": " + e.message); }));
+        s.restore(env.saved);
+        std::vector<std::string> lines;
+        auto pass = [&] {
+            std::vector<Event> out;
+            while (s.poll(out, 1 << 20)) {
+            }
+            for (auto& e : out) lines.push_back(e.line);
+        };
+        env.fs.ctl("6;b\n");
+        pass();
+        env.fs.ctl("!fail 1\n6;c\n");
+        pass();  // the read fails
+        pass();  // opened again
+        env.fs.ctl("6;d\n");
+        pass();
+        CHECK(lines ==
+              (restored ? std::vector<std::string>{"b", "c", "d"} : std::vector<std::string>{"a", "b", "c", "d"}));
+        REQUIRE(said.size() == 2);
+        CHECK(said[0].starts_with("read_failed: read from " + env.fs.kmsg() + ": Input/output error"));
+        CHECK(said[1] == "opened: reading " + env.fs.kmsg() + " again");
+    }
+}
+
 TEST_CASE("kmsg: records overwritten while the shipper was away become one loss line", "[shipper][fixture]") {
     Env env;
     env.fs.ctl("6;a\n");
