@@ -193,3 +193,17 @@ TEST_CASE("logfmt fields: a quoted value cut before its closing quote is read to
         CHECK(logfmt_field(text, "missing").empty());
     }
 }
+
+TEST_CASE("write_all says a write the system refuses, it does not try again for ever", "[common]") {
+    // /dev/full refuses every write (ENOSPC), as a full disk does; a closed descriptor, EBADF.
+    const int full = ::open("/dev/full", O_WRONLY | O_CLOEXEC);
+    REQUIRE(full >= 0);
+    CHECK_FALSE(jobtrail::write_all(full, "a line\n"));
+    ::close(full);
+    CHECK_FALSE(jobtrail::write_all(full, "a line\n"));
+    jobtrail::test::TempDir d;
+    const int ok = ::open((d.path() + "/f").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    REQUIRE(ok >= 0);
+    CHECK(jobtrail::write_all(ok, "a line\n"));
+    ::close(ok);
+}

@@ -90,6 +90,23 @@ TEST_CASE("the most likely cause is the first fatal event, whatever came before 
     CHECK(s.find("(x2)") != std::string::npos);
 }
 
+TEST_CASE("a fabric manager line is a finding when it says error, in either case, and only then", "[forensics]") {
+    Analyzer a;
+    a.add("n1", "fabric-manager", 100, "[INFO] fabric manager ok");
+    a.add("n1", "fabric-manager", 110,
+          "[Dec 04 2026 01:00:00] [INFO] [tid 9] Successfully configured all the available GPUs");
+    a.add("n2", "fabric-manager", 200, "[ERROR] [tid 9] detected NVSwitch fatal error on fabric");
+    a.add("n3", "fabric-manager", 300, "request to query NVSwitch device information failed with error:-3");
+    a.add("n4", "kmsg", 400, "fabric manager ERROR quoted in another source");
+    const auto fs = a.findings();
+    std::set<std::string> nodes;
+    for (const auto& f : fs) {
+        CHECK(f.kind == "fm-error");
+        nodes.insert(f.node);
+    }
+    CHECK(nodes == std::set<std::string>{"n2", "n3"});
+}
+
 TEST_CASE("report.html escapes what the logs say and fetches nothing", "[forensics]") {
     Analyzer a;
     a.add("n<1>", "nccl", 100, "[t] NCCL WARN <script>alert(1)</script>");
