@@ -279,6 +279,8 @@ def main():
     ap.add_argument("--only", action="append", default=[], metavar="PREFIX",
                     help="mutate only files whose path starts so (lib/shipper/sources/file/, lib/spool/read.cpp); "
                          "repeatable. For closing the gaps of one part: a kill rate is a fresh seed's over lib/")
+    ap.add_argument("--list", action="store_true",
+                    help="print every site (of --only's files) as file:line: kind: before -> after, and build nothing")
     args = ap.parse_args()
     if args.unit_only:
         args.e2e = []
@@ -288,6 +290,10 @@ def main():
     candidates = [c for c in sites(SRC) if not args.only or any(c[0].startswith(o) for o in args.only)]
     if not candidates:
         sys.exit("mutate: no mutation site in a file under " + " or ".join(args.only))
+    if args.list:
+        for path, line_no, kind, before, after in candidates:
+            print("%s:%d: %s: %s  ->  %s" % (path, line_no, kind, before.strip(), after.strip()))
+        return
     random.Random(args.seed).shuffle(candidates)
     base = os.environ.get("MUTATE_DIR", "/var/tmp")
     work = tempfile.mkdtemp(prefix="jobtrail-mutate-", dir=base)
