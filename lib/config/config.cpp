@@ -80,8 +80,14 @@ void parse_probes(Parser& p, const YAML::Node& n, const std::string& key, std::v
         if (!p.check_map(item, where, {"name", "command", "timeout"})) return;
         Probe probe;
         p.string(item, where, "name", probe.name);
-        if (!item["command"] || !p.string_list(item["command"], where + ".command", probe.argv) || probe.argv.empty()) {
-            if (!item["command"]) p.error(item, where + ".command", "missing: the program and its arguments");
+        if (!item["command"]) {
+            p.error(item, where + ".command", "missing: the program and its arguments");
+            return;
+        }
+        if (!p.string_list(item["command"], where + ".command", probe.argv)) return;  // said there
+        if (probe.argv.empty()) {
+            // Said, not passed over: the whole list would otherwise keep its defaults silently.
+            p.error(item["command"], where + ".command", "empty: the program and its arguments");
             return;
         }
         if (probe.name.empty()) probe.name = probe.argv[0];

@@ -269,3 +269,154 @@ TEST_CASE("durations are bounded: no overflowing or never-ending timeouts", "[co
     CHECK(ok.errors.empty());
     CHECK(ok.config.collector.prolog.total_timeout_ms == 30LL * 86'400'000);
 }
+
+TEST_CASE("every key of every section is read into its setting", "[config]") {
+    // Each value differs from its default: a key parsed into nothing, or into another setting, shows.
+    auto r = parse_config(R"(
+cluster: gpu-b
+node: n042
+collector:
+  state_dir: /data/state
+  run_dir: /data/run
+  nccl_dir: /data/nccl
+  kmsg: /fixture/kmsg
+  gres_command: [/opt/slurm/sbin/slurmd, -G, -f, /opt/slurm/etc/slurm.conf]
+  path: /opt/slurm/bin:/usr/bin
+  slurm_cgroup_roots: [/slurm.slice, /system.slice/n1_slurmstepd.scope]
+  max_line_bytes: 8KiB
+  kill_grace: 3s
+  kmsg_budget: 500ms
+  prolog:
+    total_timeout: 20m
+    probes:
+      - {name: lspci, command: [lspci], timeout: 7s}
+  epilog:
+    script_timeout: 90s
+shipper:
+  loki:
+    url: https://loki.example:3100
+    tenant: team-a
+    username: shipper
+    password_file: /etc/jobtrail/password
+    bearer_token_file: /etc/jobtrail/token
+    ca_file: /etc/jobtrail/ca.pem
+    cert_file: /etc/jobtrail/cert.pem
+    key_file: /etc/jobtrail/key.pem
+    tls_verify: false
+    timeout: 25s
+    structured_metadata: false
+  spool: {dir: /data/spool, max_size: 64MiB, fsync: false}
+  batch: {max_bytes: 64KiB, max_wait: 250ms, max_in_flight: 7, max_stream_rate: 128KiB}
+  retry: {min_backoff: 2s, max_backoff: 1m}
+  max_age: 2d
+  max_line_bytes: 4KiB
+  metrics: 127.0.0.1:9555
+  heartbeat: 45s
+  stages:
+    drop_blank: false
+    nccl_noise: false
+    nccl_budget: {bytes: 1MiB, window: 2m}
+    drop:
+      - {name: healthcheck, pattern: "GET /healthz"}
+cli:
+  lookback: 3d
+)",
+                          "all.yaml");
+    for (const auto& e : r.errors) FAIL(e.text());
+    CHECK(r.config.cluster == "gpu-b");
+    CHECK(r.config.node == "n042");
+    const auto& c = r.config.collector;
+    CHECK(c.state_dir == "/data/state");
+    CHECK(c.run_dir == "/data/run");
+    CHECK(c.nccl_dir == "/data/nccl");
+    CHECK(c.kmsg_path == "/fixture/kmsg");
+    CHECK(c.gres_command ==
+          std::vector<std::string>{"/opt/slurm/sbin/slurmd", "-G", "-f", "/opt/slurm/etc/slurm.conf"});
+    CHECK(c.path == "/opt/slurm/bin:/usr/bin");
+    CHECK(c.slurm_cgroup_roots == std::vector<std::string>{"/slurm.slice", "/system.slice/n1_slurmstepd.scope"});
+    CHECK(c.max_line_bytes == 8u << 10);
+    CHECK(c.kill_grace_ms == 3000);
+    CHECK(c.kmsg_budget_ms == 500);
+    CHECK(c.prolog.total_timeout_ms == 1'200'000);
+    REQUIRE(c.prolog.probes.size() == 1);
+    CHECK(c.prolog.probes[0].name == "lspci");
+    CHECK(c.prolog.probes[0].timeout_ms == 7000);
+    CHECK(c.epilog.script_timeout_ms == 90'000);
+    const auto& s = r.config.shipper;
+    CHECK(s.loki_url == "https://loki.example:3100");
+    CHECK(s.tenant == "team-a");
+    CHECK(s.basic_user == "shipper");
+    CHECK(s.basic_password_file == "/etc/jobtrail/password");
+    CHECK(s.bearer_token_file == "/etc/jobtrail/token");
+    CHECK(s.ca_file == "/etc/jobtrail/ca.pem");
+    CHECK(s.cert_file == "/etc/jobtrail/cert.pem");
+    CHECK(s.key_file == "/etc/jobtrail/key.pem");
+    CHECK_FALSE(s.tls_verify);
+    CHECK(s.timeout_ms == 25'000);
+    CHECK_FALSE(s.structured_metadata);
+    CHECK(s.spool_dir == "/data/spool");
+    CHECK(s.spool_max_bytes == 64u << 20);
+    CHECK_FALSE(s.spool_fsync);
+    CHECK(s.batch_max_bytes == 64u << 10);
+    CHECK(s.batch_wait_ms == 250);
+    CHECK(s.max_in_flight == 7);
+    CHECK(s.max_stream_rate == 128u << 10);
+    CHECK(s.min_backoff_ms == 2000);
+    CHECK(s.max_backoff_ms == 60'000);
+    CHECK(s.max_age_ms == 2 * 86'400'000LL);
+    CHECK(s.max_line_bytes == 4u << 10);
+    CHECK(s.metrics_listen == "127.0.0.1:9555");
+    CHECK(s.heartbeat_ms == 45'000);
+    CHECK_FALSE(s.drop_blank);
+    CHECK_FALSE(s.nccl_noise);
+    CHECK(s.nccl_budget_bytes == 1u << 20);
+    CHECK(s.nccl_budget_window_ms == 120'000);
+    REQUIRE(s.drop.size() == 1);
+    CHECK(s.drop[0].name == "healthcheck");
+    CHECK(s.drop[0].pattern == "GET /healthz");
+    CHECK(r.config.cli.lookback_ms == 3 * 86'400'000LL);
+}
+
+TEST_CASE("settings of the wrong shape are errors at their key, and the rest is still read", "[config]") {
+    const auto errors_of = [](const std::string& yaml) {
+        auto r = parse_config(yaml, "s.yaml");
+        std::string all;
+        for (const auto& e : r.errors) all += e.text() + "\n";
+        return all;
+    };
+    CHECK(errors_of("collector:\n  gres_command: []\n").find("key 'collector.gres_command': empty") !=
+          std::string::npos);
+    CHECK(errors_of("collector:\n  slurm_cgroup_roots: [slurm]\n").find("'slurm' is not a cgroup path") !=
+          std::string::npos);
+    CHECK(errors_of("collector:\n  slurm_cgroup_roots: [\"/a,/b\"]\n").find("'/a,/b' is not a cgroup path") !=
+          std::string::npos);
+    CHECK(errors_of("collector:\n  epilog:\n    probes: {name: x}\n").find("expected a list of probes") !=
+          std::string::npos);
+    CHECK(errors_of("collector:\n  epilog:\n    probes:\n      - {name: x, command: []}\n")
+              .find("key 'collector.epilog.probes[0].command': empty: the program and its arguments") !=
+          std::string::npos);
+    CHECK(errors_of("shipper:\n  stages:\n    drop: {name: x}\n").find("expected a list of {name, pattern}") !=
+          std::string::npos);
+    CHECK(errors_of("shipper:\n  stages:\n    drop:\n      - {name: x}\n")
+              .find("key 'shipper.stages.drop[0].pattern': missing: an RE2 pattern") != std::string::npos);
+    CHECK(errors_of("shipper:\n  retry: {min_backoff: 5s, max_backoff: 5s}\n").empty());
+    CHECK(errors_of("shipper:\n  retry: {min_backoff: 5s, max_backoff: 4s}\n")
+              .find("max_backoff (4s) is below min_backoff (5s)") != std::string::npos);
+    // The rest of the file is still read around a bad key.
+    auto r = parse_config("collector:\n  slurm_cgroup_roots: [slurm]\n  kill_grace: 2s\n", "s.yaml");
+    CHECK(r.config.collector.kill_grace_ms == 2000);
+    CHECK(r.config.collector.slurm_cgroup_roots == default_collector_config().slurm_cgroup_roots);
+}
+
+TEST_CASE("the config file is the flag's, then JOBTRAIL_CONFIG's, then the default", "[config]") {
+    const char* saved = std::getenv("JOBTRAIL_CONFIG");
+    const std::string keep = saved ? saved : "";
+    ::setenv("JOBTRAIL_CONFIG", "/env/jobtrail.yaml", 1);
+    CHECK(resolve_config_path("/flag/jobtrail.yaml") == "/flag/jobtrail.yaml");
+    CHECK(resolve_config_path("") == "/env/jobtrail.yaml");
+    ::setenv("JOBTRAIL_CONFIG", "", 1);
+    CHECK(resolve_config_path("") == kDefaultConfigPath);
+    ::unsetenv("JOBTRAIL_CONFIG");
+    CHECK(resolve_config_path("") == kDefaultConfigPath);
+    if (saved) ::setenv("JOBTRAIL_CONFIG", keep.c_str(), 1);
+}

@@ -25,6 +25,7 @@ int RunResult::shell_status() const {
     if (!started) return 127;
     if (timed_out) return 124;
     if (signaled) return 128 + signal;
+    if (!exited) return 1;  // its status was lost: never taken for a success
     return exit_code;
 }
 
@@ -37,6 +38,7 @@ std::string RunResult::describe() const {
         return s;
     }
     if (signaled) return "killed by signal " + std::to_string(signal) + " (" + strsignal(signal) + ")";
+    if (!exited) return error;
     return "exit " + std::to_string(exit_code);
 }
 
@@ -195,7 +197,7 @@ RunResult run(const std::vector<std::string>& argv, const RunOptions& opts, cons
     int64_t kill_at = 0;      // when SIGKILL goes out after SIGTERM
     int64_t give_up_at = 0;   // when we stop waiting for a killed group
     int64_t drain_until = 0;  // after the child exits, how long grandchildren may hold pipes
-    bool reaped = false;
+    bool reaped = false, status_lost = false;
     int status = 0;
     char buf[16384];
     StrictStamps stamps;  // one sequence for both pipes: the sink may write them to one file
@@ -206,7 +208,10 @@ RunResult run(const std::vector<std::string>& argv, const RunOptions& opts, cons
         const pid_t w = ::waitpid(pid, &status, WNOHANG);
         if (w == pid || (w < 0 && errno == ECHILD)) {
             // ECHILD: someone set SIGCHLD to SIG_IGN and the kernel reaped it for us.
-            if (w < 0) res.error = "exit status unavailable (SIGCHLD ignored)";
+            if (w < 0) {
+                res.error = "exit status unavailable (SIGCHLD ignored)";
+                status_lost = true;
+            }
             reaped = true;
             drain_until = now + kDrainNs;
         }
@@ -289,7 +294,7 @@ RunResult run(const std::vector<std::string>& argv, const RunOptions& opts, cons
     // Like slurmd: whatever the script left behind in its process group goes with it.
     if (reaped) ::killpg(pid, SIGKILL);
 
-    if (reaped) {
+    if (reaped && !status_lost) {
         if (WIFEXITED(status)) {
             res.exited = true;
             res.exit_code = WEXITSTATUS(status);

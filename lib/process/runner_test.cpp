@@ -1,8 +1,13 @@
 #include "process/runner.hpp"
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <thread>
 
@@ -195,4 +200,98 @@ TEST_CASE("a script that exits while a daemon floods its stdout is done at its e
     CHECK(c.lines > 0);
     // Its exit, the drain (200 ms) and slack for a slow (sanitized) build: far from 20 s.
     CHECK(took < 5.0);
+}
+
+TEST_CASE("what a run says of itself names how it ended", "[process]") {
+    Captured c;
+    CHECK(run({"/bin/sh", "-c", "exit 3"}, opts(), c.sink()).describe() == "exit 3");
+    CHECK(run({"/bin/sh", "-c", "exit 0"}, opts(), c.sink()).describe() == "exit 0");
+    const auto segv = run({"/bin/sh", "-c", "kill -SEGV $$"}, opts(), c.sink());
+    CHECK(segv.describe() == "killed by signal " + std::to_string(SIGSEGV) + " (" + strsignal(SIGSEGV) + ")");
+    const auto hung = run({"/bin/sh", "-c", "sleep 30"}, opts(100), c.sink());
+    CHECK(hung.describe() == "timed out, process group killed");
+    const auto none = run({}, opts(), c.sink());
+    CHECK_FALSE(none.started);
+    CHECK(none.shell_status() == 127);
+    CHECK(none.describe() == "did not start: empty command");
+    const auto missing = run({"/nonexistent/prolog.sh"}, opts(), c.sink());
+    CHECK(missing.error.find("cannot execute /nonexistent/prolog.sh: ") == 0);
+    CHECK(c.lines.empty());
+}
+
+TEST_CASE("a line of exactly the cap is one line, its newline coming later adds no empty line", "[process]") {
+    Captured c;
+    auto o = opts();
+    o.max_line_bytes = 1000;
+    // The newline comes in a later read: the 1000 bytes wait for it, being no more than the cap.
+    auto r = run({"/bin/sh", "-c", "head -c 1000 /dev/zero | tr '\\0' 'x'; sleep 0.2; echo; echo next"}, o, c.sink());
+    CHECK(r.ok());
+    REQUIRE(c.lines.size() == 2);
+    CHECK(c.lines[0].second == std::string(1000, 'x'));
+    CHECK(c.lines[1].second == "next");
+}
+
+TEST_CASE("what the script leaves running in its process group is killed when it exits", "[process]") {
+    // Like slurmd: a prolog's background job does not outlive it.
+    Captured c;
+    auto r = run({"/bin/sh", "-c", "sleep 30 >/dev/null 2>&1 & echo $!; exit 0"}, opts(), c.sink());
+    CHECK(r.ok());
+    REQUIRE(c.lines.size() == 1);
+    const pid_t bg = std::stoi(c.lines[0].second);
+    bool gone = false;
+    for (int i = 0; i < 100 && !gone; ++i) {
+        gone = !alive(bg);
+        if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    CHECK(gone);
+}
+
+TEST_CASE("an exit status the kernel reaped for us is said, not taken for a success", "[process]") {
+    // A parent that ignores SIGCHLD (as some daemons do) gets no exit status: waitpid says ECHILD.
+    struct sigaction old {};
+    struct sigaction ign {};
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    REQUIRE(sigaction(SIGCHLD, &ign, &old) == 0);
+    Captured c;
+    auto r = run({"/bin/sh", "-c", "echo hi; exit 3"}, opts(), c.sink());
+    sigaction(SIGCHLD, &old, nullptr);
+    CHECK(r.started);
+    CHECK(r.error == "exit status unavailable (SIGCHLD ignored)");
+    CHECK_FALSE(r.exited);
+    CHECK_FALSE(r.ok());
+    CHECK(r.shell_status() == 1);
+    CHECK(r.describe() == "exit status unavailable (SIGCHLD ignored)");
+    CHECK_FALSE(r.timed_out);
+    REQUIRE(c.lines.size() == 1);
+    CHECK(c.lines[0].second == "hi");
+}
+
+TEST_CASE("PATH lookup skips empty entries, directories and files that are not executable", "[process]") {
+    jobtrail::test::TempDir dir;
+    const std::string a = dir.path() + "/a", b = dir.path() + "/b", c = dir.path() + "/c";
+    for (const auto& d : {a, b, c}) REQUIRE(::mkdir(d.c_str(), 0755) == 0);
+    REQUIRE(::mkdir((a + "/tool").c_str(), 0755) == 0);  // a directory of that name
+    std::ofstream(b + "/tool") << "#!/bin/sh\n";         // not executable
+    std::ofstream(c + "/tool") << "#!/bin/sh\n";
+    REQUIRE(::chmod((c + "/tool").c_str(), 0755) == 0);
+    CHECK(find_in_path("tool", ":" + a + "::" + b + ":" + c) == c + "/tool");
+    CHECK(find_in_path("tool", a + ":" + b).empty());
+    CHECK(find_in_path("tool", c + ":").empty() == false);
+    CHECK(find_in_path("tool", "").empty());
+    CHECK(find_in_path(b + "/tool", "/bin").empty());  // a path is taken as is, if executable
+    CHECK(find_in_path(c + "/tool", "").size() > 0);
+}
+
+TEST_CASE("the environment given replaces a variable of exactly that name only", "[process]") {
+    ::setenv("JOBTRAIL_T_VAR", "old", 1);
+    ::setenv("JOBTRAIL_T_VARX", "kept", 1);
+    const auto env = environment_with({"JOBTRAIL_T_VAR=new", "JOBTRAIL_T_ADDED=1"});
+    ::unsetenv("JOBTRAIL_T_VAR");
+    ::unsetenv("JOBTRAIL_T_VARX");
+    const auto count = [&](const std::string& kv) { return std::count(env.begin(), env.end(), kv); };
+    CHECK(count("JOBTRAIL_T_VAR=new") == 1);
+    CHECK(count("JOBTRAIL_T_VAR=old") == 0);
+    CHECK(count("JOBTRAIL_T_VARX=kept") == 1);
+    CHECK(count("JOBTRAIL_T_ADDED=1") == 1);
 }

@@ -41,11 +41,12 @@ TEST_CASE("pod log paths: names Kubernetes would refuse are refused, and the err
     };
     for (const auto& c :
          {Case{"/r/ns_my_pod_1234/c/0.log", "<namespace>_<pod>_<uid>"},
-          Case{"/r/ns_pod/c/0.log", "<namespace>_<pod>_<uid>"}, Case{"/r/NS_pod_1234/c/0.log", "namespace 'NS'"},
-          Case{"/r/ns_-pod_1234/c/0.log", "pod name '-pod'"}, Case{"/r/ns_pod..x_1234/c/0.log", "pod name 'pod..x'"},
-          Case{"/r/ns_pod_12 34/c/0.log", "pod uid '12 34'"}, Case{"/r/ns_pod_/c/0.log", "pod uid ''"},
-          Case{"/r/ns_pod_1234/C_x/0.log", "container name 'C_x'"}, Case{"/r/ns_pod_1234/0.log", "three levels"},
-          Case{"/r/ns_pod_1234/c/d/0.log", "three levels"}, Case{"/other/ns_pod_1234/c/0.log", "not under /r"}}) {
+          Case{"/r/ns_pod/c/0.log", "<namespace>_<pod>_<uid>"}, Case{"/r/abc/c/0.log", "<namespace>_<pod>_<uid>"},
+          Case{"/r/NS_pod_1234/c/0.log", "namespace 'NS'"}, Case{"/r/ns_-pod_1234/c/0.log", "pod name '-pod'"},
+          Case{"/r/ns_pod..x_1234/c/0.log", "pod name 'pod..x'"}, Case{"/r/ns_pod_12 34/c/0.log", "pod uid '12 34'"},
+          Case{"/r/ns_pod_/c/0.log", "pod uid ''"}, Case{"/r/ns_pod_1234/C_x/0.log", "container name 'C_x'"},
+          Case{"/r/ns_pod_1234/0.log", "three levels"}, Case{"/r/ns_pod_1234/c/d/0.log", "three levels"},
+          Case{"/other/ns_pod_1234/c/0.log", "not under /r"}}) {
         const auto r = parse_pod_log_path("/r", c.path);
         INFO(c.path << ": " << r.error);
         CHECK_FALSE(r.ok);
@@ -69,4 +70,67 @@ TEST_CASE("pod log paths: a pod uid is a UUID in either case or kubelet's hash, 
     CHECK(uid_of(hash65).find("refused: ") == 0);
     CHECK(uid_of(hash65).find("pod uid '" + hash65 + "'") != std::string::npos);
     for (const char* bad : {"0G3C1A2E", "0f3c1a2e.5b6d", "@f3c1a2e"}) CHECK(uid_of(bad).find("refused: ") == 0);
+}
+
+TEST_CASE("pod log paths: every end of the characters Kubernetes allows is taken, the one beyond it refused",
+          "[pods]") {
+    const auto ok = [](const std::string& ns, const std::string& pod, const std::string& uid, const std::string& c,
+                       const std::string& file = "0.log") {
+        const auto p = parse_pod_log_path("/r", "/r/" + ns + "_" + pod + "_" + uid + "/" + c + "/" + file);
+        INFO(ns << "_" << pod << "_" << uid << "/" << c << "/" << file << ": " << p.error);
+        return p.ok && p.value.ns == ns && p.value.pod == pod && p.value.uid == uid && p.value.container == c;
+    };
+    // Lower-case letters and digits, first and last of each range, at both ends of every name.
+    CHECK(ok("a", "z", "0", "9"));
+    CHECK(ok("z0-9a", "9a-z0.a0-z9", "AF-af-09", "0a-z9"));
+    for (const char* edge : {"`", "{", "/", ":", "A", "Z", "-"}) {
+        INFO("edge " << edge);
+        const std::string e = edge;
+        if (e != "/") {
+            CHECK_FALSE(ok(e + "x", "p", "1", "c"));
+            CHECK_FALSE(ok("n", "p" + e, "1", "c"));
+            CHECK_FALSE(ok("n", "p", "1", "c" + e));
+        }
+    }
+    // Inside a name too: a dot or an upper-case letter between valid ends.
+    CHECK_FALSE(ok("a.b", "p", "1", "c"));
+    CHECK_FALSE(ok("n", "p", "1", "a.b"));
+    CHECK_FALSE(ok("n", "p", "1", "aBc"));
+    CHECK_FALSE(ok("n", "pQp", "1", "c"));
+    // A pod name's labels: none empty, none starting or ending with '-'.
+    CHECK_FALSE(ok("n", "p.", "1", "c"));
+    CHECK_FALSE(ok("n", ".p", "1", "c"));
+    CHECK_FALSE(ok("n", "p.-q", "1", "c"));
+    CHECK_FALSE(ok("n", "p-.q", "1", "c"));
+    // Up to 253 characters in all, in labels of up to 63.
+    const std::string l63(63, 'p');
+    const std::string pod253 = l63 + "." + l63 + "." + l63 + "." + std::string(61, 'q');
+    REQUIRE(pod253.size() == 253);
+    CHECK(ok("n", pod253, "1", "c"));
+    CHECK_FALSE(ok("n", pod253 + "q", "1", "c"));
+    CHECK_FALSE(ok("n", "p." + std::string(64, 'q'), "1", "c"));
+    CHECK(ok("n", "p", "1", std::string(63, 'c')));
+    CHECK_FALSE(ok("n", "p", "1", std::string(64, 'c')));
+    // A uid's hex letters run A-F in upper case: 'A' and 'F' are taken, '@' and 'G' are not.
+    CHECK(ok("n", "p", "A", "c"));
+    CHECK(ok("n", "p", "F", "c"));
+    CHECK_FALSE(ok("n", "p", "@", "c"));
+    CHECK_FALSE(ok("n", "p", "G", "c"));
+    // Restart counts and rotation stamps are digits 0-9; '/' and ':' sit either side of them.
+    CHECK(ok("n", "p", "1", "c", "9.log"));
+    CHECK(ok("n", "p", "1", "c", "10.log.20261231-235959"));
+    CHECK(ok("n", "p", "1", "c", "0.log.09999999-000000"));
+    for (const char* f : {":.log", "0.log.2026123:-235959", "0.log.20261231-23595:", "0.log.20261231+235959",
+                          "0.log.20261231-2359590", "0.log.20261231-23595", "0.log-20261231-235959"})
+        CHECK_FALSE(ok("n", "p", "1", "c", f));
+}
+
+TEST_CASE("pod log paths: a file is under the root only past a '/' after it", "[pods]") {
+    CHECK(parse_pod_log_path("/r", "/r/n_p_1/c/0.log").ok);
+    for (const char* path : {"/rx/n_p_1/c/0.log", "/r", "/r/", "/", ""}) {
+        const auto p = parse_pod_log_path("/r", path);
+        INFO(path);
+        CHECK_FALSE(p.ok);
+        CHECK(p.error.find("not under /r") != std::string::npos);
+    }
 }
