@@ -139,11 +139,21 @@ void MetricsServer::serve(const Render& render) {
         now = monotonic_ns();
         std::erase_if(conns, [now](const Connection& c) { return c.done || now - c.accepted_ns >= kTimeoutNs; });
         if (!(fds[0].revents & POLLIN)) continue;
+        bool freed = false;  // a held connection closed for a descriptor, at most once a round
         while (true) {
             const auto first = std::min_element(
                 conns.begin(), conns.end(), [](const auto& a, const auto& b) { return a.accepted_ns < b.accepted_ns; });
             if (conns.size() >= kMaxConnections && now - first->accepted_ns < kGraceNs) break;
             const int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+            if (fd < 0 && (errno == EMFILE || errno == ENFILE) && !freed && !conns.empty() &&
+                now - first->accepted_ns >= kGraceNs) {
+                // At the descriptor limit, the oldest connection past its grace gives its descriptor
+                // to the new one, as when full: else held idle ones would keep a scrape out until
+                // their deadline.
+                conns.erase(first);
+                freed = true;
+                continue;
+            }
             if (fd < 0) {
                 // Out of descriptors or memory: the connection stays queued and the listener
                 // readable; left alone a while, not polled in a spin.

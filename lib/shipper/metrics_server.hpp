@@ -14,8 +14,9 @@ namespace jobtrail::shipper {
 
 // Serves GET /metrics (Prometheus text) on a loopback address. Connections are served together
 // from one poll loop, each with a deadline and at most kMaxConnections held: a local user's idle
-// or slow connections are closed (the oldest first when too many, once it has had kGraceMs to
-// ask), never waited on, so they cannot make a scrape time out.
+// or slow connections are closed (the oldest first when too many or when the process is out of
+// descriptors, once it has had kGraceMs to ask), never waited on, so they cannot make a scrape
+// time out.
 class MetricsServer {
 public:
     using Render = std::function<std::string()>;

@@ -260,3 +260,59 @@ TEST_CASE("metrics server: held full, a flood of new connections closes none bef
     for (const int fd : held) ::close(fd);
     for (const auto& [fd, since] : flood) ::close(fd);
 }
+
+TEST_CASE(
+    "metrics server: at the descriptor limit the oldest idle connection past its grace makes room for a "
+    "scrape",
+    "[shipper]") {
+    MetricsServer s;
+    REQUIRE(s.start("127.0.0.1:0", [] { return std::string("jobtrail_up 1\n"); }).ok);
+    // Three idle connections a local user holds, all taken and past their grace (their 2 s
+    // deadline far off).
+    std::vector<int> held;
+    for (int i = 0; i < 3; ++i) {
+        held.push_back(idle_connection(s.port()));
+        ::usleep(20'000);  // in order: the first is the oldest
+    }
+    ::usleep(2 * MetricsServer::kGraceMs * 1000);
+    // A scrape's socket, then no descriptor free below the limit: the server's accept fails (EMFILE).
+    const int scrape = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(scrape >= 0);
+    const int lowest_free = ::dup(scrape);
+    REQUIRE(lowest_free >= 0);
+    ::close(lowest_free);
+    rlimit old{};
+    REQUIRE(::getrlimit(RLIMIT_NOFILE, &old) == 0);
+    rlimit low = old;
+    low.rlim_cur = static_cast<rlim_t>(lowest_free);
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
+    const sockaddr_in addr = loopback(s.port());
+    const bool connected = ::connect(scrape, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
+    const std::string request = "GET /metrics HTTP/1.0\r\n\r\n";
+    const bool sent =
+        connected && ::write(scrape, request.data(), request.size()) == static_cast<ssize_t>(request.size());
+    // The answer, waited for less than the held connections' deadline: it must not take their end.
+    std::string answer;
+    pollfd p{scrape, POLLIN, 0};
+    char buf[4096];
+    const int64_t until = jobtrail::monotonic_ns() + (MetricsServer::kConnectionTimeoutMs - 300) * 1'000'000;
+    for (ssize_t n = 1; n > 0 && sent;) {
+        const int64_t left_ms = (until - jobtrail::monotonic_ns()) / 1'000'000;
+        if (left_ms <= 0 || ::poll(&p, 1, static_cast<int>(left_ms)) != 1) break;
+        n = ::read(scrape, buf, sizeof buf);
+        if (n > 0) answer.append(buf, static_cast<size_t>(n));
+    }
+    const auto closed = [](int fd) {
+        pollfd q{fd, POLLIN, 0};
+        char c;
+        return ::poll(&q, 1, 0) == 1 && ::read(fd, &c, 1) == 0;
+    };
+    const bool oldest_closed = closed(held[0]), others_open = !closed(held[1]) && !closed(held[2]);
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &old) == 0);
+    CHECK(connected);
+    CHECK(answer.find("jobtrail_up 1") != std::string::npos);
+    CHECK(oldest_closed);  // it gave its descriptor
+    CHECK(others_open);    // and only it
+    ::close(scrape);
+    for (const int fd : held) ::close(fd);
+}
