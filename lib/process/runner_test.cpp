@@ -295,3 +295,13 @@ TEST_CASE("the environment given replaces a variable of exactly that name only",
     CHECK(count("JOBTRAIL_T_VARX=kept") == 1);
     CHECK(count("JOBTRAIL_T_ADDED=1") == 1);
 }
+
+TEST_CASE("a last line without newline is kept when a daemon still holds the pipe at the end", "[process]") {
+    // The daemon (its own session: the group kill misses it) writes part of a line and keeps the
+    // pipe open past the drain: what it wrote is emitted when the run gives up the pipe.
+    Captured c;
+    auto r = run({"/bin/sh", "-c", "(setsid sh -c 'printf partial; sleep 3' &); sleep 0.3; exit 0"}, opts(), c.sink());
+    CHECK(r.ok());
+    REQUIRE(c.lines.size() == 1);
+    CHECK(c.lines[0] == std::make_pair(Stream::kStdout, std::string("partial")));
+}
