@@ -613,7 +613,7 @@ TEST_CASE("series over several pieces: a stream in many of them comes once, and 
     Client c(ep);
     Stream node;
     node.labels = {{"job", "t"}, {"node", "x"}};
-    node.entries = {{l.now - 25 * kDay, "x's", {}}};
+    node.entries = {{l.now - 15 * kDay, "x's", {}}};  // in a piece of its own
     REQUIRE(c.push(encode_push({node}, false)).status == 204);
     // The node label of each series found ("" for none); Loki 3 adds service_name to each.
     auto nodes = [](const SeriesResult& r) {
