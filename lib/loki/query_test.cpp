@@ -319,3 +319,316 @@ TEST_CASE("the shards of a stream are one stream: no __stream_shard__ label, an 
     for (int i = 0; i < 3000; ++i) want[i] = i;
     CHECK(got == want);  // each once, in time order, across pages of 300
 }
+
+TEST_CASE("a query response Loki could not have sent is refused, saying what is wrong", "[loki]") {
+    // Bytes read back from a server (or whatever answers in its place) are untrusted: each shape
+    // is refused with its own reason, nothing is thrown, and no entry of it is taken.
+    struct Row {
+        const char* body;
+        const char* error;
+    };
+    const Row rows[] = {
+        {"not json at all", "response is not JSON"},
+        {R"(["status","success"])", "response is not JSON"},
+        {R"({"data":{"resultType":"streams","result":[]}})", "status is not success"},
+        {R"({"status":"error","data":{"resultType":"streams","result":[]}})", "status is not success"},
+        {R"({"status":"success"})", "data.resultType is not streams"},
+        {R"({"status":"success","data":[]})", "data.resultType is not streams"},
+        {R"({"status":"success","data":{"result":[]}})", "data.resultType is not streams"},
+        {R"({"status":"success","data":{"resultType":"streams"}})", "data.result is not a list"},
+        {R"({"status":"success","data":{"resultType":"streams","result":{}}})", "data.result is not a list"},
+        {R"({"status":"success","data":{"resultType":"streams","result":[7]}})",
+         "a result entry lacks stream or values"},
+        {R"({"status":"success","data":{"resultType":"streams","result":[{"values":[]}]}})",
+         "a result entry lacks stream or values"},
+        {R"({"status":"success","data":{"resultType":"streams","result":[{"stream":[],"values":[]}]}})",
+         "a result entry lacks stream or values"},
+        {R"({"status":"success","data":{"resultType":"streams","result":[{"stream":{}}]}})",
+         "a result entry lacks stream or values"},
+        {R"({"status":"success","data":{"resultType":"streams","result":[{"stream":{},"values":{}}]}})",
+         "a result entry lacks stream or values"},
+        {R"({"status":"success","data":{"resultType":"streams","result":[{"stream":{},"values":["1"]}]}})",
+         "a value is not"},
+        {R"({"status":"success","data":{"resultType":"streams","result":[{"stream":{},"values":[["1"]]}]}})",
+         "a value is not"},
+        {R"({"status":"success","data":{"resultType":"streams","result":[{"stream":{},"values":[[1,"l"]]}]}})",
+         "a value is not"},
+        {R"({"status":"success","data":{"resultType":"streams","result":[{"stream":{},"values":[["1",2]]}]}})",
+         "a value is not"},
+        {R"({"status":"success","data":{"resultType":"streams","result":[{"stream":{},"values":[["","l"]]}]}})",
+         "a timestamp is not nanoseconds: "},
+        {R"({"status":"success","data":{"resultType":"streams","result":[{"stream":{},"values":[["17x","l"]]}]}})",
+         "a timestamp is not nanoseconds: 17x"},
+    };
+    for (const auto& row : rows) {
+        INFO(row.body);
+        std::vector<LabelSet> streams;
+        std::vector<std::pair<size_t, QueryEntry>> entries;
+        const auto st = parse_streams_response(row.body, streams, entries);
+        CHECK_FALSE(st.ok);
+        CHECK(st.error.find(row.error) == 0);
+        CHECK(entries.empty());
+    }
+}
+
+TEST_CASE("a query response's streams and entries as Loki 3 sends them, metadata element and all", "[loki]") {
+    // Reference §9: with categorize-labels each value has a third element; a label that is not a
+    // string is no label. Entries say which stream they are of.
+    const std::string body =
+        R"({"status":"success","data":{"resultType":"streams","encodingFlags":["categorize-labels"],"result":[)"
+        R"({"stream":{"job":"smjob","probe":"p9","n":5},"values":[["1796113480011844213","level=error msg=boom",)"
+        R"({"structuredMetadata":{"detected_level":"error"}}]]},)"
+        R"({"stream":{"job":"other"},"values":[["2","a"],["3","b"]]}],"stats":{}}})"
+        "\n";
+    std::vector<LabelSet> streams;
+    std::vector<std::pair<size_t, QueryEntry>> entries;
+    const auto st = parse_streams_response(body, streams, entries);
+    INFO(st.error);
+    REQUIRE(st.ok);
+    REQUIRE(streams.size() == 2);
+    CHECK(streams[0] == LabelSet{{"job", "smjob"}, {"probe", "p9"}});
+    CHECK(streams[1] == LabelSet{{"job", "other"}});
+    REQUIRE(entries.size() == 3);
+    CHECK(entries[0].first == 0);
+    CHECK(entries[0].second.ts_ns == 1796113480011844213);
+    CHECK(entries[0].second.line == "level=error msg=boom");
+    CHECK(entries[1].first == 1);
+    CHECK(entries[1].second.ts_ns == 2);
+    CHECK(entries[2].first == 1);
+    CHECK(entries[2].second.line == "b");
+}
+
+TEST_CASE("a series response: label sets up to the cap, anything else refused", "[loki]") {
+    const std::string three = R"({"status":"success","data":[{"job":"a","n":1},{"job":"b"},{"job":"c"}]})"
+                              "\n";
+    for (size_t max : {1, 2, 3, 4}) {
+        INFO("max " << max);
+        std::vector<LabelSet> series;
+        REQUIRE(parse_series_response(three, series, max).ok);
+        REQUIRE(series.size() == std::min<size_t>(max, 3));
+        CHECK(series[0] == LabelSet{{"job", "a"}});
+    }
+    struct Row {
+        const char* body;
+        const char* error;
+    };
+    const Row rows[] = {
+        {"<html>bad gateway</html>", "response is not JSON"},
+        {"[]", "response is not JSON"},
+        {R"({"data":[]})", "status is not success"},
+        {R"({"status":"success"})", "data is not a list of label sets"},
+        {R"({"status":"success","data":{}})", "data is not a list of label sets"},
+        {R"({"status":"success","data":[{"job":"a"},"job"]})", "a series is not a label set"},
+    };
+    for (const auto& row : rows) {
+        INFO(row.body);
+        std::vector<LabelSet> series;
+        const auto st = parse_series_response(row.body, series, 10);
+        CHECK_FALSE(st.ok);
+        CHECK(st.error == row.error);
+    }
+}
+
+TEST_CASE("each refusal in words an operator can act on, Loki's message cut and escaped", "[loki]") {
+    struct Row {
+        long status;
+        std::string body;
+        std::string said;
+    };
+    const Row rows[] = {
+        {401, "no org id\n",
+         "Loki refused the query: no tenant (X-Scope-OrgID) given, and this Loki requires one; set "
+         "shipper.loki.tenant in the config or --tenant (HTTP 401: no org id)"},
+        {401, "unauthorized\n", "Loki refused our credentials (HTTP 401: unauthorized)"},
+        {403, "forbidden", "Loki refused our credentials (HTTP 403: forbidden)"},
+        {400, "the query time range exceeds the limit (query length: 800h0m0s, limit: 30d1h)",
+         "Loki refused the query's time range (its max_query_length; see --max-query-length) (HTTP 400: the query "
+         "time range exceeds the limit (query length: 800h0m0s, limit: 30d1h))"},
+        {400, "max entries limit per query exceeded, limit > max_entries_limit_per_query (10000 > 5000)",
+         "Loki refused the page size (its max_entries_limit_per_query) (HTTP 400: max entries limit per query "
+         "exceeded, limit > max_entries_limit_per_query (10000 > 5000))"},
+        {400, "parse error at line 1, col 1: syntax error: unexpected IDENTIFIER",
+         "Loki refused the query (HTTP 400: parse error at line 1, col 1: syntax error: unexpected IDENTIFIER)"},
+        {422, "unprocessable", "Loki refused the query (HTTP 422: unprocessable)"},
+        {429, "Too Many Requests\n", "Loki refused the query: too many requests (HTTP 429: Too Many Requests)"},
+        {500, "multiple org IDs present", "HTTP 500: multiple org IDs present"},
+        {502, "\n \n", "HTTP 502: "},
+        {404, "", "HTTP 404: "},
+        {400, "bad\x01 line\n", "Loki refused the query (HTTP 400: bad\\x01 line)"},
+        {503, std::string(400, 'x'), "HTTP 503: " + std::string(300, 'x')},
+    };
+    for (const auto& row : rows) {
+        INFO("HTTP " << row.status << " " << row.body.substr(0, 40));
+        CHECK(describe_refusal(row.status, row.body) == row.said);
+    }
+    // A message whose 300th byte is inside a character is cut before that character.
+    CHECK(describe_refusal(500, std::string(299, 'x') + "\xc3\xa9 and on") == "HTTP 500: " + std::string(299, 'x'));
+}
+
+namespace {
+void fault_query(jobtrail::test::LokiDouble& loki, const std::string& json) {
+    CURL* h = curl_easy_init();
+    const std::string url = loki.url() + "/-/fault";
+    curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, json.c_str());
+    REQUIRE(curl_easy_perform(h) == CURLE_OK);
+    curl_easy_cleanup(h);
+}
+
+// A double holding `n` entries of {job="r"}, "e0", "e1", ..., `step_s` seconds apart from t0, and a client to it.
+struct FilledLoki {
+    jobtrail::test::LokiDouble loki;
+    int64_t t0 = jobtrail::realtime_ns() - 600'000'000'000;
+    explicit FilledLoki(int n, std::vector<std::string> args = {}, int64_t step_s = 1) : loki(std::move(args)) {
+        Stream s;
+        s.labels = {{"job", "r"}};
+        for (int i = 0; i < n; ++i)
+            s.entries.push_back({t0 + i * step_s * 1'000'000'000LL, "e" + std::to_string(i), {}});
+        REQUIRE(client().push(encode_push({s}, false)).status == 204);
+    }
+    Client client() {
+        Endpoint ep;
+        ep.url = loki.url();
+        return Client(ep);
+    }
+    QueryResult query(const QueryOptions& o, std::vector<std::string>& got, int64_t span_s = 3600) {
+        Client c = client();
+        return query_range(c, "{job=\"r\"}", t0, t0 + span_s * 1'000'000'000LL, o,
+                           [&](const QueryEntry& e) { got.push_back(e.line); });
+    }
+};
+}  // namespace
+
+TEST_CASE("a query retries 429 and 5xx up to its attempts, a 400 not at all", "[loki][double]") {
+    QueryOptions o;
+    o.backoff_ms = 1;
+    o.max_attempts = 3;
+    SECTION("two 503s, then the answer: three requests, every entry") {
+        FilledLoki l(3);
+        fault_query(l.loki, R"({"mode":"status","status":503,"count":2,"target":"query"})");
+        std::vector<std::string> got;
+        const auto r = l.query(o, got);
+        CHECK_FALSE(r.failed);
+        CHECK(r.requests == 3);
+        CHECK(got == std::vector<std::string>{"e0", "e1", "e2"});
+    }
+    SECTION("429 every time: as many requests as attempts, then the refusal") {
+        FilledLoki l(3);
+        fault_query(l.loki, R"({"mode":"status","status":429,"body":"Too Many Requests\n","target":"query"})");
+        std::vector<std::string> got;
+        const auto r = l.query(o, got);
+        CHECK(r.failed);
+        CHECK(r.requests == 3);
+        CHECK(r.http_status == 429);
+        CHECK(r.error == "Loki refused the query: too many requests (HTTP 429: Too Many Requests)");
+        CHECK(got.empty());
+    }
+    SECTION("500 is retried as well") {
+        FilledLoki l(1);
+        fault_query(l.loki, R"({"mode":"status","status":500,"count":1,"target":"query"})");
+        std::vector<std::string> got;
+        const auto r = l.query(o, got);
+        CHECK_FALSE(r.failed);
+        CHECK(r.requests == 2);
+        CHECK(got.size() == 1);
+    }
+    SECTION("a 400 is Loki's answer: asked once") {
+        FilledLoki l(1);
+        fault_query(l.loki, R"({"mode":"status","status":400,"body":"parse error","target":"query"})");
+        std::vector<std::string> got;
+        const auto r = l.query(o, got);
+        CHECK(r.failed);
+        CHECK(r.requests == 1);
+        CHECK(r.http_status == 400);
+    }
+    SECTION("no answer at all: retried, then the transport's error") {
+        Endpoint ep;
+        {
+            jobtrail::test::LokiDouble gone;
+            ep.url = gone.url();
+        }  // stopped: its port refuses connections now
+        Client c(ep);
+        const auto r = query_range(c, "{job=\"r\"}", 0, 1'000'000'000, o, [](const QueryEntry&) {});
+        CHECK(r.failed);
+        CHECK(r.http_status == 0);
+        CHECK(r.requests == 3);
+        CHECK_FALSE(r.error.empty());
+    }
+}
+
+TEST_CASE("max_entries stops the query after exactly that many entries and says it was cut", "[loki][double]") {
+    FilledLoki l(6);
+    for (uint64_t max : {uint64_t{4}, uint64_t{6}, uint64_t{0}}) {
+        INFO("max_entries " << max);
+        QueryOptions o;
+        o.max_entries = max;
+        std::vector<std::string> got;
+        const auto r = l.query(o, got);
+        CHECK_FALSE(r.failed);
+        CHECK(got.size() == (max == 4 ? 4u : 6u));
+        CHECK(r.entries == got.size());
+        CHECK(r.truncated == (max == 4));
+    }
+}
+
+TEST_CASE("a max_query_length of one minute is learned and a shorter one is not", "[loki][double]") {
+    // Reference §10: Loki names its limit in the 400. Down to a minute, the query goes on in
+    // pieces that short; a Loki naming less is refused, not sent thousands of requests.
+    SECTION("1m: four pieces after the refused first request") {
+        FilledLoki l(5, {"--max-query-length", "60"}, 40);  // at 0, 40, 80, 120 and 160 s
+        std::vector<std::string> got;
+        const auto r = l.query({}, got, 200);
+        INFO(r.error);
+        CHECK_FALSE(r.failed);
+        CHECK(got == std::vector<std::string>{"e0", "e1", "e2", "e3", "e4"});
+        CHECK(r.requests == 5);  // the refused 200 s, then 60 + 60 + 60 + 20 s
+    }
+    SECTION("30s: refused, and said") {
+        FilledLoki l(1, {"--max-query-length", "30"});
+        std::vector<std::string> got;
+        const auto r = l.query({}, got, 200);
+        CHECK(r.failed);
+        CHECK(r.http_status == 400);
+        CHECK(r.requests == 1);
+        CHECK(r.error.find("Loki refused the query's time range") == 0);
+        CHECK(r.error.find("limit: 30s") != std::string::npos);
+    }
+    SECTION("no max_query_length of ours: one request for the whole range") {
+        FilledLoki l(3);
+        QueryOptions o;
+        o.max_query_length_ns = 0;
+        std::vector<std::string> got;
+        const auto r = l.query(o, got, 10 * 86'400);
+        CHECK_FALSE(r.failed);
+        CHECK(r.requests == 1);
+        CHECK(got.size() == 3);
+    }
+}
+
+TEST_CASE("series over several pieces: a stream in many of them comes once, and the cap holds across pieces",
+          "[loki][double]") {
+    LimitedLoki l({"--max-query-length", std::to_string(10 * 86'400)});  // {job="t"}: 35, 20 and 0 days old
+    Endpoint ep;
+    ep.url = l.loki.url();
+    Client c(ep);
+    Stream node;
+    node.labels = {{"job", "t"}, {"node", "x"}};
+    node.entries = {{l.now - 15 * kDay, "x's", {}}};  // in a piece of its own
+    REQUIRE(c.push(encode_push({node}, false)).status == 204);
+    // The node label of each series found ("" for none); Loki 3 adds service_name to each.
+    auto nodes = [](const SeriesResult& r) {
+        std::vector<std::string> out;
+        for (const auto& s : r.series) out.push_back(s.count("node") ? s.at("node") : "");
+        return out;
+    };
+    const auto all = series(c, "{job=\"t\"}", l.now - 40 * kDay, l.now, {});
+    INFO(all.error);
+    CHECK_FALSE(all.failed);
+    auto got = nodes(all);
+    std::sort(got.begin(), got.end());
+    CHECK(got == std::vector<std::string>{"", "x"});
+    // One at most: the first piece's ({job="t"}, 35 days old), none of the later pieces'.
+    const auto one = series(c, "{job=\"t\"}", l.now - 40 * kDay, l.now, {}, 1);
+    CHECK_FALSE(one.failed);
+    CHECK(nodes(one) == std::vector<std::string>{""});
+}

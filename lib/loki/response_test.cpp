@@ -209,3 +209,99 @@ TEST_CASE("a per-stream limit in a unit we do not know is no limit named, never 
         CHECK(r.rejected.at("per_stream_rate_limit") == 128);
     }
 }
+
+TEST_CASE("the first message is the body's first line, whole when there is no newline", "[loki]") {
+    const auto r = classify_push_response(
+        400,
+        "entry for stream '{job=\"future\"}' has timestamp too new: 2026-12-01T09:23:43Z\nsecond line of the body\n");
+    CHECK(r.first_message == "entry for stream '{job=\"future\"}' has timestamp too new: 2026-12-01T09:23:43Z");
+    CHECK(classify_push_response(500, "internal error").first_message == "internal error");
+}
+
+TEST_CASE("every 3xx from 300 to 399 stored nothing and is retried while 299 is a success", "[loki]") {
+    // 300 and 399 bound the 3xx range a proxy might answer; 299 is still a success.
+    CHECK(classify_push_response(300, "").verdict == Verdict::kRetry);
+    CHECK(classify_push_response(399, "").verdict == Verdict::kRetry);
+    CHECK(classify_push_response(299, "").verdict == Verdict::kAccepted);
+}
+
+TEST_CASE("Loki 3 label refusals are label errors: name or value too long and unparsable labels", "[loki]") {
+    // Reference §8: each of these wordings on its own, as Loki 3.4 answers them.
+    const std::string long_value(3000, 'y'), long_name(1100, 'n');
+    const std::vector<std::string> bodies = {
+        "couldn't parse labels: 1:5: parse error: unexpected character inside braces: '-'\n",
+        "stream '{job=\"x\", service_name=\"x\", v=\"" + long_value + "\"}' has label value too long: '" + long_value +
+            "'\n",
+        "stream '{job=\"x\", " + long_name + "=\"y\", service_name=\"x\"}' has label name too long: '" + long_name +
+            "'\n",
+        "error parsing labels {job=\"x\": 1:9: unexpected end of input\n",
+    };
+    for (const auto& body : bodies) {
+        INFO(body.substr(0, 60));
+        const auto r = classify_push_response(400, body);
+        CHECK(r.verdict == Verdict::kRejected);
+        CHECK(r.rejected.size() == 1);
+        CHECK(r.rejected.count("labels") == 1);
+        CHECK(r.rejected_count() == 1);
+    }
+    const auto md = classify_push_response(
+        400,
+        "stream '{job=\"x\"}' includes structured metadata, but this feature is disallowed. Please see "
+        "`limits_config.structured_metadata` or contact your Loki administrator to enable it.\n");
+    CHECK(md.rejected.at("structured_metadata") == 1);
+}
+
+TEST_CASE("a group count of any digits is read whole: 9 and 19 errors like", "[loki]") {
+    // Reference §3: "N errors like: <text>" joined by "; ". Counts with a 9 in them.
+    const std::string lab = "{probe=\"p3nine\", run=\"R\", service_name=\"unknown_service\"}";
+    const auto r =
+        classify_push_response(400, "9 errors like: Max entry size '2048' bytes exceeded for stream '" + lab +
+                                        "' while adding an entry with length '3000' bytes; 19 errors like: "
+                                        "entry for stream '" +
+                                        lab + "' has timestamp too new: 2026-12-01T09:23:43Z\n");
+    CHECK(r.rejected.at("line_too_long") == 9);
+    CHECK(r.rejected.at("too_new") == 19);
+    CHECK(r.rejected_known_bytes == 9 * 3000);
+    CHECK(r.rejected_known_entries == 9);
+}
+
+TEST_CASE("two streams refused by the ingester each count their own trailer", "[loki]") {
+    // Loki lists up to 10 entries of a stream, then "total ignored: N out of M" for it: the
+    // unlisted ones are counted under that stream's reason, not the other stream's.
+    std::string body;
+    for (int i = 0; i < 3; ++i)
+        body +=
+            "entry with timestamp 2026-12-01 06:24:0" + std::to_string(i) +
+            ".635651333 +0000 UTC ignored, reason: 'entry too far behind, entry timestamp is: 2026-12-01T06:24:01Z, "
+            "oldest acceptable timestamp is: 2026-12-01T07:24:01Z',\n";
+    body += "user 'fake', total ignored: 3 out of 5 for stream: {s=\"S\"}\n";
+    for (int i = 0; i < 10; ++i)
+        body +=
+            "entry with timestamp 2026-12-01 08:23:14.33715308" + std::to_string(i) +
+            " +0000 UTC ignored, reason: 'Per stream rate limit exceeded (limit: 64KB/sec) while attempting to ingest "
+            "for stream '{s=\"A\"}' totaling 1000B, consider splitting a stream via additional labels or contact your "
+            "Loki administrator to see if the limit can be increased',\n";
+    body += "user 'fake', total ignored: 40 out of 40 for stream: {s=\"A\"}\n";
+    const auto r = classify_push_response(429, body);
+    CHECK(r.rejected.at("too_far_behind") == 3);
+    CHECK(r.rejected.at("per_stream_rate_limit") == 40);
+    CHECK(r.rejected.size() == 2);
+    CHECK(r.total_ignored == 43);
+    CHECK(r.total_entries == 45);
+    CHECK(r.stream_rate_limit == 64 * 1024);
+}
+
+TEST_CASE("a unit followed by a letter is another word: every letter A to Z and a to z", "[loki]") {
+    // What ends the unit is not a letter: "/sec", ")", a space. The characters either side of
+    // the letter ranges ('@' '[' '`' '{') end it like any other.
+    for (char c = 'A'; c <= 'Z'; ++c) {
+        INFO(c);
+        CHECK(per_stream_429_naming(std::string("64KB") + c).stream_rate_limit == 0);
+        CHECK(per_stream_429_naming(std::string("64KB") + static_cast<char>(c - 'A' + 'a')).stream_rate_limit == 0);
+    }
+    for (const char c : {'@', '[', '`', '{', ' ', ')'}) {
+        INFO(c);
+        CHECK(per_stream_429_naming(std::string("64KB") + c).stream_rate_limit == 64 * 1024);
+    }
+    CHECK(per_stream_429_naming("64kB").stream_rate_limit == 64 * 1024);  // lower-case k, as in SI
+}

@@ -1005,3 +1005,81 @@ TEST_CASE("a compressed run of exactly the largest raw size is read, one byte mo
     CHECK(decode_frame(buf, back, &used, &why) == DecodeStatus::kCorrupt);
     CHECK(why == "malformed compressed run");
 }
+
+TEST_CASE("segments left before the acknowledged one by an interrupted ack are removed at open", "[spool]") {
+    jobtrail::test::TempDir dir;
+    Position end;
+    std::string first;
+    {
+        Spool s;
+        REQUIRE(s.open({dir.path(), 4096}));
+        for (int i = 0; i < 100; ++i) s.append(alt(i, 100));
+        REQUIRE(s.sync());
+        REQUIRE(count_segments(dir.path()) > 3);
+        first = jobtrail::read_small_file(dir.path() + "/seg-0000000000000001", 1 << 20).value_or("");
+        REQUIRE_FALSE(first.empty());
+        std::vector<Record> chunk;
+        REQUIRE(s.read(chunk, 60, 1 << 20, end) == 60);
+        REQUIRE(end.segment > 2);
+        REQUIRE(s.ack(end));  // the segments before end's go
+    }
+    // As if the process died between writing "acked" and unlinking: the first segment is back.
+    std::ofstream(dir.path() + "/seg-0000000000000001", std::ios::binary) << first;
+    Spool s;
+    Spool::Recovery rv;
+    REQUIRE(s.open({dir.path(), 4096}, &rv));
+    CHECK(rv.segments_removed == 1);
+    CHECK_FALSE(std::filesystem::exists(dir.path() + "/seg-0000000000000001"));
+    const auto got = read_all(s, end);
+    REQUIRE(got.size() == 40);
+    CHECK(got.front() == alt(60, 100));
+}
+
+TEST_CASE("files in the spool directory that are not named as segments are neither read nor removed", "[spool]") {
+    jobtrail::test::TempDir dir;
+    std::string frame;
+    append_frame(frame, rec(99));
+    // A segment's name is "seg-" and 16 digits, nothing more or less.
+    const std::vector<std::string> others = {"seg-0000000000000002.tmp", "seg-00000000000000003", "seg-000000000000004",
+                                             "segment", "seg-"};
+    for (const auto& name : others) std::ofstream(dir.path() + "/" + name, std::ios::binary) << frame;
+    {
+        Spool s;
+        Spool::Recovery rv;
+        REQUIRE(s.open({dir.path()}, &rv));
+        CHECK(rv.truncated_bytes == 0);
+        s.append(rec(1));
+        REQUIRE(s.sync());
+        Position end;
+        const auto got = read_all(s, end);
+        CHECK(got == std::vector<Record>{rec(1)});
+        REQUIRE(s.ack(end));
+    }
+    for (const auto& name : others) {
+        INFO(name);
+        CHECK(jobtrail::read_small_file(dir.path() + "/" + name, 1 << 20).value_or("") == frame);
+    }
+}
+
+TEST_CASE("a read stops once its frames reach max_bytes: two frames' bytes exactly give two records, one more three",
+          "[spool]") {
+    jobtrail::test::TempDir dir;
+    Spool s;
+    REQUIRE(s.open({dir.path()}));
+    for (int i = 0; i < 6; ++i) s.append(alt(i, 50));  // two streams by turns: a frame each
+    REQUIRE(s.sync());
+    ReadBatch b;
+    Position end;
+    REQUIRE(s.read(b, 1000, 1 << 20, end) == 6);
+    const uint64_t two = b.frame_start(2).offset;  // where the third frame starts: the first two's bytes
+    REQUIRE(b.frame_start(2).segment == 1);
+    s.rewind();
+    REQUIRE(s.read(b, 1000, two, end) == 2);
+    CHECK(b.bytes() == two);
+    CHECK(end == Position{1, two});
+    s.rewind();
+    CHECK(s.read(b, 1000, two + 1, end) == 3);
+    s.rewind();
+    CHECK(s.read(b, 2, 1 << 20, end) == 2);  // and max_records frames of single records exactly
+    CHECK(end == Position{1, two});
+}
