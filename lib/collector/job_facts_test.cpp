@@ -58,7 +58,7 @@ Fields spank_only(const Fields& f) {
 
 }  // namespace
 
-TEST_CASE("a prolog's header holds every job fact Slurm gave, in a fixed order, and every SPANK variable sorted",
+TEST_CASE("a prolog's header holds every job fact Slurm gave in a fixed order and every SPANK variable sorted",
           "[collector]") {
     const Env env({{"SLURM_JOB_ID", "4242"},
                    {"SLURM_JOB_USER", "alice"},

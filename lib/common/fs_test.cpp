@@ -269,7 +269,7 @@ TEST_CASE("read_small_file reads a file of any size up to its cap and fails on w
     CHECK_FALSE(read_small_file(d.path()));  // a directory: read() fails with EISDIR
 }
 
-TEST_CASE("a held lock names the holder's pid as written, without its newline", "[common]") {
+TEST_CASE("a held lock names the holder's pid as written without its newline", "[common]") {
     TempDir d;
     const std::string path = d.path() + "/shipper.lock";
     auto hold = [&](const std::string& content) {

@@ -38,7 +38,7 @@ TEST_CASE("the last lead byte of each UTF-8 length is kept and bytes that lead n
     CHECK(out == "kept \\x01");
 }
 
-TEST_CASE("\\xNN escapes decode with any hex digit of either case and the rest is kept as written", "[common]") {
+TEST_CASE("hex escapes decode with any hex digit of either case and the rest is kept as written", "[common]") {
     CHECK(unescape_hex("\\x0a\\x9f\\xA0\\xFF\\x30\\xaf\\xBf") == "\x0a\x9f\xa0\xff\x30\xaf\xbf");
     CHECK(unescape_hex("\\x4Z") == "\\x4Z");
     CHECK(unescape_hex("\\xZ4") == "\\xZ4");

@@ -53,7 +53,7 @@ TEST_CASE("an RFC 3339 stamp with a letter in any digit of its date or time is r
     CHECK_FALSE(parse_rfc3339_ns("2026-11-29T21:52:22.x5Z"));
 }
 
-TEST_CASE("RFC 3339 fields at their first and last values are read, one past them refused", "[common]") {
+TEST_CASE("RFC 3339 fields at their first and last values are read and one past them refused", "[common]") {
     CHECK(parse_rfc3339_ns("2026-01-01T00:00:00Z") == int64_t{1'767'225'600} * kSec);
     CHECK(parse_rfc3339_ns("2026-12-31T23:59:59Z") == int64_t{1'798'761'599} * kSec);
     // February, and the day after a leap day; a leap second is the next minute's first.

@@ -624,7 +624,7 @@ TEST_CASE("devices: a node-wide device record names every running job whose devi
           "5: no device file known for Slurm GPU index 2)");
 }
 
-TEST_CASE("devices: PCI functions 0 to 7 and domains of 4 or 8 digits make a key, nothing else does", "[devices]") {
+TEST_CASE("devices: PCI functions 0 to 7 and domains of 4 or 8 digits make a key and nothing else does", "[devices]") {
     CHECK(bdf_key("0000:3b:00.7") == "0000:3b:00");
     CHECK(bdf_key(" 0000:3b:00.0\n") == "0000:3b:00");
     CHECK(bdf_key("0000:3b:00.8").empty());
