@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 
@@ -14,6 +15,7 @@
 #include "collector/kernel_snapshot.hpp"
 #include "collector/scripts.hpp"
 #include "collector_job.hpp"
+#include "common/time.hpp"
 #include "jobtrail/version.hpp"
 
 using namespace jobtrail;
@@ -150,4 +152,36 @@ TEST_CASE("one of jobtrail's own steps that throws is said in the job log and th
     const auto log = job.log("prolog");
     CHECK(logged(log, "jobtrail", "error: devices failed: no such GPU"));
     CHECK(logged(log, "jobtrail", "error: probes failed"));
+}
+
+TEST_CASE("a prolog's job log opens with its meta lines in order and ends with its status and summary", "[collector]") {
+    CollectorJob job("");
+    captured(2, [&] {
+        Session s(Phase::kProlog, job.config());
+        s.header();
+        s.footer(3, "probes=2");
+    });
+    const auto log = job.log("prolog");
+    std::vector<std::string> meta, end;
+    for (const auto& l : log) {
+        if (l.tag == "meta") meta.push_back(l.text);
+        if (l.tag == "end") end.push_back(l.text);
+    }
+    REQUIRE(meta.size() >= 6);
+    CHECK(meta[0] == "phase=prolog");
+    CHECK(meta[1] == std::string("jobtrail_version=") + kVersion);
+    REQUIRE(meta[2].starts_with("start_time="));
+    CHECK(parse_rfc3339_ns(meta[2].substr(11)));
+    CHECK(meta[3] == "job_id=4242");
+    CHECK(meta[meta.size() - 2] == "config=" + job.config());
+    CHECK(meta.back().starts_with("boot_id="));
+    REQUIRE(end.size() == 1);
+    CHECK(std::regex_match(end[0], std::regex("status=3 duration_ms=[0-9]+\\.[0-9]{3} probes=2")));
+
+    CollectorJob again("", "4343");
+    captured(2, [&] {
+        Session s(Phase::kEpilog, again.config());
+        s.footer(0, "");
+    });
+    CHECK(std::regex_match(again.text("epilog", "end", ""), std::regex("status=0 duration_ms=[0-9]+\\.[0-9]{3}")));
 }

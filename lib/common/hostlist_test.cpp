@@ -57,3 +57,45 @@ TEST_CASE("a hostlist is held to a number of hosts and a name length, however it
     CHECK(error_of(std::string(256, 'a')).find("over 255 bytes") != std::string::npos);
     CHECK(expand_hostlist(std::string(255, 'a')).ok);
 }
+
+TEST_CASE("every host name character is kept and the bytes next to them are refused", "[common][hostlist]") {
+    CHECK(hosts("az-AZ_09.x,b") == std::vector<std::string>{"az-AZ_09.x", "b"});
+    for (const char c : {'a', 'z', 'A', 'Z', '0', '9', '-', '_', '.'}) {
+        const std::string name = std::string("n") + c;
+        CHECK(hosts(name) == std::vector<std::string>{name});
+    }
+    for (const char c : {'`', '{', '@', '/', ':', '+', '*', '\0'}) {
+        const std::string list = std::string("n") + c;
+        INFO(int(c));
+        CHECK(error_of(list) == "hostlist \"" + list + "\": a byte that is not a host name character at byte 1");
+    }
+}
+
+TEST_CASE("a range of one number and a number of nine digits expand and a byte in a range is named",
+          "[common][hostlist]") {
+    CHECK(hosts("n[5-5]") == std::vector<std::string>{"n5"});
+    CHECK(hosts("n[7]") == std::vector<std::string>{"n7"});
+    CHECK(hosts("n[0]") == std::vector<std::string>{"n0"});
+    CHECK(hosts("n[123456789]") == std::vector<std::string>{"n123456789"});
+    CHECK(error_of("n[1234567890]") == "hostlist \"n[1234567890]\": a range number longer than 9 digits at byte 12");
+    CHECK(error_of("n[1-1234567890]") ==
+          "hostlist \"n[1-1234567890]\": a range number longer than 9 digits at byte 14");
+    CHECK(error_of("jt[1 ]") == "hostlist \"jt[1 ]\": '?' in a range at byte 4");
+}
+
+TEST_CASE("hosts named before a bracket group count against the limit", "[common][hostlist][hostile]") {
+    CHECK(expand_hostlist("a,b,c", 3).ok);
+    CHECK(error_of("a,b,c,d", 3) == "hostlist \"a,b,c,d\": more than 3 hosts at byte 7");
+    CHECK(expand_hostlist("a,n[1-4]", 5).ok);
+    CHECK(error_of("a,n[1-5]", 5) == "hostlist \"a,n[1-5]\": more than 5 hosts at byte 3");
+    CHECK(expand_hostlist("n[1-5]", 5).ok);
+}
+
+TEST_CASE("a hostlist is read to its last byte and not past it", "[common][hostlist][hostile]") {
+    for (const std::string list : {"gpu01", "gpu[01-02]", "a,b"}) {
+        INFO(list);
+        const std::vector<char> exact(list.begin(), list.end());
+        const auto r = expand_hostlist(std::string_view(exact.data(), exact.size()));
+        CHECK(r.ok);
+    }
+}

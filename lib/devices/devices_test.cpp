@@ -482,3 +482,240 @@ TEST_CASE("devices: the kernel's 'Killed process' line finds the memory cgroup o
     CHECK(r.basis == Basis::kNode);
     CHECK(r.owner.empty());
 }
+
+namespace {
+
+std::string oom_line(const std::string& memcg, const std::string& tail) {
+    return "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=" + memcg +
+           ",task_memcg=" + memcg + "/step_0/user/task_0" + tail;
+}
+
+}  // namespace
+
+TEST_CASE("devices: the kernel's uid is compared to the job's user when it is ten digits or fewer", "[devices]") {
+    Attributor a;
+    a.upsert("4242", "1000", 100, 0, {}, "");
+    const std::string memcg = "/system.slice/slurmstepd.scope/job_4242";
+    auto r = a.attribute(300, oom_line(memcg, ",task=eat,pid=5,uid=1009"), "");
+    CHECK(r.basis == Basis::kNode);
+    CHECK(r.note == "not attributed: the kernel's uid=1009 is not job 4242's user (uid 1000)");
+    r = a.attribute(300, oom_line(memcg, ",task=eat,pid=6,uid=4294967294"), "");
+    CHECK(r.note == "not attributed: the kernel's uid=4294967294 is not job 4242's user (uid 1000)");
+    // What is not a uid (eleven digits, a letter, nothing) is not compared.
+    for (const char* uid : {"10000000000", "1000x", ""}) {
+        INFO(uid);
+        r = a.attribute(300, oom_line(memcg, std::string(",task=eat,pid=7,uid=") + uid), "");
+        CHECK(r.basis == Basis::kMemcg);
+        CHECK(r.owner == "4242");
+    }
+    // cgroup v1's uid_ the same way; "uid_" alone is no uid, and the job below it is not read.
+    r = a.attribute(300, oom_line("/slurm/uid_4294967294/job_4242", ",task=eat,pid=8,uid=1000"), "");
+    CHECK(r.note == "not attributed: the cgroup's uid_4294967294 is not job 4242's user (uid 1000)");
+    r = a.attribute(300, oom_line("/slurm/uid_/job_4242", ",task=eat,pid=9,uid=1000"), "");
+    CHECK(r.basis == Basis::kNode);
+    CHECK(r.owner.empty());
+}
+
+TEST_CASE("devices: a memory cgroup is a job's only right below a configured root", "[devices][hostile]") {
+    Attributor a;
+    a.upsert("4242", "1000", 100, 0, {}, "");
+    for (const std::string memcg : {"/job_4242", "/other/job_4242", "/slurmx/job_4242"}) {
+        INFO(memcg);
+        const auto r = a.attribute(300, oom_line(memcg, ",task=eat,pid=5,uid=1000"), "");
+        CHECK(r.basis == Basis::kNode);
+        CHECK(r.note == "not attributed: memory cgroup " + memcg +
+                            " is not under Slurm's cgroup root (collector.slurm_cgroup_roots)");
+    }
+    // A root given with a trailing '/', and '/' itself.
+    Attributor slash({"/slurm/"});
+    slash.upsert("4242", "1000", 100, 0, {}, "");
+    CHECK(slash.attribute(300, oom_line("/slurm/uid_1000/job_4242", ",task=eat,pid=5,uid=1000"), "").owner == "4242");
+    Attributor top({"/"});
+    top.upsert("4242", "1000", 100, 0, {}, "");
+    CHECK(top.attribute(300, oom_line("/job_4242", ",task=eat,pid=5,uid=1000"), "").owner == "4242");
+    CHECK(top.attribute(300, oom_line("/x/job_4242", ",task=eat,pid=6,uid=1000"), "").owner.empty());
+}
+
+TEST_CASE("devices: an OOM kill line's fields are read where the kernel writes them", "[devices][hostile]") {
+    const auto roots = default_slurm_cgroup_roots();
+    // A cpuset name is the user's: one that ends in "oom_memcg=/..." is not the field.
+    auto k = parse_oom_kill(
+        "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=xoom_memcg=/slurm/uid_1000/job_99,mems_allowed=0,"
+        "oom_memcg=/slurm/uid_1000/job_42,task_memcg=/slurm/uid_1000/job_42/step_0,task=eat,pid=5,uid=1000",
+        roots);
+    CHECK(k.job_id == "42");
+    // An oom_memcg that is not a path gives way to task_memcg.
+    k = parse_oom_kill(
+        "oom-kill:constraint=CONSTRAINT_MEMCG,oom_memcg=(null),task_memcg=/slurm/uid_1000/job_42/step_0,task=e,pid=5",
+        roots);
+    CHECK(k.job_id == "42");
+    CHECK(k.pid == 5);
+    CHECK(k.uid.empty());
+    // pid=0 is no process; a ",pid=" only before task= is a cgroup's name, not the kernel's pid.
+    CHECK(
+        parse_oom_kill("oom-kill:constraint=CONSTRAINT_NONE,global_oom,task_memcg=/a,task=e,pid=0,uid=0", roots).pid ==
+        -1);
+    k = parse_oom_kill(
+        "oom-kill:constraint=CONSTRAINT_MEMCG,oom_memcg=/slurm/uid_1000/job_42,task_memcg=/slurm/"
+        "uid_1000/job_42/x,pid=77,task=e",
+        roots);
+    CHECK(k.job_id == "42");
+    CHECK(k.pid == -1);
+    // A path that ends in '/' and names no job.
+    k = parse_oom_kill("oom-kill:constraint=CONSTRAINT_MEMCG,oom_memcg=/user.slice/x/,task=e,pid=3,uid=0", roots);
+    CHECK(k.job_id.empty());
+    CHECK(k.refused.empty());
+    CHECK(killed_pid("Out of memory: Killed process 0 (x)") == -1);
+    CHECK(killed_pid("Out of memory (oom_kill_allocating_task) for pid 5") == -1);
+}
+
+TEST_CASE("devices: an OOM kill line without a pid still names its job or says why not", "[devices]") {
+    Attributor a;
+    a.upsert("4242", "1000", 100, 0, {}, "");
+    auto r = a.attribute(300, "oom-kill:constraint=CONSTRAINT_MEMCG,oom_memcg=/slurm/uid_1000/job_4242", "");
+    CHECK(r.basis == Basis::kMemcg);
+    CHECK(r.owner == "4242");
+    r = a.attribute(300, "oom-kill:constraint=CONSTRAINT_MEMCG,oom_memcg=/user.slice/job_4242", "");
+    CHECK(r.basis == Basis::kNode);
+    CHECK(r.note ==
+          "not attributed: memory cgroup /user.slice/job_4242 is not under Slurm's cgroup root "
+          "(collector.slurm_cgroup_roots)");
+    // A global OOM is node-wide with nothing to explain; a job this node never ran is said.
+    r = a.attribute(300, "oom-kill:constraint=CONSTRAINT_NONE,global_oom,task_memcg=/system.slice/x,task=e,pid=9,uid=0",
+                    "");
+    CHECK(r.basis == Basis::kNode);
+    CHECK(r.note.empty());
+    r = a.attribute(300, oom_line("/slurm/uid_1000/job_9", ",task=eat,pid=10,uid=1000"), "");
+    CHECK(r.note == "not attributed: job 9 of its memory cgroup did not run on this node");
+}
+
+TEST_CASE("devices: a job's devices are those of its latest marker and two equal claims agree", "[devices]") {
+    Attributor a;
+    a.upsert("1", "0", 100, 0, {gpu(0, "0000:1b:00.0")}, "");
+    a.upsert("1", "0", 100, 0, {gpu(1, "0000:3b:00.0")}, "");
+    REQUIRE(a.devices_of("1"));
+    CHECK(a.devices_of("1")->size() == 1);
+    CHECK(a.devices_of("2") == nullptr);
+    CHECK(a.attribute(300, "NVRM: Xid (PCI:0000:1b:00): 79, x", "0000:1b:00").basis == Basis::kNode);
+    CHECK(a.owner_of("0000:1b:00.0", 300).empty());
+    CHECK(a.attribute(300, "NVRM: Xid (PCI:0000:3b:00): 79, x", "0000:3b:00").owner == "1");
+
+    // Two markers on one GPU with the same start: the record and owner_of name the same job.
+    a.upsert("2", "0", 100, 0, {gpu(1, "0000:3b:00.0")}, "");
+    const auto r = a.attribute(300, "NVRM: Xid (PCI:0000:3b:00): 79, x", "0000:3b:00");
+    CHECK(r.owner == "2");
+    CHECK(a.owner_of("0000:3b:00.0", 300) == r.owner);
+    CHECK(a.owner_of("garbage", 300).empty());
+    const auto bad = a.attribute(300, "NVRM: Xid (PCI:zz): 79, x", "zz");
+    CHECK(bad.basis == Basis::kNode);
+    CHECK(bad.note == "zz is no running job's device");
+}
+
+TEST_CASE("devices: a node-wide device record names every running job whose devices are unknown", "[devices]") {
+    Attributor a;
+    a.upsert("1", "0", 100, 0, {gpu(0, "0000:1b:00.0")}, "");
+    a.upsert("4", "0", 100, 0, {}, "the driver lists no GPU with minor 3");
+    a.upsert("5", "0", 100, 0, {}, "no device file known for Slurm GPU index 2");
+    a.upsert("6", "0", 100, 200, {}, "ended before the record");
+    const auto r = a.attribute(300, "NVRM: Xid (PCI:0000:86:00): 48, x", "0000:86:00");
+    CHECK(r.basis == Basis::kNode);
+    CHECK(r.note ==
+          "0000:86:00 is no running job's device (devices unknown for job 4: the driver lists no GPU with minor 3, "
+          "5: no device file known for Slurm GPU index 2)");
+}
+
+TEST_CASE("devices: PCI functions 0 to 7 and domains of 4 or 8 digits make a key and nothing else does", "[devices]") {
+    CHECK(bdf_key("0000:3b:00.7") == "0000:3b:00");
+    CHECK(bdf_key(" 0000:3b:00.0\n") == "0000:3b:00");
+    CHECK(bdf_key("0000:3b:00.8").empty());
+    CHECK(bdf_key("0000:3b:00.10").empty());
+    CHECK(bdf_key("0000:3b:00.").empty());
+    CHECK(bdf_key("00010000:3b:00.0").empty());
+    CHECK(bdf_key("000:3b:00").empty());
+    CHECK(bdf_key("0000:3:00").empty());
+    CHECK(bdf_key("0000:3b:000").empty());
+    CHECK(bdf_key("0000:3g:00").empty());
+    CHECK(bdf_key("0000:3b:0g").empty());
+    CHECK(bdf_key("0000:0000:3b:00").empty());
+    CHECK(bdf_key("ABCD:EF:1F.0") == "abcd:ef:1f");
+}
+
+TEST_CASE("devices: index lists take up to seven digits a number and each index once", "[devices]") {
+    CHECK(*parse_index_list(" 1, 1,0-2 ") == std::vector<int>{1, 0, 2});
+    CHECK(*parse_index_list("1234567") == std::vector<int>{1234567});
+    CHECK_FALSE(parse_index_list("12345678"));
+    CHECK(*parse_index_list("7-7") == std::vector<int>{7});
+    CHECK_FALSE(parse_index_list("1,"));
+    CHECK_FALSE(parse_index_list("1-"));
+    CHECK_FALSE(parse_index_list("-"));
+    CHECK_FALSE(parse_index_list("1-2-3"));
+}
+
+TEST_CASE("devices: device file lists split at commas outside brackets and keep a prefix and suffix", "[devices]") {
+    CHECK(expand_file_list("/dev/nvidia[0,2-3]") ==
+          std::vector<std::string>{"/dev/nvidia0", "/dev/nvidia2", "/dev/nvidia3"});
+    CHECK(expand_file_list(" /dev/nvidia[1-2]x,/dev/nvidia7 ") ==
+          std::vector<std::string>{"/dev/nvidia1x", "/dev/nvidia2x", "/dev/nvidia7"});
+    CHECK(expand_file_list("/dev/nvidia[8]") == std::vector<std::string>{"/dev/nvidia8"});
+    CHECK(expand_file_list("/dev/nvidia[3-3]") == std::vector<std::string>{"/dev/nvidia3"});
+    CHECK(expand_file_list("/dev/nvidia[007]") == std::vector<std::string>{"/dev/nvidia007"});
+    for (const char* bad : {"", "a,", ",a", "/dev/nvidia[[0]]", "/dev/nvidia0]", "/dev/nvidia[]", "/dev/nvidia[2-1]",
+                            "/dev/nvidia[1-]", "/dev/nvidia[x]", "/dev/nvidia]0["}) {
+        INFO(bad);
+        CHECK(expand_file_list(bad).empty());
+    }
+}
+
+TEST_CASE("devices: nvidia-smi serials are taken only from rows with a bus id and a plain serial", "[devices]") {
+    const auto serials = serials_from_smi_csv({"serial, name, pci.bus_id", "A-1, x, 00000000:01:00.0", "short",
+                                               "B_2, x, 00000000:02:00.0", ", x, 00000000:03:00.0",
+                                               std::string(64, 'c') + ", x, 00000000:04:00.0",
+                                               std::string(65, 'd') + ", x, 00000000:05:00.0", "E5, x, nonsense"});
+    CHECK(serials == std::map<std::string, std::string>{{"0000:01:00", "A-1"}, {"0000:04:00", std::string(64, 'c')}});
+    // The columns in any order, the bus id first or the serial; a row short of either is skipped.
+    CHECK(serials_from_smi_csv({"pci.bus_id, index, serial", "00000000:01:00.0, 0, S1", "00000000:02:00.0, 1"}) ==
+          std::map<std::string, std::string>{{"0000:01:00", "S1"}});
+    CHECK(serials_from_smi_csv({"index, pci.bus_id", "0, 00000000:01:00.0"}).empty());
+    CHECK(serials_from_smi_csv({"index, serial", "0, 1650923004567"}).empty());
+}
+
+TEST_CASE("devices: a GPU record with no file or a count that is no number ends the mapping", "[devices]") {
+    std::string why;
+    CHECK(parse_gres_gpu_files({"slurmd: Gres Name=gpu Type=(null) Count=1 Index=0 ID=7696487 File=(null)"}, &why)
+              .empty());
+    CHECK(why.find("no device file") != std::string::npos);
+    CHECK(parse_gres_gpu_files({"slurmd: Gres Name=gpu Count=x Index=0 ID=7696487 File=/dev/nvidia0"}, &why).empty());
+    CHECK(why == "a GPU record of x devices in 1 files");
+    CHECK(parse_gres_gpu_files({"slurmd: Gres Name=gpu Count=1 Index=0 ID=7696487 File=/dev/nvidia[0"}, &why).empty());
+    CHECK(why == "a GPU record of 1 devices in 0 files");
+    // Not a Gres line, or not a GPU's: skipped.
+    CHECK(parse_gres_gpu_files({"slurmd: Name=gpu Count=1 File=/dev/nvidia0",
+                                "slurmd: Gres Name=gpu Count=1 Index=0 File=/dev/nvidia1"}) ==
+          std::map<int, std::string>{{0, "/dev/nvidia1"}});
+}
+
+TEST_CASE("devices: a job's GPUs that cannot all be resolved are named in one note", "[devices]") {
+    const std::vector<GpuInfo> gpus = {{0, "0000:1b:00.0", "GPU-a", "H100"}};
+    const auto r = resolve_job_gpus("0,2,3,4,5", {{0, 0}, {4, 7}, {5, 8}}, gpus, {});
+    REQUIRE(r.devices.size() == 1);
+    CHECK(r.devices[0].uuid == "GPU-a");
+    CHECK(r.note == "no device file known for Slurm GPU index 2,3; the driver lists no GPU with minor 7,8");
+    CHECK(resolve_job_gpus("0,x", {}, gpus, {}).note == "SLURM_JOB_GPUS=0,x is not an index list");
+    CHECK(resolve_job_gpus(" ", {}, gpus, {}).note.empty());
+    CHECK(describe(JobDevice{"nic", 2, "0000:5e:00.0", "", ""}) == "nic 2 (0000:5e:00.0)");
+    CHECK(describe(gpu(1, "0000:3b:00.0")) == "GPU 1 (0000:3b:00.0)");
+}
+
+TEST_CASE("devices: a driver entry whose name starts with a dot is not a GPU", "[devices]") {
+    const jobtrail::test::TempDir tree("nvidia");
+    const std::string& root = tree.path();
+    add_gpu(root, "0000:1b:00.0", information(1, "0000:1b:00.0"));
+    add_gpu(root, ".hidden", "garbage\n");
+    add_gpu(root, "0000:3b:00.0", information(0, "0000:3b:00.0"));
+    std::string note;
+    const auto gpus = read_nvidia_gpus(root, note);
+    REQUIRE(gpus.size() == 2);
+    CHECK(gpus[0].minor == 0);
+    CHECK(gpus[1].minor == 1);
+    CHECK(note.empty());
+}
