@@ -1200,7 +1200,15 @@ TEST_CASE("a directory unchanged since its last listing still has its closed fil
     CHECK(pass() == std::vector<std::string>{"2"});
     f.append("b.log", "y\n");
     CHECK(pass() == std::vector<std::string>{"y"});
-    CHECK(pass().empty());
+    // Rewritten in place to the same size, only its time says so: read again from its start.
+    {
+        struct stat before {};
+        REQUIRE(::stat((logs + "/b.log").c_str(), &before) == 0);
+        std::ofstream(logs + "/b.log", std::ios::in | std::ios::out) << "X\nY\n";
+        const struct timespec later[2] = {{before.st_mtim.tv_sec + 120, 0}, {before.st_mtim.tv_sec + 120, 0}};
+        REQUIRE(::utimensat(AT_FDCWD, (logs + "/b.log").c_str(), later, 0) == 0);
+    }
+    CHECK(pass() == std::vector<std::string>{"X", "Y"});
     // Both directories change: listed again, what was refused is not opened, said or counted again.
     f.append("e.log", "e\n");
     std::ofstream(full + "/7.log") << "f7\n";
@@ -1293,4 +1301,41 @@ TEST_CASE("lines without end are cut only past max_partial_bytes and longest fir
     f.append("c.log", "c\n");
     CHECK(f.lines(*s) == std::vector<std::string>{std::string(51, 'c')});
     CHECK(f.m.group<FileSourceMetrics>().partial_lines_cut == 2);
+}
+
+TEST_CASE("a closed file rewritten in place to the same size is read again from its start", "[shipper]") {
+    Fixture f;
+    f.cfg.idle_close_ms = 0;
+    const std::string a = f.dir.path() + "/logs/a.log";
+    f.append("a.log", "AAAA\n");
+    auto s = f.source();
+    CHECK(f.lines(*s) == std::vector<std::string>{"AAAA"});  // and closed
+    struct stat before {};
+    REQUIRE(::stat(a.c_str(), &before) == 0);
+    { std::ofstream(a, std::ios::in | std::ios::out) << "BBBB\n"; }
+    const struct timespec later[2] = {{before.st_mtim.tv_sec + 120, 0}, {before.st_mtim.tv_sec + 120, 0}};
+    REQUIRE(::utimensat(AT_FDCWD, a.c_str(), later, 0) == 0);  // its size the same, its time not
+    CHECK(f.lines(*s) == std::vector<std::string>{"BBBB"});
+}
+
+TEST_CASE("a file mounted over a log's name is not read, and the files beside it are", "[shipper]") {
+    Fixture f;
+    const std::string secret = f.dir.path() + "/secret";
+    std::ofstream(secret) << "another filesystem's file\n";
+    for (int i = 0; i < 10; ++i) f.append(std::to_string(i) + ".log", "beside " + std::to_string(i) + "\n");
+    f.append("m.log", "");
+    const std::string target = f.dir.path() + "/logs/m.log";
+    if (::mount(secret.c_str(), target.c_str(), nullptr, MS_BIND, nullptr) != 0)
+        JOBTRAIL_SKIP(std::string("cannot bind-mount here: ") + std::strerror(errno));
+    struct Unmount {
+        std::string at;
+        ~Unmount() { ::umount2(at.c_str(), MNT_DETACH); }
+    } unmount{target};
+    auto s = f.source();
+    auto l = f.lines(*s);
+    std::sort(l.begin(), l.end());
+    std::vector<std::string> want;
+    for (int i = 0; i < 10; ++i) want.push_back("beside " + std::to_string(i));
+    CHECK(l == want);
+    CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"mount_point"}) == 1);
 }
