@@ -1339,3 +1339,17 @@ TEST_CASE("a file mounted over a log's name is not read, and the files beside it
     CHECK(l == want);
     CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"mount_point"}) == 1);
 }
+
+TEST_CASE("a released file in a directory unchanged since is still known when the directory changes", "[shipper]") {
+    Fixture f;
+    f.cfg.idle_close_ms = 0;
+    f.cfg.release_after_ms = 0;  // released as soon as it is read to its end and closed
+    f.append("a.log", "1\n");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // past the coarse clock's second
+    auto s = f.source();
+    CHECK(f.lines(*s) == std::vector<std::string>{"1"});
+    CHECK(f.lines(*s).empty());
+    CHECK(f.lines(*s).empty());  // the directory not listed again: its released file not seen
+    f.append("b.log", "b\n");
+    CHECK(f.lines(*s) == std::vector<std::string>{"b"});  // not a.log's line again
+}
