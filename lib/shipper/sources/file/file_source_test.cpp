@@ -1353,3 +1353,17 @@ TEST_CASE("a released file in a directory unchanged since is still known when th
     f.append("b.log", "b\n");
     CHECK(f.lines(*s) == std::vector<std::string>{"b"});  // not a.log's line again
 }
+
+TEST_CASE("a released file deleted since is gone from the checkpoint once its directory is listed", "[shipper]") {
+    Fixture f;
+    f.cfg.idle_close_ms = 0;
+    f.cfg.release_after_ms = 0;
+    f.append("a.log", "1\n");
+    auto s = f.source();
+    CHECK(f.lines(*s) == std::vector<std::string>{"1"});
+    CHECK(f.lines(*s).empty());
+    REQUIRE(s->checkpoint().dump().find("/logs/a.log") != std::string::npos);  // released, kept
+    ::unlink((f.dir.path() + "/logs/a.log").c_str());
+    CHECK(f.lines(*s).empty());
+    CHECK(s->checkpoint().dump().find("/logs/a.log") == std::string::npos);
+}
