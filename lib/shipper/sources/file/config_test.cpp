@@ -80,3 +80,57 @@ TEST_CASE("file source labels that are no mapping are an error at their line", "
         CHECK(e.message.find("expected a mapping of label names to values") != std::string::npos);
     }
 }
+
+TEST_CASE("file source errors: each said at its key with what is expected", "[config][file]") {
+    const std::string head = "shipper:\n  sources:\n    files:\n";
+    for (const auto& [yaml, key, says] : std::vector<std::tuple<std::string, std::string, std::string>>{
+             {"      {a: b}\n", "files", "expected a list of file sources"},
+             {"      - {job: app}\n", "files[0].paths", "missing: at least one path or glob"},
+             {"      - {paths: [/a]}\n", "files[0].job", "missing: the Loki job label"},
+             {"      - {paths: [/a], job: app, format: json}\n", "files[0].format",
+              "expected plain, joblog, nccl or cri"},
+             {"      - {paths: [/a], job: app, labels: {team: \"\"}}\n", "files[0].labels.team",
+              "expected a non-empty string value"}}) {
+        INFO(yaml);
+        const auto e = only_error(head + yaml);
+        CHECK(e.key == "shipper.sources." + key);
+        CHECK(e.message.find(says) != std::string::npos);
+    }
+    // Only the kinds a file may be: the others are other sources' streams.
+    for (const char* kind : {"kernel", "journal", "jobtrail-shipper", "pod", "dcgm", "no-such-kind"}) {
+        INFO(kind);
+        const auto e = only_error(head + "      - {paths: [/a], job: app, stream: " + kind + "}\n");
+        CHECK(e.key == "shipper.sources.files[0].stream");
+        CHECK(e.message.find("expected job-log, nccl, fabric-manager or other") != std::string::npos);
+    }
+}
+
+TEST_CASE("file source settings: the format sets the stream kind unless stream says it and the name is the job's",
+          "[config][file]") {
+    auto ok = parse_config(
+        "shipper:\n  sources:\n    files:\n"
+        "      - {paths: [/a], job: a}\n"
+        "      - {paths: [/b], job: b, name: bee, format: joblog}\n"
+        "      - {paths: [/c], job: c, format: nccl}\n"
+        "      - {paths: [/d], job: d, format: cri, stream: fabric-manager}\n"
+        "      - {paths: [/e, /f], job: e, stream: other, max_files: 5, max_files_per_dir: 6, release_after: 1h}\n",
+        "h.yaml", source_sections());
+    REQUIRE(ok.errors.empty());
+    const auto& f = source_config<FileKind>(ok.config.shipper);
+    REQUIRE(f.size() == 5);
+    using jobtrail::node::StreamKind;
+    const std::vector<std::tuple<std::string, LineFormat, StreamKind>> want = {
+        {"a", LineFormat::kPlain, StreamKind::kOther},
+        {"bee", LineFormat::kJoblog, StreamKind::kJobLog},
+        {"c", LineFormat::kNccl, StreamKind::kNccl},
+        {"d", LineFormat::kCri, StreamKind::kFabricManager},
+        {"e", LineFormat::kPlain, StreamKind::kOther}};
+    for (size_t i = 0; i < f.size(); ++i) {
+        INFO(i);
+        CHECK(std::tuple{f[i].name, f[i].format, f[i].stream} == want[i]);
+    }
+    CHECK(f[4].paths == std::vector<std::string>{"/e", "/f"});
+    CHECK(f[4].max_files == 5);
+    CHECK(f[4].max_files_per_dir == 6);
+    CHECK(f[4].release_after_ms == 3'600'000);
+}

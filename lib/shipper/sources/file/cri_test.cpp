@@ -104,3 +104,21 @@ TEST_CASE("CRI joiner: after a restart from a held piece, lines already handed o
     REQUIRE(out.size() == 1);
     CHECK(out[0].text == "start end");
 }
+
+TEST_CASE("CRI joiner: pieces that come to exactly the bound are one line and one byte more is cut", "[cri]") {
+    cri::Joiner j(10);
+    std::vector<cri::Joiner::Joined> out;
+    j.feed(piece("stdout", true, "12345", 1), 0, out);
+    j.feed(piece("stdout", false, "67890", 2), 30, out);
+    REQUIRE(out.size() == 1);
+    CHECK(out[0].text == "1234567890");
+    CHECK_FALSE(out[0].cut);
+    out.clear();
+    j.feed(piece("stdout", true, "12345", 3), 60, out);
+    j.feed(piece("stdout", false, "678901", 4), 90, out);
+    REQUIRE(out.size() == 2);
+    CHECK(out[0].text == "12345");
+    CHECK(out[0].cut);
+    CHECK(out[1].text == "678901");
+    CHECK_FALSE(out[1].cut);
+}

@@ -1010,3 +1010,360 @@ TEST_CASE("a mount under a configured path that goes through a symlink is known 
     CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"mount_point"}) == 1);
     CHECK(r.said == std::vector<std::string>{"not reading " + f.dir.path() + "/nccl/2: a mount point"});
 }
+
+TEST_CASE("braces in a path are glob's: each alternative read, nested ones too, an unclosed brace taken as it is",
+          "[shipper]") {
+    Fixture f(LineFormat::kPlain, "prolog");
+    const std::string d = f.dir.path() + "/";
+    for (const char* sub : {"epilog", "epix", "other", "{odd", "{odd}"}) ::mkdir((d + sub).c_str(), 0755);
+    for (const char* sub : {"prolog", "epilog", "epix", "other", "{odd", "{odd}"})
+        std::ofstream(d + sub + "/a.log") << sub << "\n";
+    f.cfg.paths = {d + "{prolog,epi{log,x}}/*.log", d + "{odd/*.log"};
+    auto s = f.source();
+    auto l = f.lines(*s);
+    std::sort(l.begin(), l.end());
+    CHECK(l == std::vector<std::string>{"epilog", "epix", "prolog", "{odd"});
+}
+
+TEST_CASE("a configured path without wildcards is read as that one file", "[shipper]") {
+    Fixture f;
+    f.append("a.log", "the configured file\n");
+    f.append("b.log", "its neighbour\n");
+    f.cfg.paths = {f.dir.path() + "/logs/a.log", f.dir.path() + "/logs/missing.log"};
+    auto s = f.source();
+    CHECK(f.lines(*s) == std::vector<std::string>{"the configured file"});
+    f.append("a.log", "more\n");
+    CHECK(f.lines(*s) == std::vector<std::string>{"more"});
+}
+
+TEST_CASE("a path's plain parts after a wildcard are entered by name and other directories are not", "[shipper]") {
+    Fixture f(LineFormat::kNccl, "nccl/1/out");
+    const std::string d = f.dir.path() + "/nccl/";
+    f.cfg.paths = {d + "[0-9]*/out/*.log", d + "*/err.log"};
+    for (const char* sub : {"1/other", "x", "x/out", "2"}) ::mkdir((d + sub).c_str(), 0755);
+    std::ofstream(d + "1/out/0.n.1.log") << "job 1 out\n";
+    std::ofstream(d + "1/other/0.n.1.log") << "job 1 other\n";
+    std::ofstream(d + "x/out/0.n.1.log") << "not a job\n";
+    std::ofstream(d + "2/err.log") << "job 2 err\n";
+    std::ofstream(d + "2/out.log") << "job 2 not configured\n";
+    // A file where the wildcard names directories is not entered, nor said to be refused.
+    std::ofstream(d + "3") << "a file\n";
+    std::vector<std::string> said;
+    const Events events([&](const InternalEvent& e) { said.push_back(e.message); });
+    FileSource s(f.cfg, f.options(events), f.m);
+    std::vector<Event> ev;
+    s.poll(ev, 1 << 20);
+    std::vector<std::string> l;
+    for (auto& e : ev) l.push_back(e.line);
+    std::sort(l.begin(), l.end());
+    CHECK(l == std::vector<std::string>{"job 1 out", "job 2 err"});
+    CHECK(said.empty());
+}
+
+TEST_CASE("under the source's cap the job directories are taken in order of their names", "[shipper]") {
+    Fixture f(LineFormat::kNccl, "nccl");
+    f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
+    f.cfg.max_files = 3;
+    // Made in an order that is not their names' (the directory's own order is the filesystem's).
+    for (const char* id : {"7", "3", "9", "1", "5", "8", "2", "6", "4"}) {
+        const std::string d = f.dir.path() + "/nccl/" + id;
+        ::mkdir(d.c_str(), 0755);
+        std::ofstream(d + "/0.n.1.log") << "job " << id << "\n";
+    }
+    const Events events([](const InternalEvent&) {});
+    FileSource s(f.cfg, f.options(events), f.m);
+    std::vector<Event> ev;
+    s.poll(ev, 1 << 20);
+    std::vector<std::string> l;
+    for (auto& e : ev) l.push_back(e.line);
+    std::sort(l.begin(), l.end());
+    CHECK(l == std::vector<std::string>{"job 1", "job 2", "job 3"});
+}
+
+TEST_CASE("ten refused directories are said one by one and the eleventh in the scan's summary line", "[shipper]") {
+    Fixture f(LineFormat::kNccl, "nccl/0");
+    f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
+    ::mkdir((f.dir.path() + "/elsewhere").c_str(), 0755);
+    for (int i = 1; i <= 11; ++i)
+        REQUIRE(::symlink((f.dir.path() + "/elsewhere").c_str(),
+                          (f.dir.path() + "/nccl/" + std::to_string(i)).c_str()) == 0);
+    std::vector<std::string> said;
+    const Events events([&](const InternalEvent& e) { said.push_back(e.message); });
+    FileSource s(f.cfg, f.options(events), f.m);
+    for (int pass = 0; pass < 3; ++pass) {
+        std::vector<Event> ev;
+        s.poll(ev, 1 << 20);
+    }
+    REQUIRE(said.size() == 11);  // once, not once per scan
+    for (size_t i = 0; i < 10; ++i) CHECK(said[i].ends_with(": a symlink to a directory"));
+    CHECK(said[10].rfind("not reading 1 more files (", 0) == 0);
+    CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"symlink"}) == 11);
+}
+
+TEST_CASE("a source holds exactly max_open_files descriptors open when it has that many files", "[shipper]") {
+    Fixture f;
+    f.cfg.max_open_files = 3;
+    auto s = f.source();
+    const size_t before = open_fds();
+    for (const char* name : {"a.log", "b.log", "c.log"}) f.append(name, "x\n");
+    CHECK(f.lines(*s).size() == 3);
+    CHECK(open_fds() - before == 3);
+    f.append("d.log", "x\n");
+    CHECK(f.lines(*s).size() == 1);
+    CHECK(open_fds() - before == 3);
+}
+
+TEST_CASE("a line of exactly max_line bytes is shipped whole and one byte more is cut with the marker", "[shipper]") {
+    Fixture f;  // max_line 1024
+    f.append("a.log", std::string(1024, 'a') + "\n" + std::string(1025, 'b') + "\n");
+    auto s = f.source();
+    const auto l = f.lines(*s);
+    REQUIRE(l.size() == 2);
+    CHECK(l[0] == std::string(1024, 'a'));
+    // Cut to 64 bytes short of the cap, room for the marker.
+    CHECK(l[1] == std::string(960, 'b') + " [jobtrail: line truncated, 65 bytes dropped]");
+}
+
+TEST_CASE("a CRLF line end is not part of the line", "[shipper]") {
+    Fixture f;
+    f.append("a.log", "windows\r\nunix\n\r\n");
+    auto s = f.source();
+    CHECK(f.lines(*s) == std::vector<std::string>{"windows", "unix", ""});
+}
+
+TEST_CASE("a line without end is held up to max_line plus 4096 bytes and one byte more ships it cut", "[shipper]") {
+    Fixture f;  // max_line 1024, idle_ms long: a held line is not shipped for being idle
+    f.append("a.log", std::string(1024 + 4096, 'x'));
+    auto s = f.source();
+    CHECK(f.lines(*s).empty());
+    f.append("a.log", "y");
+    const auto l = f.lines(*s);
+    REQUIRE(l.size() == 1);
+    CHECK(l[0] == std::string(960, 'x') + " [jobtrail: line truncated, 4161 bytes dropped]");
+    f.append("a.log", "z\n");  // its end: a line of its own
+    CHECK(f.lines(*s) == std::vector<std::string>{"z"});
+}
+
+TEST_CASE("a configured directory that cannot be opened is said once and read once it can, a missing one is not said",
+          "[shipper]") {
+    Fixture f;
+    REQUIRE(::chmod(f.dir.path().c_str(), 0755) == 0);
+    const std::string logs = f.dir.path() + "/logs";
+    std::ofstream(f.dir.path() + "/afile") << "a file, not a directory\n";
+    f.cfg.paths = {logs + "/*.log", f.dir.path() + "/missing/*.log", f.dir.path() + "/afile/*.log"};
+    f.append("a.log", "1\n");
+    REQUIRE(::chmod(logs.c_str(), 0) == 0);  // root's, and the shipper runs as a user here
+    std::vector<std::string> said;
+    const Events events([&](const InternalEvent& e) { said.push_back(e.name + ": " + e.message); });
+    FileSource s(f.cfg, f.options(events), f.m);
+    CHECK(poll_as(s, 65534).empty());
+    CHECK(poll_as(s, 65534).empty());
+    REQUIRE(said.size() == 1);  // once, not once per scan
+    CHECK(said[0].rfind("glob_failed: cannot list " + logs + ": ", 0) == 0);
+    REQUIRE(::chmod(logs.c_str(), 0755) == 0);
+    CHECK(poll_as(s, 65534) == std::vector<std::string>{"1"});
+    CHECK(said.size() == 1);
+}
+
+TEST_CASE("a directory unchanged since its last listing still has its closed files read on and its refusals kept",
+          "[shipper]") {
+    // A directory is listed again only when its times change (or within a second of its last
+    // change): one left as it was is not, and what that listing knew must hold until it is.
+    Fixture f;
+    const std::string logs = f.dir.path() + "/logs", full = f.dir.path() + "/full";
+    ::mkdir(full.c_str(), 0755);
+    f.cfg.paths = {logs + "/*.log", full + "/*.log"};
+    f.cfg.idle_close_ms = 0;      // closed as soon as read to their end
+    f.cfg.max_files_per_dir = 5;  // logs has 4 entries, then 5; full has 7
+    f.append("a.log", "1\n");
+    f.append("b.log", "x\n");
+    REQUIRE(::mkfifo((logs + "/c.log").c_str(), 0644) == 0);
+    REQUIRE(::symlink("/etc/hostname", (logs + "/d.log").c_str()) == 0);
+    for (int i = 0; i < 7; ++i) std::ofstream(full + "/" + std::to_string(i) + ".log") << "f" << i << "\n";
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // past the coarse clock's second
+    std::vector<std::string> said;
+    const Events events([&](const InternalEvent& e) { said.push_back(e.message); });
+    FileSource s(f.cfg, f.options(events), f.m);
+    auto pass = [&] {
+        std::vector<Event> ev;
+        while (s.poll(ev, 1 << 20)) {
+        }
+        std::vector<std::string> out;
+        for (auto& e : ev) out.push_back(e.line);
+        std::sort(out.begin(), out.end());
+        return out;
+    };
+    const auto first = pass();
+    CHECK(first.size() == 7);  // a, b and five of full's
+    CHECK(said.size() == 3);   // the FIFO, the link, full past its cap
+    f.append("a.log", "2\n");  // a file's growth changes nothing of its directory
+    CHECK(pass() == std::vector<std::string>{"2"});
+    f.append("b.log", "y\n");
+    CHECK(pass() == std::vector<std::string>{"y"});
+    // Rewritten in place to the same size, only its time says so: read again from its start.
+    {
+        struct stat before {};
+        REQUIRE(::stat((logs + "/b.log").c_str(), &before) == 0);
+        std::ofstream(logs + "/b.log", std::ios::in | std::ios::out) << "X\nY\n";
+        const struct timespec later[2] = {{before.st_mtim.tv_sec + 120, 0}, {before.st_mtim.tv_sec + 120, 0}};
+        REQUIRE(::utimensat(AT_FDCWD, (logs + "/b.log").c_str(), later, 0) == 0);
+    }
+    CHECK(pass() == std::vector<std::string>{"X", "Y"});
+    // Both directories change: listed again, what was refused is not opened, said or counted again.
+    f.append("e.log", "e\n");
+    std::ofstream(full + "/7.log") << "f7\n";
+    CHECK(pass() == std::vector<std::string>{"e"});
+    CHECK(pass().empty());
+    CHECK(said.size() == 3);
+    CHECK(f.m.group<FileSourceMetrics>().files_refused.samples() ==
+          std::map<jobtrail::metrics::Labels, uint64_t>{
+              {{"not_regular"}, 1}, {{"symlink"}, 1}, {{"too_many_files_in_directory"}, 1}});
+}
+
+TEST_CASE("copytruncate of a file holding a line without end ships that line then the new ones", "[shipper]") {
+    Fixture f;
+    f.append("app.log", "aaaa\npart");
+    auto s = f.source();
+    CHECK(f.lines(*s) == std::vector<std::string>{"aaaa"});
+    REQUIRE(::truncate((f.dir.path() + "/logs/app.log").c_str(), 0) == 0);
+    f.append("app.log", "c\n");
+    CHECK(f.lines(*s) == std::vector<std::string>{"part", "c"});
+}
+
+TEST_CASE("copytruncate of a CRI log holding a P piece ships the piece as it is then the new lines", "[shipper]") {
+    Fixture f(LineFormat::kCri);
+    f.append("pod.log", "2026-11-29T21:52:22.146801327Z stdout P held piece\n");
+    auto s = f.source();
+    CHECK(f.lines(*s).empty());
+    REQUIRE(::truncate((f.dir.path() + "/logs/pod.log").c_str(), 0) == 0);
+    f.append("pod.log", "2026-11-29T21:52:23.000000000Z stdout F new line\n");
+    CHECK(f.lines(*s) == std::vector<std::string>{"held piece", "new line"});
+}
+
+TEST_CASE("at shutdown a last line without end is shipped but not a line a pass's budget cut short", "[shipper]") {
+    Fixture f;
+    f.append("a.log", "0123456789abcdef\n");
+    auto s = f.source();
+    std::vector<Event> ev;
+    s->poll(ev, 10);  // stops ten bytes into the line
+    s->flush_partial(ev);
+    CHECK(ev.empty());
+    s->poll(ev, 1 << 20);
+    REQUIRE(ev.size() == 1);
+    CHECK(ev[0].line == "0123456789abcdef");
+    f.append("a.log", "tail");
+    ev.clear();
+    s->poll(ev, 1 << 20);
+    CHECK(ev.empty());  // waits for its end
+    s->flush_partial(ev);
+    REQUIRE(ev.size() == 1);
+    CHECK(ev[0].line == "tail");
+}
+
+TEST_CASE("at shutdown a CRI P piece waiting for its F line is shipped as it is", "[shipper]") {
+    Fixture f(LineFormat::kCri);
+    f.append("pod.log",
+             "2026-11-29T21:52:22.146801327Z stdout F whole\n2026-11-29T21:52:22.246801327Z stderr P half\n");
+    auto s = f.source();
+    std::vector<Event> ev;
+    s->poll(ev, 1 << 20);
+    REQUIRE(ev.size() == 1);
+    s->flush_partial(ev);
+    REQUIRE(ev.size() == 2);
+    CHECK(ev[1].line == "half");
+    CHECK(ev[1].metadata[0].second == "stderr");
+}
+
+TEST_CASE("a source's backlog is the bytes of its files not read yet", "[shipper]") {
+    Fixture f;
+    f.append("a.log", "0123456789abcdef\n");  // 17 bytes
+    auto s = f.source();
+    std::vector<Event> ev;
+    s->poll(ev, 10);
+    CHECK(s->backlog_bytes() == 7);
+    s->poll(ev, 1 << 20);
+    CHECK(s->backlog_bytes() == 0);
+    REQUIRE(ev.size() == 1);
+}
+
+TEST_CASE("lines without end are cut only past max_partial_bytes and longest first until the rest fits", "[shipper]") {
+    Fixture f;
+    f.cfg.max_partial_bytes = 100;
+    // The longest made last: it is not the first in the source's own order.
+    f.append("c.log", std::string(50, 'c'));
+    f.append("b.log", std::string(50, 'b'));
+    f.append("a.log", std::string(60, 'a'));
+    auto s = f.source();
+    CHECK(f.lines(*s) == std::vector<std::string>{std::string(60, 'a')});  // 160 held: 100 left
+    CHECK(f.lines(*s).empty());                                            // 100 held: at the cap, not past it
+    f.append("b.log", "b");
+    CHECK(f.lines(*s) == std::vector<std::string>{std::string(51, 'b')});
+    f.append("c.log", "c\n");
+    CHECK(f.lines(*s) == std::vector<std::string>{std::string(51, 'c')});
+    CHECK(f.m.group<FileSourceMetrics>().partial_lines_cut == 2);
+}
+
+TEST_CASE("a closed file rewritten in place to the same size is read again from its start", "[shipper]") {
+    Fixture f;
+    f.cfg.idle_close_ms = 0;
+    const std::string a = f.dir.path() + "/logs/a.log";
+    f.append("a.log", "AAAA\n");
+    auto s = f.source();
+    CHECK(f.lines(*s) == std::vector<std::string>{"AAAA"});  // and closed
+    struct stat before {};
+    REQUIRE(::stat(a.c_str(), &before) == 0);
+    { std::ofstream(a, std::ios::in | std::ios::out) << "BBBB\n"; }
+    const struct timespec later[2] = {{before.st_mtim.tv_sec + 120, 0}, {before.st_mtim.tv_sec + 120, 0}};
+    REQUIRE(::utimensat(AT_FDCWD, a.c_str(), later, 0) == 0);  // its size the same, its time not
+    CHECK(f.lines(*s) == std::vector<std::string>{"BBBB"});
+}
+
+TEST_CASE("a file mounted over a log's name is not read, and the files beside it are", "[shipper]") {
+    Fixture f;
+    const std::string secret = f.dir.path() + "/secret";
+    std::ofstream(secret) << "another filesystem's file\n";
+    for (int i = 0; i < 10; ++i) f.append(std::to_string(i) + ".log", "beside " + std::to_string(i) + "\n");
+    f.append("m.log", "");
+    const std::string target = f.dir.path() + "/logs/m.log";
+    if (::mount(secret.c_str(), target.c_str(), nullptr, MS_BIND, nullptr) != 0)
+        JOBTRAIL_SKIP(std::string("cannot bind-mount here: ") + std::strerror(errno));
+    struct Unmount {
+        std::string at;
+        ~Unmount() { ::umount2(at.c_str(), MNT_DETACH); }
+    } unmount{target};
+    auto s = f.source();
+    auto l = f.lines(*s);
+    std::sort(l.begin(), l.end());
+    std::vector<std::string> want;
+    for (int i = 0; i < 10; ++i) want.push_back("beside " + std::to_string(i));
+    CHECK(l == want);
+    CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"mount_point"}) == 1);
+}
+
+TEST_CASE("a released file in a directory unchanged since is still known when the directory changes", "[shipper]") {
+    Fixture f;
+    f.cfg.idle_close_ms = 0;
+    f.cfg.release_after_ms = 0;  // released as soon as it is read to its end and closed
+    f.append("a.log", "1\n");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // past the coarse clock's second
+    auto s = f.source();
+    CHECK(f.lines(*s) == std::vector<std::string>{"1"});
+    CHECK(f.lines(*s).empty());
+    CHECK(f.lines(*s).empty());  // the directory not listed again: its released file not seen
+    f.append("b.log", "b\n");
+    CHECK(f.lines(*s) == std::vector<std::string>{"b"});  // not a.log's line again
+}
+
+TEST_CASE("a released file deleted since is gone from the checkpoint once its directory is listed", "[shipper]") {
+    Fixture f;
+    f.cfg.idle_close_ms = 0;
+    f.cfg.release_after_ms = 0;
+    f.append("a.log", "1\n");
+    auto s = f.source();
+    CHECK(f.lines(*s) == std::vector<std::string>{"1"});
+    CHECK(f.lines(*s).empty());
+    REQUIRE(s->checkpoint().dump().find("/logs/a.log") != std::string::npos);  // released, kept
+    ::unlink((f.dir.path() + "/logs/a.log").c_str());
+    CHECK(f.lines(*s).empty());
+    CHECK(s->checkpoint().dump().find("/logs/a.log") == std::string::npos);
+}

@@ -22,3 +22,16 @@ TEST_CASE("sanitize keeps plain text, shows NUL, replaces invalid UTF-8 wherever
         }
     }
 }
+
+TEST_CASE("sanitize keeps UTF-8 of each length from its lowest lead byte and replaces a sequence cut at the end",
+          "[shipper]") {
+    for (const std::string ok : {"\xc2\xa9", "\xe0\xa4\x85", "\xf0\x9f\x98\x80", "\xf4\x8f\xbf\xbf"}) {
+        INFO(ok.size());
+        CHECK(sanitize_line("a" + ok + "b") == "a" + ok + "b");
+        CHECK(sanitize_line(std::string(20, 'a') + ok) == std::string(20, 'a') + ok);
+    }
+    const std::string fffd = "\xef\xbf\xbd";
+    CHECK(sanitize_line("ab\xe2\x82") == "ab" + fffd + fffd);             // 3 bytes, 2 there
+    CHECK(sanitize_line("ab\xf0\x9f\x98") == "ab" + fffd + fffd + fffd);  // 4 bytes, 3 there
+    CHECK(sanitize_line("ab\xc1\xbf") == "ab" + fffd + fffd);             // overlong, below 0xc2
+}
