@@ -872,3 +872,26 @@ TEST_CASE("the job's GPUs: an index of up to 6 digits, the first 64 of a node, f
         CHECK(own(a, bdf) == (count == 64 ? 1 : 0));
     }
 }
+
+TEST_CASE("the bundle summary's head says the job's cluster, user, partition, nodes and window, and only what is known",
+          "[forensics]") {
+    Analyzer a;
+    a.facts().job_id = "77";
+    a.add("n1", "prolog", 10, "prolog meta cluster=c1");
+    a.add("n1", "prolog", 10, "prolog meta user=alice");
+    a.add("n1", "prolog", 10, "prolog meta partition=gpu");
+    a.add("n1", "nccl", 100, "[t] n1:1:1 [0] NCCL WARN once");
+    a.facts().nodes = {"n1", "n2"};
+    a.facts().start_ns = 1'000'000'000;
+    a.facts().end_ns = 2'000'000'000;
+    const std::string s = a.summary_text();
+    CHECK(s.starts_with("jobtrail bundle summary for job 77\n" + std::string(40, '=') +
+                        "\ncluster:   c1\nuser:      alice\npartition: gpu\nnodes:     n1,n2\nwindow:    "
+                        "1970-01-01T00:00:01.000000000Z .. 1970-01-01T00:00:02.000000000Z\n\nMOST LIKELY CAUSE\n"));
+    CHECK(s.find("NCCL WARN\n") != std::string::npos);  // once: no count
+    CHECK(s.find("(x1)") == std::string::npos);
+    Analyzer none;
+    none.facts().job_id = "78";
+    CHECK(none.summary_text().starts_with("jobtrail bundle summary for job 78\n" + std::string(40, '=') +
+                                          "\nnodes:     (none found)\n\nMOST LIKELY CAUSE\n"));
+}
