@@ -895,3 +895,40 @@ TEST_CASE("the bundle summary's head says the job's cluster, user, partition, no
     CHECK(none.summary_text().starts_with("jobtrail bundle summary for job 78\n" + std::string(40, '=') +
                                           "\nnodes:     (none found)\n\nMOST LIKELY CAUSE\n"));
 }
+
+TEST_CASE("a local file of exactly the cap is bundled whole, one byte more is cut", "[forensics]") {
+    namespace fs = std::filesystem;
+    for (const size_t extra : {0, 1}) {
+        INFO(4096 + extra << " bytes");
+        const jobtrail::test::TempDir tmp("cap");
+        const std::string& dir = tmp.path();
+        job_logs(dir);
+        {
+            std::ofstream big(dir + "/logs/nccl/77/big.log");
+            for (int i = 0; i < 64; ++i) {  // 64 lines of 64 bytes
+                std::string l = "[2026-11-29T21:52:20.000000+0000] n1:1:1 [0] NCCL INFO line " + std::to_string(i);
+                l.resize(63, '.');
+                big << l << "\n";
+            }
+            if (extra) big << "x";
+        }
+        REQUIRE(fs::file_size(dir + "/logs/nccl/77/big.log") == 4096 + extra);
+        BundleOptions o = local_bundle(dir, "out");
+        o.max_file_bytes = 4096;
+        const auto r = make_bundle(o);
+        REQUIRE(r.exit_code == kExitOk);
+        const fs::path top = extract(r.archive, dir + "/x");
+        const std::string got = slurp((top / "nccl/n1/big.log").string());
+        std::ifstream mf(top / "manifest.json");
+        const std::string manifest((std::istreambuf_iterator<char>(mf)), std::istreambuf_iterator<char>());
+        if (extra) {
+            CHECK(got.find("[jobtrail] cut here: the file is longer than 4096 bytes") != std::string::npos);
+            CHECK(manifest.find(R"("truncated": true)") != std::string::npos);
+        } else {
+            CHECK(std::count(got.begin(), got.end(), '\n') == 64);  // every line, the last included
+            CHECK(got.find("NCCL INFO line 63") != std::string::npos);
+            CHECK(got.find("cut here") == std::string::npos);
+            CHECK(manifest.find(R"("truncated": true)") == std::string::npos);
+        }
+    }
+}
