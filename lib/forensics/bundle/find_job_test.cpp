@@ -152,7 +152,9 @@ TEST_CASE("bundle: a job without its epilog's end runs on: its window reaches to
     jobtrail::test::LokiDouble loki;
     const int64_t t = (jobtrail::realtime_ns() / kSec - 7200) * kSec;
     push_job_lines(loki.url(), "n1",
-                   {{t, "prolog meta user=alice"}, {t + 5 * kSec, "epilog status[10-a.sh] status=0 duration_ms=1"}});
+                   {{t, "prolog meta user=alice"},
+                    {t + 5 * kSec, "epilog status[10-a.sh] status=0 duration_ms=1"},
+                    {t + 6 * kSec, "epilog meta user=alice"}});
     BundleOptions o;
     o.job_id = "7";
     o.endpoint.url = loki.url();
