@@ -14,6 +14,7 @@
 #include <random>
 #include <set>
 
+#include "common/time.hpp"
 #include "file_size_limit.hpp"
 #include "forensics/analysis.hpp"
 #include "forensics/bundle.hpp"
@@ -724,4 +725,210 @@ TEST_CASE("jobtrail node: the newest kMaxEvents events are listed, one more drop
     CHECK(v.events().front().ts_ns == 1001);
     CHECK(v.events().back().ts_ns == 1000 + static_cast<int64_t>(NodeView::kMaxEvents));
     CHECK(v.text(0, 1'000'000, "test").find("(1 more events not listed: older ones)") != std::string::npos);
+}
+
+TEST_CASE("jobtrail node: a job starts at its earliest prolog line and ends at its epilog's end line", "[forensics]") {
+    NodeView v("n1");
+    v.add_job_line("5", "prolog", 200, "meta", "", "user=alice");
+    v.add_job_line("5", "prolog", 100, "meta", "", "partition=gpu");
+    v.add_job_line("5", "prolog", 300, "meta", "", "cluster=c1");
+    v.add_job_line("5", "epilog", 50, "meta", "", "user=alice");  // an epilog line is no start
+    v.add_job_line("5", "epilog", 900, "end", "", "status=0 duration_ms=1");
+    v.add_job_line("5", "epilog", 950, "status", "99-last.sh", "status=0 duration_ms=1");  // no end
+    v.add_job_line("5", "prolog", 960, "end", "", "status=0 duration_ms=1");               // the prolog's end
+    const NodeJob& j = v.jobs().at("5");
+    CHECK(j.start_ns == 100);
+    CHECK(j.end_ns == 900);
+    // Only an epilog: no start known, and said so.
+    v.add_job_line("6", "epilog", 900, "end", "", "status=0 duration_ms=1");
+    CHECK(v.jobs().at("6").start_ns == 0);
+    const std::string t = v.text(0, 1000, "test");
+    CHECK(t.find("\n6 ? .. " + jobtrail::format_rfc3339_ns(900) + "\n") != std::string::npos);
+    CHECK(v.json(0, 1000, "test")["jobs"][1]["start"] == "");
+}
+
+TEST_CASE("jobtrail node: a uid of up to 10 digits is the job's user, a longer one or other text is not",
+          "[forensics]") {
+    NodeView v("n1");
+    v.add_job_line("1", "prolog", 100, "meta", "", "uid=4294967294");
+    v.add_job_line("2", "prolog", 100, "meta", "", "uid=42949672940");
+    v.add_job_line("3", "prolog", 100, "meta", "", "uid=10x0");
+    CHECK(v.jobs().at("1").uid == "4294967294");
+    CHECK(v.jobs().at("2").uid.empty());
+    CHECK(v.jobs().at("3").uid.empty());
+}
+
+TEST_CASE("jobtrail node: a job's first 64 GPUs are listed once each, by an index of up to 6 digits", "[forensics]") {
+    NodeView v("n1");
+    char bdf[32];
+    for (int i = 1; i <= 65; ++i) {
+        std::snprintf(bdf, sizeof bdf, "0000:%02x:00.0", i);
+        v.add_job_line("1", "prolog", 100, "device", "", "kind=gpu index=" + std::to_string(i) + " bdf=" + bdf);
+        if (i == 1)  // the same GPU again
+            v.add_job_line("1", "prolog", 100, "device", "", "kind=gpu index=1 bdf=0000:01:00.0");
+    }
+    const auto& devs = v.jobs().at("1").devices;
+    REQUIRE(devs.size() == 64);
+    CHECK(devs.front().bdf == "0000:01:00.0");
+    CHECK(devs[1].bdf == "0000:02:00.0");
+    CHECK(devs.back().bdf == "0000:40:00.0");
+    v.add_job_line("2", "prolog", 100, "device", "", "kind=gpu index=999999 bdf=0000:18:00.0");
+    v.add_job_line("2", "prolog", 100, "device", "", "kind=gpu index=1000000 bdf=0000:2a:00.0");
+    REQUIRE(v.jobs().at("2").devices.size() == 1);
+    CHECK(v.jobs().at("2").devices[0].index == 999999);
+}
+
+TEST_CASE("jobtrail node: an event while no job runs is node-wide with no job, and no job is left unhit",
+          "[forensics]") {
+    NodeView v("n1");
+    v.add_kernel(500, "NVRM: Xid (PCI:0000:2a:00): 79, pid=1, GPU has fallen off the bus.");
+    const std::string t = v.text(0, 1000, "test");
+    CHECK(t.find("no job ran here in the window (no prolog or epilog records)\n") != std::string::npos);
+    CHECK(t.find("\n    node-wide, no job running (0000:2a:00 is no running job's device)\n") != std::string::npos);
+    CHECK(t.find("JOBS NOT HIT\n------------\nnone\n") != std::string::npos);
+    // Every job hit on its own GPU: none left either.
+    NodeView h("n1");
+    h.add_job_line("1", "prolog", 100, "device", "", "kind=gpu index=1 bdf=0000:2a:00.0");
+    h.add_kernel(500, "NVRM: Xid (PCI:0000:2a:00): 79, pid=1, GPU has fallen off the bus.");
+    CHECK(h.text(0, 1000, "test").find("JOBS NOT HIT\n------------\nnone\n") != std::string::npos);
+}
+
+TEST_CASE("an event at the job's first or last nanosecond is the job's own, one before or after is in its margin",
+          "[forensics]") {
+    Analyzer a;
+    a.facts().job_start_ns = 1000;
+    a.facts().job_end_ns = 2000;
+    a.add("n1", "kmsg", 999, "NVRM: Xid (PCI:0000:2a:00): 13, pid=1, Graphics Exception");
+    a.add("n1", "kmsg", 1000, "NVRM: Xid (PCI:0000:2a:00): 31, pid=1, MMU Fault");
+    a.add("n1", "kmsg", 2000, "NVRM: Xid (PCI:0000:2a:00): 43, pid=1, Ch 00000001");
+    a.add("n1", "kmsg", 2001, "NVRM: Xid (PCI:0000:2a:00): 45, pid=1, Ch 00000001");
+    const auto fs = a.findings();
+    REQUIRE(fs.size() == 4);
+    CHECK(fs[0].when == -1);
+    CHECK(fs[1].when == 0);
+    CHECK(fs[1].title.find("(before the job started)") == std::string::npos);
+    CHECK(fs[2].when == 0);
+    CHECK(fs[2].title.find("(after the job ended)") == std::string::npos);
+    CHECK(fs[3].when == 1);
+}
+
+TEST_CASE("a finding quotes its earliest line, whatever order the lines came in, and the first of a tie",
+          "[forensics]") {
+    Analyzer a;
+    a.add("n1", "nccl", 400, "[t] n1:1:1 [0] NCCL WARN later");
+    a.add("n1", "nccl", 300, "[t] n1:1:1 [0] NCCL WARN earliest");
+    a.add("n1", "nccl", 300, "[t] n1:1:1 [0] NCCL WARN same time, came after");
+    const auto fs = a.findings();
+    REQUIRE(fs.size() == 1);
+    CHECK(fs[0].ts_ns == 300);
+    CHECK(fs[0].count == 3);
+    CHECK(fs[0].quote == "[t] n1:1:1 [0] NCCL WARN earliest");
+}
+
+TEST_CASE("a script that succeeded or was skipped is no finding, and only the epilog's end is an exit status",
+          "[forensics]") {
+    Analyzer a;
+    a.add("n1", "prolog", 10, "prolog status[10-ok.sh] status=0 duration_ms=3 result=\"exit 0\"");
+    a.add("n1", "prolog", 11, "prolog status[20-gpu.sh] status=skipped duration_ms=0 result=\"no GPU\"");
+    a.add("n1", "prolog", 12, "prolog status[30-quiet.sh] duration_ms=3");
+    a.add("n1", "prolog", 13, "prolog end status=0 duration_ms=9");
+    a.add("n2", "epilog", 14, "epilog end status=1 duration_ms=9");
+    CHECK(a.findings().empty());
+    CHECK(a.facts().exit_by_node == std::map<std::string, std::string>{{"n2", "1"}});
+    a.facts().nodes = {"n1", "n2"};
+    const std::string s = a.summary_text();
+    CHECK(s.find("epilog on n2: status=1\n") != std::string::npos);
+    CHECK(s.find("nothing recognised: no kernel or DCGM event") != std::string::npos);
+    CHECK(s.find("n2:\n  nothing recognised\n") != std::string::npos);
+}
+
+TEST_CASE("the job's GPUs: an index of up to 6 digits, the first 64 of a node, from the prolog only", "[forensics]") {
+    const std::string xid_on = "NVRM: Xid (PCI:0000:";
+    const auto own = [&](Analyzer& a, const std::string& bus) {
+        a.add("n1", "kmsg", 500, xid_on + bus + ":00): 79, pid=1, GPU has fallen off the bus.");
+        const auto fs = a.findings();
+        REQUIRE(fs.size() == 1);
+        return fs[0].own_device;
+    };
+    Analyzer six;
+    six.add("n1", "prolog", 100, "prolog device kind=gpu index=999999 bdf=0000:2a:00.0");
+    CHECK(own(six, "2a") == 1);
+    Analyzer seven;
+    seven.add("n1", "prolog", 100, "prolog device kind=gpu index=1 bdf=0000:18:00.0");
+    seven.add("n1", "prolog", 100, "prolog device kind=gpu index=1000000 bdf=0000:2a:00.0");
+    CHECK(own(seven, "2a") == 0);
+    Analyzer epilog;
+    epilog.add("n1", "epilog", 100, "epilog device kind=gpu index=1 bdf=0000:2a:00.0");
+    CHECK(own(epilog, "2a") == -1);
+    char bdf[32];
+    for (const int count : {64, 65}) {
+        INFO(count << " GPUs");
+        Analyzer a;
+        for (int i = 1; i <= count; ++i) {
+            std::snprintf(bdf, sizeof bdf, "0000:%02x:00.0", i);
+            a.add("n1", "prolog", 100, "prolog device kind=gpu index=" + std::to_string(i) + " bdf=" + bdf);
+        }
+        std::snprintf(bdf, sizeof bdf, "%02x", count);
+        CHECK(own(a, bdf) == (count == 64 ? 1 : 0));
+    }
+}
+
+TEST_CASE("the bundle summary's head says the job's cluster, user, partition, nodes and window, and only what is known",
+          "[forensics]") {
+    Analyzer a;
+    a.facts().job_id = "77";
+    a.add("n1", "prolog", 10, "prolog meta cluster=c1");
+    a.add("n1", "prolog", 10, "prolog meta user=alice");
+    a.add("n1", "prolog", 10, "prolog meta partition=gpu");
+    a.add("n1", "nccl", 100, "[t] n1:1:1 [0] NCCL WARN once");
+    a.facts().nodes = {"n1", "n2"};
+    a.facts().start_ns = 1'000'000'000;
+    a.facts().end_ns = 2'000'000'000;
+    const std::string s = a.summary_text();
+    CHECK(s.starts_with("jobtrail bundle summary for job 77\n" + std::string(40, '=') +
+                        "\ncluster:   c1\nuser:      alice\npartition: gpu\nnodes:     n1,n2\nwindow:    "
+                        "1970-01-01T00:00:01.000000000Z .. 1970-01-01T00:00:02.000000000Z\n\nMOST LIKELY CAUSE\n"));
+    CHECK(s.find("NCCL WARN\n") != std::string::npos);  // once: no count
+    CHECK(s.find("(x1)") == std::string::npos);
+    Analyzer none;
+    none.facts().job_id = "78";
+    CHECK(none.summary_text().starts_with("jobtrail bundle summary for job 78\n" + std::string(40, '=') +
+                                          "\nnodes:     (none found)\n\nMOST LIKELY CAUSE\n"));
+}
+
+TEST_CASE("a local file of exactly the cap is bundled whole, one byte more is cut", "[forensics]") {
+    namespace fs = std::filesystem;
+    for (const size_t extra : {0, 1}) {
+        INFO(4096 + extra << " bytes");
+        const jobtrail::test::TempDir tmp("cap");
+        const std::string& dir = tmp.path();
+        job_logs(dir);
+        {
+            std::ofstream big(dir + "/logs/nccl/77/big.log");
+            for (int i = 0; i < 64; ++i) {  // 64 lines of 64 bytes
+                std::string l = "[2026-11-29T21:52:20.000000+0000] n1:1:1 [0] NCCL INFO line " + std::to_string(i);
+                l.resize(63, '.');
+                big << l << "\n";
+            }
+            if (extra) big << "x";
+        }
+        REQUIRE(fs::file_size(dir + "/logs/nccl/77/big.log") == 4096 + extra);
+        BundleOptions o = local_bundle(dir, "out");
+        o.max_file_bytes = 4096;
+        const auto r = make_bundle(o);
+        REQUIRE(r.exit_code == kExitOk);
+        const fs::path top = extract(r.archive, dir + "/x");
+        const std::string got = slurp((top / "nccl/n1/big.log").string());
+        std::ifstream mf(top / "manifest.json");
+        const std::string manifest((std::istreambuf_iterator<char>(mf)), std::istreambuf_iterator<char>());
+        if (extra) {
+            CHECK(got.find("[jobtrail] cut here: the file is longer than 4096 bytes") != std::string::npos);
+            CHECK(manifest.find(R"("truncated": true)") != std::string::npos);
+        } else {
+            CHECK(std::count(got.begin(), got.end(), '\n') == 64);  // every line, the last included
+            CHECK(got.find("NCCL INFO line 63") != std::string::npos);
+            CHECK(got.find("cut here") == std::string::npos);
+            CHECK(manifest.find(R"("truncated": true)") == std::string::npos);
+        }
+    }
 }

@@ -1,5 +1,8 @@
 #include "forensics/node_sources.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -113,4 +116,47 @@ TEST_CASE("jobtrail node from Loki that cannot be reached says so for each query
     // The kernel records, the jobs' lines, the DCGM events.
     CHECK(node_from_loki(c, Scope{}, "gpu01", now - 3600 * kSecond, now, once, v).size() == 3);
     CHECK(v.jobs().empty());
+}
+
+TEST_CASE("jobtrail node --local: the window's edges and the jobs' two days before it are read to the nanosecond",
+          "[forensics][cli]") {
+    test::TempDir dir;
+    node::Layout layout;
+    layout.log_dir = dir.path();
+    std::filesystem::create_directories(layout.job_log_dir(node::Phase::kProlog));
+    std::filesystem::create_directories(layout.job_log_dir(node::Phase::kEpilog));
+    const int64_t from = (realtime_ns() / kSecond - 3600) * kSecond, to = from + 1000 * kSecond;
+    const int64_t job_from = from - 2 * 86'400 * kSecond;  // a job that started two days before still ran
+    // Job 1: its first line exactly two days before the window, its end exactly at the window's end.
+    std::ofstream(layout.job_log(node::Phase::kProlog, "1"))
+        << job_line(job_from, joblog::kMeta, "user=alice")
+        << kernel_line(from, joblog::kKmsgContext, 0, 10, from - 1, "a record a nanosecond before the window")
+        << kernel_line(from, joblog::kKmsgContext, 0, 11, from, kXidOn18);
+    std::ofstream(layout.job_log(node::Phase::kEpilog, "1"))
+        << job_line(to, joblog::kEnd, "status=0 duration_ms=1")
+        << job_line(to + 1, joblog::kMeta, "user=mallory");  // after the window: not read
+    // Job 2: its only line a nanosecond too early.
+    std::ofstream(layout.job_log(node::Phase::kProlog, "2")) << job_line(job_from - 1, joblog::kMeta, "user=bob");
+    // Jobs 3 and 4: lines in the window, but their logs last written at the lookback's edge and
+    // a nanosecond before it.
+    for (const char* id : {"3", "4"})
+        std::ofstream(layout.job_log(node::Phase::kProlog, id)) << job_line(from, joblog::kMeta, "user=carol");
+    const auto set_mtime = [](const std::string& path, int64_t ns) {
+        const struct timespec ts[2] = {{ns / kSecond, ns % kSecond}, {ns / kSecond, ns % kSecond}};
+        REQUIRE(::utimensat(AT_FDCWD, path.c_str(), ts, 0) == 0);
+    };
+    set_mtime(layout.job_log(node::Phase::kProlog, "3"), job_from);
+    set_mtime(layout.job_log(node::Phase::kProlog, "4"), job_from - 1);
+
+    NodeView v("n1");
+    CHECK(node_from_local(layout, v, from, to) == 4);
+    REQUIRE(v.jobs().count("1"));
+    CHECK(v.jobs().at("1").user == "alice");
+    CHECK(v.jobs().at("1").start_ns == job_from);
+    CHECK(v.jobs().at("1").end_ns == to);
+    CHECK(v.jobs().count("2") == 0);
+    CHECK(v.jobs().count("3") == 1);
+    CHECK(v.jobs().count("4") == 0);
+    REQUIRE(v.events().size() == 1);
+    CHECK(v.events()[0].ts_ns == from);
 }

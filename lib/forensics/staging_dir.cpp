@@ -98,7 +98,13 @@ Result<Fd> open_output_dir(const std::string& path, bool make) {
             const ssize_t n = ::readlinkat(dir.get(), c.c_str(), target.data(), target.size());
             if (n <= 0 || static_cast<size_t>(n) >= target.size()) return Status::failure(errno_text(errno));
             target.resize(static_cast<size_t>(n));
-            if (target[0] == '/') dir.reset(::open("/", kDirFlags));
+            // What is walked next is named from the link's target on, not below the link: from /,
+            // or from the link's own directory.
+            walked.resize(walked.size() - c.size() - 1);
+            if (target[0] == '/') {
+                dir.reset(::open("/", kDirFlags));
+                walked.clear();
+            }
             if (!dir.valid()) return Status::failure(errno_text(errno));
             push_path(target);
             continue;

@@ -195,3 +195,105 @@ TEST_CASE("an output name someone took is left to them and the next one claimed"
     CHECK(slurp(out + "/a-3.tar.zst") == "archive");       // published: kept
     CHECK_FALSE(fs::exists(out + "/a-3.tar.zst.sha256"));  // claimed, never published: removed
 }
+
+TEST_CASE("the output directory is reached through 40 links of ours, a 41st is too many", "[forensics]") {
+    const test::TempDir d;
+    fs::create_directory(d.path() + "/real");
+    // l1 -> l2 -> ... -> l40 -> real, and m1 -> ... -> m41 -> real: relative links, all ours.
+    for (const auto& [stem, count] : {std::pair<std::string, int>{"l", 40}, {"m", 41}})
+        for (int i = 1; i <= count; ++i)
+            fs::create_symlink(i == count ? "real" : stem + std::to_string(i + 1),
+                               d.path() + "/" + stem + std::to_string(i));
+    {
+        auto forty = StagingDir::create(d.path() + "/l1/out", ".jobtrail-job77");
+        REQUIRE(forty.ok);
+        CHECK(fs::is_directory(d.path() + "/real/out"));
+    }
+    const auto too_many = StagingDir::create(d.path() + "/m1/out", ".jobtrail-job77");
+    CHECK_FALSE(too_many.ok);
+    CHECK(too_many.error ==
+          "cannot use the output directory " + d.path() + "/m1/out: Too many levels of symbolic links");
+}
+
+TEST_CASE("a link of another user's past a link of ours is named where it is, not below our link",
+          "[forensics][hostile]") {
+    if (::geteuid() != 0) JOBTRAIL_SKIP("links of another user need root");
+    const test::TempDir d;
+    const std::string victim = d.path() + "/etc", tmp = d.path() + "/tmp";
+    fs::create_directories(victim);
+    fs::create_directories(tmp);
+    ::chmod(tmp.c_str(), 01777);
+    fs::create_directory_symlink(victim, tmp + "/x");
+    REQUIRE(::lchown((tmp + "/x").c_str(), 65534, 65534) == 0);
+    fs::create_directory_symlink(tmp, d.path() + "/abs");    // ours, to an absolute path
+    fs::create_directory_symlink("tmp", d.path() + "/rel");  // ours, relative to its directory
+    for (const std::string via : {"abs", "rel"}) {
+        INFO("through " << via);
+        const auto r = StagingDir::create(d.path() + "/" + via + "/x/out", ".jobtrail-job77");
+        CHECK_FALSE(r.ok);
+        CHECK(r.error == "cannot use the output directory " + d.path() + "/" + via + "/x/out: " + tmp +
+                             "/x is a symbolic link owned by uid 65534, not followed: give the directory it points "
+                             "to, if it is the one meant");
+    }
+    CHECK(fs::is_empty(victim));
+}
+
+TEST_CASE("the last alternative name -16 is claimed when the name and -2 to -15 are taken", "[forensics]") {
+    const test::TempDir d;
+    const std::string out = d.path() + "/out";
+    auto made = StagingDir::create(out, ".jobtrail-job77");
+    REQUIRE(made.ok);
+    for (int n = 1; n <= 15; ++n) std::ofstream(out + "/c" + (n == 1 ? "" : "-" + std::to_string(n)) + ".tar.zst");
+    const auto stem = made.value.claim_output("c", ".tar.zst");
+    REQUIRE(stem.ok);
+    CHECK(stem.value == "c-16");
+    CHECK(fs::exists(out + "/c-16.tar.zst.sha256"));
+}
+
+TEST_CASE("the staging directory is emptied 16 directories deep and no deeper", "[forensics]") {
+    const test::TempDir d;
+    const std::string out = d.path() + "/out";
+    for (const int depth : {16, 17}) {
+        INFO(depth << " directories deep");
+        std::string rel;
+        for (int i = 0; i < depth; ++i) rel += "a/";
+        std::string path;
+        {
+            auto made = StagingDir::create(out, ".jobtrail-job77");
+            REQUIRE(made.ok);
+            REQUIRE(made.value.write_file(rel + "f", "x").ok);
+            path = made.value.path();
+        }
+        if (depth == 16) {
+            CHECK_FALSE(fs::exists(path));
+        } else {
+            CHECK(slurp(path + "/" + rel + "f") == "x");  // too deep to be the bundle's: left
+            fs::remove_all(path);
+        }
+    }
+}
+
+TEST_CASE("an empty directory put at the staging directory's name is left alone", "[forensics][hostile]") {
+    const test::TempDir d;
+    const std::string out = d.path() + "/out";
+    auto made = StagingDir::create(out, ".jobtrail-job77");
+    REQUIRE(made.ok);
+    REQUIRE(made.value.write_file("nodes/n1/prolog.log", "line\n").ok);
+    const std::string planted = made.value.path(), moved = out + "/moved-away";
+    fs::rename(planted, moved);
+    fs::create_directory(planted);
+    { StagingDir gone = std::move(made.value); }
+    CHECK(fs::is_directory(planted));
+    CHECK(fs::is_empty(moved));
+}
+
+TEST_CASE("a stream is read line by line without the newline and its last line may lack one", "[forensics]") {
+    const test::TempDir d;
+    std::ofstream(d.path() + "/f") << "first\n\nlast";
+    auto f = open_stream(Fd(::open((d.path() + "/f").c_str(), O_RDONLY | O_CLOEXEC)), "r", "f");
+    REQUIRE(f.ok);
+    LineReader in(f.value.get());
+    std::vector<std::string> lines;
+    for (std::string l; in.next(l);) lines.push_back(l);
+    CHECK(lines == std::vector<std::string>{"first", "", "last"});
+}

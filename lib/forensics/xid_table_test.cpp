@@ -82,3 +82,15 @@ TEST_CASE("the Xid table says which source saw each Xid: kernel, dcgm, or kernel
     CHECK(text.find("gpu01               79      1  fatal    kernel+dcgm") != std::string::npos);
     CHECK(text.find("gpu03               79      2  fatal    dcgm") != std::string::npos);
 }
+
+TEST_CASE("the Xid table lists rows by node whichever source saw them", "[forensics][cli][dcgm]") {
+    const loki::LabelSet gpu3 = {{"gpu", "3"}, {"pci_bdf", "00000000:3B:00.0"}};
+    XidTable t;
+    t.add("gpu02", 100, "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.");
+    t.add_dcgm("gpu01", 100, "XID 79 on GPU 3", &gpu3);  // DCGM only, on a node before it
+    const auto j = t.json();
+    REQUIRE(j.size() == 2);
+    CHECK(j[0]["node"] == "gpu01");
+    CHECK(j[0]["source"] == "dcgm");
+    CHECK(j[1]["node"] == "gpu02");
+}
