@@ -1,6 +1,7 @@
 #include "shipper/metrics_server.hpp"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/resource.h>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -67,6 +69,28 @@ double cpu_seconds() {
     const auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
     return secs(u.ru_utime) + secs(u.ru_stime);
 }
+
+// From its making until its end no descriptor is free below the limit (RLIMIT_NOFILE lowered to
+// the lowest free one): the server's accept fails with EMFILE. The limit is put back however the
+// test ends.
+class NoDescriptorFree {
+public:
+    NoDescriptorFree() {
+        const int lowest_free = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+        REQUIRE(lowest_free >= 0);
+        ::close(lowest_free);
+        REQUIRE(::getrlimit(RLIMIT_NOFILE, &old_) == 0);
+        rlimit low = old_;
+        low.rlim_cur = static_cast<rlim_t>(lowest_free);
+        REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
+    }
+    ~NoDescriptorFree() { ::setrlimit(RLIMIT_NOFILE, &old_); }
+    NoDescriptorFree(const NoDescriptorFree&) = delete;
+    NoDescriptorFree& operator=(const NoDescriptorFree&) = delete;
+
+private:
+    rlimit old_{};
+};
 
 }  // namespace
 
@@ -167,20 +191,15 @@ TEST_CASE("metrics server: out of descriptors, it neither spins nor stops servin
     // (EMFILE) while the connection waits in its queue and the listener stays readable.
     const int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     REQUIRE(client >= 0);
-    const int lowest_free = ::dup(client);
-    REQUIRE(lowest_free >= 0);
-    ::close(lowest_free);
-    rlimit old{};
-    REQUIRE(::getrlimit(RLIMIT_NOFILE, &old) == 0);
-    rlimit low = old;
-    low.rlim_cur = static_cast<rlim_t>(lowest_free);
-    REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
-    const sockaddr_in addr = loopback(s.port());
-    ::connect(client, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
-    const double before = cpu_seconds();
-    ::usleep(500'000);  // this thread sleeps: the process's CPU time is the server's
-    const double cpu = cpu_seconds() - before;
-    REQUIRE(::setrlimit(RLIMIT_NOFILE, &old) == 0);
+    double cpu = 0;
+    {
+        const NoDescriptorFree none;
+        const sockaddr_in addr = loopback(s.port());
+        ::connect(client, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+        const double before = cpu_seconds();
+        ::usleep(500'000);  // this thread sleeps: the process's CPU time is the server's
+        cpu = cpu_seconds() - before;
+    }
     INFO("server CPU seconds in 0.5 s without descriptors: " << cpu);
     CHECK(cpu < 0.25);  // a spin polling the readable listener takes the whole 0.5 s
     // Descriptors back: it serves again.
@@ -278,14 +297,7 @@ TEST_CASE(
     // A scrape's socket, then no descriptor free below the limit: the server's accept fails (EMFILE).
     const int scrape = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     REQUIRE(scrape >= 0);
-    const int lowest_free = ::dup(scrape);
-    REQUIRE(lowest_free >= 0);
-    ::close(lowest_free);
-    rlimit old{};
-    REQUIRE(::getrlimit(RLIMIT_NOFILE, &old) == 0);
-    rlimit low = old;
-    low.rlim_cur = static_cast<rlim_t>(lowest_free);
-    REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
+    auto none = std::make_unique<NoDescriptorFree>();
     const sockaddr_in addr = loopback(s.port());
     const bool connected = ::connect(scrape, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
     const std::string request = "GET /metrics HTTP/1.0\r\n\r\n";
@@ -308,7 +320,7 @@ TEST_CASE(
         return ::poll(&q, 1, 0) == 1 && ::read(fd, &c, 1) == 0;
     };
     const bool oldest_closed = closed(held[0]), others_open = !closed(held[1]) && !closed(held[2]);
-    REQUIRE(::setrlimit(RLIMIT_NOFILE, &old) == 0);
+    none.reset();
     CHECK(connected);
     CHECK(answer.find("jobtrail_up 1") != std::string::npos);
     CHECK(oldest_closed);  // it gave its descriptor

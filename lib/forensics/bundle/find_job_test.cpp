@@ -97,6 +97,15 @@ void push_job_lines(const std::string& url, const std::string& node,
 
 constexpr int64_t kSec = 1'000'000'000;
 
+// Job `id` looked up in the double only: no sacct answers.
+BundleOptions loki_only(const jobtrail::test::LokiDouble& loki, const std::string& id) {
+    BundleOptions o;
+    o.job_id = id;
+    o.endpoint.url = loki.url();
+    o.sacct = "/nonexistent/sacct";
+    return o;
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -113,10 +122,7 @@ TEST_CASE(
                     {t + 200 * kSec, "epilog meta user=alice"},
                     {t + 300 * kSec, "epilog end status=0 duration_ms=1"}});
     push_job_lines(loki.url(), "n2", {{t + 101 * kSec, "prolog meta user=alice"}});
-    BundleOptions o;
-    o.job_id = "7";
-    o.endpoint.url = loki.url();
-    o.sacct = "/nonexistent/sacct";
+    BundleOptions o = loki_only(loki, "7");
     const auto found = bundle::find_job(o);
     INFO(found.error << found.nodelist_notes);
     REQUIRE(found.exit_code == kExitOk);
@@ -155,10 +161,7 @@ TEST_CASE("bundle: a job without its epilog's end runs on: its window reaches to
                    {{t, "prolog meta user=alice"},
                     {t + 5 * kSec, "epilog status[10-a.sh] status=0 duration_ms=1"},
                     {t + 6 * kSec, "epilog meta user=alice"}});
-    BundleOptions o;
-    o.job_id = "7";
-    o.endpoint.url = loki.url();
-    o.sacct = "/nonexistent/sacct";
+    BundleOptions o = loki_only(loki, "7");
     const auto found = bundle::find_job(o);
     INFO(found.error << found.nodelist_notes);
     REQUIRE(found.exit_code == kExitOk);
@@ -172,10 +175,7 @@ TEST_CASE("bundle: a job without its epilog's end runs on: its window reaches to
 TEST_CASE("bundle: a job neither Loki nor Slurm knows is not found and the error says where it looked",
           "[bundle][double]") {
     jobtrail::test::LokiDouble loki;
-    BundleOptions o;
-    o.job_id = "9";
-    o.endpoint.url = loki.url();
-    o.sacct = "/nonexistent/sacct";
+    BundleOptions o = loki_only(loki, "9");
     const auto found = bundle::find_job(o);
     CHECK(found.exit_code == kExitNotFound);
     CHECK(found.error ==

@@ -746,8 +746,8 @@ struct AsUser {
     explicit AsUser(uid_t uid) { ::setfsuid(uid); }
     ~AsUser() { ::setfsuid(0); }
 };
-std::vector<std::string> poll_as(FileSource& s, uid_t uid) {
-    AsUser as(uid);
+// Every line the source has now, sorted.
+std::vector<std::string> poll_sorted(FileSource& s) {
     std::vector<Event> ev;
     while (s.poll(ev, 1 << 20)) {
     }
@@ -755,6 +755,10 @@ std::vector<std::string> poll_as(FileSource& s, uid_t uid) {
     for (auto& e : ev) out.push_back(e.line);
     std::sort(out.begin(), out.end());
     return out;
+}
+std::vector<std::string> poll_as(FileSource& s, uid_t uid) {
+    AsUser as(uid);
+    return poll_sorted(s);
 }
 }  // namespace
 
@@ -1184,15 +1188,7 @@ TEST_CASE("a directory unchanged since its last listing still has its closed fil
     std::vector<std::string> said;
     const Events events([&](const InternalEvent& e) { said.push_back(e.message); });
     FileSource s(f.cfg, f.options(events), f.m);
-    auto pass = [&] {
-        std::vector<Event> ev;
-        while (s.poll(ev, 1 << 20)) {
-        }
-        std::vector<std::string> out;
-        for (auto& e : ev) out.push_back(e.line);
-        std::sort(out.begin(), out.end());
-        return out;
-    };
+    auto pass = [&] { return poll_sorted(s); };
     const auto first = pass();
     CHECK(first.size() == 7);  // a, b and five of full's
     CHECK(said.size() == 3);   // the FIFO, the link, full past its cap
