@@ -38,7 +38,7 @@ std::string RunResult::describe() const {
         return s;
     }
     if (signaled) return "killed by signal " + std::to_string(signal) + " (" + strsignal(signal) + ")";
-    if (!exited) return error;
+    if (!exited) return error.empty() ? "exit status unknown" : error;
     return "exit " + std::to_string(exit_code);
 }
 

@@ -139,14 +139,21 @@ void MetricsServer::serve(const Render& render) {
         now = monotonic_ns();
         std::erase_if(conns, [now](const Connection& c) { return c.done || now - c.accepted_ns >= kTimeoutNs; });
         if (!(fds[0].revents & POLLIN)) continue;
-        bool freed = false;  // a held connection closed for a descriptor, at most once a round
+        bool freed = false;  // a held connection closed for a descriptor not yet taken
+        const auto queued = [this] {
+            pollfd p{fd_, POLLIN, 0};
+            return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+        };
         while (true) {
             const auto first = std::min_element(
                 conns.begin(), conns.end(), [](const auto& a, const auto& b) { return a.accepted_ns < b.accepted_ns; });
             if (conns.size() >= kMaxConnections && now - first->accepted_ns < kGraceNs) break;
             const int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-            if (fd < 0 && (errno == EMFILE || errno == ENFILE) && !freed && !conns.empty() &&
-                now - first->accepted_ns >= kGraceNs) {
+            const int err = errno;
+            // accept() takes the descriptor before it looks at the queue: at the limit it fails
+            // even with nothing queued, so a connection is closed only for one that waits.
+            if (fd < 0 && (err == EMFILE || err == ENFILE) && !freed && !conns.empty() &&
+                now - first->accepted_ns >= kGraceNs && queued()) {
                 // At the descriptor limit, the oldest connection past its grace gives its descriptor
                 // to the new one, as when full: else held idle ones would keep a scrape out until
                 // their deadline.
@@ -157,10 +164,11 @@ void MetricsServer::serve(const Render& render) {
             if (fd < 0) {
                 // Out of descriptors or memory: the connection stays queued and the listener
                 // readable; left alone a while, not polled in a spin.
-                if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
+                if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR && err != ECONNABORTED)
                     paused_until = monotonic_ns() + kFailurePauseMs * 1'000'000;
                 break;
             }
+            freed = false;  // each descriptor given up is taken by one new connection
             // Room is made once a connection is taken: none is closed for one that is not there.
             if (conns.size() >= kMaxConnections) conns.erase(first);
             Connection c{Fd(fd), monotonic_ns(), {}, {}, 0, false};

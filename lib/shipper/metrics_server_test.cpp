@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -288,11 +289,20 @@ TEST_CASE(
     REQUIRE(s.start("127.0.0.1:0", [] { return std::string("jobtrail_up 1\n"); }).ok);
     // Three idle connections a local user holds, all taken and past their grace (their 2 s
     // deadline far off).
+    const auto open_fds = [] {
+        size_t n = 0;
+        for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+        return n;
+    };
+    const size_t before = open_fds();
     std::vector<int> held;
     for (int i = 0; i < 3; ++i) {
         held.push_back(idle_connection(s.port()));
         ::usleep(20'000);  // in order: the first is the oldest
     }
+    // Taken by the server (its three ends open too), however slow its thread is to get there.
+    for (int i = 0; i < 1000 && open_fds() < before + 6; ++i) ::usleep(10'000);
+    REQUIRE(open_fds() == before + 6);
     ::usleep(2 * MetricsServer::kGraceMs * 1000);
     // A scrape's socket, then no descriptor free below the limit: the server's accept fails (EMFILE).
     const int scrape = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
