@@ -10,7 +10,8 @@
 # JOBTRAIL_SLURM_CACHE sets the cache directory (default /var/cache/jobtrail-ci).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-tarball=${1:-$(ls -1 "$here"/../../shared/slurm/slurm-*.tar.xz 2>/dev/null | sort -V | tail -n 1)}
+# (|| true: with pipefail, ls finding nothing would end the script here, before it says why)
+tarball=${1:-$( (ls -1 "$here"/../../shared/slurm/slurm-*.tar.xz 2>/dev/null || true) | sort -V | tail -n 1)}
 cache=${JOBTRAIL_SLURM_CACHE:-/var/cache/jobtrail-ci}
 log() { echo "build-slurm: $*" >&2; }
 
