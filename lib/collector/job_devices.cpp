@@ -20,11 +20,12 @@ namespace {
 constexpr int64_t kBudgetMs = 5'000;  // all the prolog spends on devices
 constexpr unsigned kNvidiaMajor = 195;
 
+}  // namespace
+
 // The slurmd of the Slurm that runs us, for a Slurm installed under a prefix (/opt/slurm/sbin is
 // in no PATH): the Prolog and Epilog run below slurmd or slurmstepd, whose sbin/ holds slurmd.
 // Only our own ancestors are looked at, which no job user controls.
-std::string slurmd_beside_us() {
-    pid_t pid = ::getppid();
+std::string slurmd_beside(pid_t pid) {
     for (int depth = 0; depth < 4 && pid > 1; ++depth) {
         const std::string proc = "/proc/" + std::to_string(pid);
         char exe[4096];
@@ -47,6 +48,8 @@ std::string slurmd_beside_us() {
     return "";
 }
 
+namespace {
+
 // A program's standard output under what is left of the budget: the driver's /proc files and
 // slurmd -G can block on a wedged GPU, and the prolog must not. The child is left behind if
 // the kernel holds it (process::run gives up on it), never waited for.
@@ -58,7 +61,7 @@ bool run_bounded(const Session& s, std::vector<std::string> argv, int64_t deadli
         return false;
     }
     std::string exe = process::find_in_path(argv[0], s.config().collector.path);
-    if (exe.empty() && argv[0] == "slurmd") exe = slurmd_beside_us();
+    if (exe.empty() && argv[0] == "slurmd") exe = slurmd_beside(::getppid());
     if (exe.empty()) {
         why = argv[0] + " not found";
         return false;

@@ -2,15 +2,18 @@
 
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include "collector_job.hpp"
 #include "common/text.hpp"
+#include "temp_dir.hpp"
 
 using namespace jobtrail;
 using namespace jobtrail::collector;
@@ -286,4 +289,42 @@ TEST_CASE("a driver file that never answers (a wedged GPU) holds the prolog only
     CHECK(p.devices.empty());
     CHECK(p.r.note == "the driver lists no GPU with minor 5; driver entry 0000:18:00.0: " + node.job().dir() +
                           "/bin/cat timed out");
+}
+
+TEST_CASE("slurmd is looked for beside the slurmd or slurmstepd we run under and beside no other program",
+          "[collector]") {
+    // A Slurm under a prefix: its sbin/ holds slurmd and slurmstepd, in no PATH. Each stand-in is a
+    // copy of sleep under that name, so that /proc/<pid>/exe names it.
+    jobtrail::test::TempDir d;
+    const auto beside = [&](const std::string& name, bool slurmd_there) {
+        const std::string sbin = d.path() + "/" + name + (slurmd_there ? "" : "-alone") + "/sbin";
+        std::filesystem::create_directories(sbin);
+        std::filesystem::copy_file("/bin/sleep", sbin + "/" + name);
+        std::filesystem::permissions(sbin + "/" + name, std::filesystem::perms(0755));
+        if (slurmd_there && name != "slurmd") {
+            std::ofstream(sbin + "/slurmd") << "#!/bin/sh\n";
+            std::filesystem::permissions(sbin + "/slurmd", std::filesystem::perms(0755));
+        }
+        const std::string exe = sbin + "/" + name;
+        const pid_t pid = ::fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            ::execl(exe.c_str(), name.c_str(), "30", static_cast<char*>(nullptr));
+            ::_exit(127);
+        }
+        // Until the child is the stand-in (after its exec).
+        std::error_code ec;
+        for (int i = 0; i < 500 && std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec) != exe;
+             ++i)
+            ::usleep(10'000);
+        const std::string found = slurmd_beside(pid);
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+        return found == "" ? std::string("none") : found.substr(d.path().size());
+    };
+    CHECK(beside("slurmstepd", true) == "/slurmstepd/sbin/slurmd");
+    CHECK(beside("slurmd", true) == "/slurmd/sbin/slurmd");
+    CHECK(beside("slurmstepd", false) == "none");  // no slurmd beside it: not guessed
+    CHECK(beside("bash", true) == "none");         // a slurmd beside another program is not Slurm's
+    CHECK(beside("slurmstepd2", true) == "none");
 }
