@@ -349,3 +349,19 @@ TEST_CASE("a DCGM error other than a lost GPU ends the listing and says which GP
     CHECK(client->gpus(error).empty());
     CHECK(error == "dcgmGetDeviceAttributes(3): Unknown error (-3)");
 }
+
+TEST_CASE("a bus id placeholder is shown in printable ASCII from space to tilde and at most 32 characters",
+          "[dcgm-client]") {
+    // What DCGM hands out instead of an address goes into a log line: control bytes and DEL are
+    // left out, a space and '~' kept, and a long one is cut.
+    Stub stub;
+    const std::string long_id = "<<<" + std::string(40, 'x') + ">>>";
+    stub.write("gpus", "0 00000000:3B:00.0\n7 <<<N/A\\x20pending\\x01\\x1f\\x7f~>>>\n8 " + long_id + "\n");
+    auto client = dcgm::make_client(options(JOBTRAIL_DCGM_STUB4));
+    std::string error;
+    REQUIRE(client->connect(error));
+    const auto gpus = client->gpus(error);
+    REQUIRE(gpus.size() == 3);
+    CHECK(gpus[1].problem == "DCGM has no PCI bus id for GPU 7 (\"<<<N/A pending~>>>\")");
+    CHECK(gpus[2].problem == "DCGM has no PCI bus id for GPU 8 (\"" + long_id.substr(0, 32) + "\")");
+}
