@@ -736,6 +736,34 @@ TEST_CASE("damage inside an older segment is skipped and reported", "[spool]") {
     CHECK(got.back() == rec(99, 100));
 }
 
+TEST_CASE("a frame an older segment ends inside is skipped and reported and reading goes on in the next segment",
+          "[spool]") {
+    // A sealed segment whose last frame the disk lost the end of: that frame needs bytes the
+    // segment does not have. It is damage, not a frame still being written: the reader must not
+    // wait on it for ever.
+    jobtrail::test::TempDir dir;
+    {
+        Spool s;
+        REQUIRE(s.open({dir.path(), 4096}));
+        for (int i = 0; i < 100; ++i) s.append(alt(i, 100));  // streams by turns: a frame each
+        REQUIRE(s.sync());
+        REQUIRE(count_segments(dir.path()) > 2);
+    }
+    const std::string first = dir.path() + "/seg-0000000000000001";
+    const auto size = std::filesystem::file_size(first);
+    std::filesystem::resize_file(first, size - 10);
+    Spool s;
+    REQUIRE(s.open({dir.path(), 4096}));
+    Position end;
+    const auto got = read_all(s, end);
+    CHECK(s.corrupt_skipped() == 1);
+    CHECK(s.error().find("corrupt record in " + first + " at offset ") == 0);
+    REQUIRE_FALSE(got.empty());
+    CHECK(got.front() == alt(0, 100));
+    CHECK(got.back() == alt(99, 100));
+    CHECK(got.size() == 99);  // only the cut record is lost
+}
+
 TEST_CASE("an ack in the middle of a segment keeps that segment's rest and every later segment", "[spool]") {
     jobtrail::test::TempDir dir;
     uint64_t rest_bytes = 0;
