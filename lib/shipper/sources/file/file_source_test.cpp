@@ -154,15 +154,21 @@ TEST_CASE("long lines are cut with a marker, bad bytes stay visible", "[shipper]
 
 TEST_CASE("job logs keep their own timestamps and get job_id and phase", "[shipper]") {
     Fixture f(LineFormat::kJoblog, "prolog");
-    std::ofstream(f.dir.path() + "/prolog/4242.log") << "2026-11-29T21:52:22.146801327Z stdout[10-site.sh] hello\n";
+    std::ofstream(f.dir.path() + "/prolog/4242.log") << "2026-11-29T21:52:22.146801327Z stdout[10-site.sh] hello\n"
+                                                     << "not a job log line\n";
     auto s = f.source();
     std::vector<Event> ev;
     s->poll(ev, 1 << 20);
-    REQUIRE(ev.size() == 1);
+    REQUIRE(ev.size() == 2);
     CHECK(ev[0].ts_ns == 1795989142146801327);
     CHECK(ev[0].labels().at("job_id") == "4242");
     CHECK(ev[0].labels().at("job") == "test");
     CHECK(ev[0].line == "prolog stdout[10-site.sh] hello");
+    // Its tag goes as structured metadata: {tag="stdout"} finds a job's script output in Loki.
+    CHECK(ev[0].metadata == std::vector<std::pair<std::string, std::string>>{{"tag", "stdout"}});
+    // A line that is none of ours is shipped as it is, with no tag.
+    CHECK(ev[1].line == "not a job log line");
+    CHECK(ev[1].metadata.empty());
 }
 
 TEST_CASE(
