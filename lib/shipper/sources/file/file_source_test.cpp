@@ -1061,12 +1061,7 @@ TEST_CASE("a path's plain parts after a wildcard are entered by name and other d
     std::vector<std::string> said;
     const Events events([&](const InternalEvent& e) { said.push_back(e.message); });
     FileSource s(f.cfg, f.options(events), f.m);
-    std::vector<Event> ev;
-    s.poll(ev, 1 << 20);
-    std::vector<std::string> l;
-    for (auto& e : ev) l.push_back(e.line);
-    std::sort(l.begin(), l.end());
-    CHECK(l == std::vector<std::string>{"job 1 out", "job 2 err"});
+    CHECK(poll_sorted(s) == std::vector<std::string>{"job 1 out", "job 2 err"});
     CHECK(said.empty());
 }
 
@@ -1082,12 +1077,7 @@ TEST_CASE("under the source's cap the job directories are taken in order of thei
     }
     const Events events([](const InternalEvent&) {});
     FileSource s(f.cfg, f.options(events), f.m);
-    std::vector<Event> ev;
-    s.poll(ev, 1 << 20);
-    std::vector<std::string> l;
-    for (auto& e : ev) l.push_back(e.line);
-    std::sort(l.begin(), l.end());
-    CHECK(l == std::vector<std::string>{"job 1", "job 2", "job 3"});
+    CHECK(poll_sorted(s) == std::vector<std::string>{"job 1", "job 2", "job 3"});
 }
 
 TEST_CASE("ten refused directories are said one by one and the eleventh in the scan's summary line", "[shipper]") {
