@@ -4,10 +4,15 @@
 #include <filesystem>
 #include <fstream>
 
+#include "collector/session.hpp"
+#include "collector_job.hpp"
+#include "common/fs.hpp"
 #include "common/time.hpp"
 #include "joblog/format.hpp"
+#include "kmsg/boot_clock.hpp"
 #include "kmsg/record.hpp"
 #include "kmsgfs_mount.hpp"
+#include "node/job_state.hpp"
 
 using namespace jobtrail;
 using namespace jobtrail::collector;
@@ -104,4 +109,247 @@ TEST_CASE("the epilog says an OOM kill is in this job's memory cgroup only when 
     CHECK(said(kill(5, "/system.slice/slurmstepd.scope/job_4242", 11, 1001)) ==
           "node-wide: not attributed: the kernel's uid=1001 is not job 4242's user (uid 1000), so every job on the "
           "node then");
+}
+
+namespace {
+
+// The kernel text of each line with this tag, in order.
+std::vector<std::string> kernel_texts(const test::CollectorJob& job, const std::string& phase, std::string_view tag) {
+    std::vector<std::string> out;
+    for (const auto& l : job.log(phase)) {
+        if (l.tag != tag) continue;
+        kmsg::Record r;
+        kmsg::ParseError perr;
+        REQUIRE(kmsg::parse_record(l.text, r, perr));
+        out.push_back(r.message);
+    }
+    return out;
+}
+
+std::vector<std::string> texts(const test::CollectorJob& job, const std::string& phase, std::string_view tag) {
+    std::vector<std::string> out;
+    for (const auto& l : job.log(phase))
+        if (l.tag == tag) out.push_back(l.text);
+    return out;
+}
+
+void prolog(const test::CollectorJob& job) {
+    Session s(Phase::kProlog, job.config());
+    record_kernel_mark(s);
+}
+
+std::vector<EventHit> epilog(const test::CollectorJob& job) {
+    Session s(Phase::kEpilog, job.config());
+    events::Extractor ex;
+    return record_kernel_delta(s, ex);
+}
+
+const std::string kXid79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.";
+
+}  // namespace
+
+TEST_CASE(
+    "the prolog keeps the ring's newest records within their age as the job's context and marks where the job "
+    "starts",
+    "[collector][fixture]") {
+    test::KmsgfsMount fs;
+    // usec 1: a second after boot, far older than the ten minutes kept; the others are now. The
+    // newest is a printk continuation still open when the prolog reads (flags c then +).
+    const std::string now = std::to_string(monotonic_ns() / 1000);
+    fs.ctl("6,1;booted long ago\n6;before 1\n6;before 2\n6;before 3\n6," + now + ",c;before 4\n SUBSYSTEM=pci\n6," +
+           now + ",+;, continued\n");
+    {
+        // The ring's last three records: the continuation's two fragments count as two.
+        test::CollectorJob job("  kmsg: " + fs.kmsg() + "\n  kernel_context:\n    records: 3\n    max_age: 10m\n");
+        prolog(job);
+        CHECK(kernel_texts(job, "prolog", joblog::kKmsgContext) ==
+              std::vector<std::string>{"before 3", "before 4, continued"});
+        CHECK(texts(job, "prolog", joblog::kKmsgDict) == std::vector<std::string>{"SUBSYSTEM=pci"});
+        CHECK(job.text("prolog", joblog::kMeta, "").find("kmsg_mark=6 kmsg_records_scanned=6 kmsg_context_records=2") ==
+              0);
+        CHECK(kernel_texts(job, "prolog", joblog::kKmsg).empty());  // before the job: context, not the job's
+        // The mark, for the epilog: the next sequence number and this boot.
+        const auto mark =
+            node::parse_kmsg_mark(read_small_file(job.dir() + "/state/kmsg-marks/4242", 4096).value_or(""));
+        REQUIRE(mark);
+        CHECK(mark->next_seq == 6);
+        CHECK(mark->boot_id == kmsg::BootClock::current_boot_id());
+    }
+    {
+        test::CollectorJob job("  kmsg: " + fs.kmsg() + "\n  kernel_context:\n    records: 100\n    max_age: 10m\n");
+        prolog(job);
+        CHECK(kernel_texts(job, "prolog", joblog::kKmsgContext) ==
+              std::vector<std::string>{"before 1", "before 2", "before 3", "before 4, continued"});
+    }
+    {
+        test::CollectorJob job("  kmsg: " + fs.kmsg() + "\n  kernel_context:\n    records: 0\n");
+        prolog(job);
+        CHECK(kernel_texts(job, "prolog", joblog::kKmsgContext).empty());
+        CHECK(job.text("prolog", joblog::kMeta, "").find("kmsg_mark=6 kmsg_records_scanned=6 kmsg_context_records=0") ==
+              0);
+    }
+}
+
+TEST_CASE("a prolog on an empty kernel ring marks sequence 0 so its epilog reads every record",
+          "[collector][fixture]") {
+    test::KmsgfsMount fs;
+    test::CollectorJob job("  kmsg: " + fs.kmsg() + "\n");
+    prolog(job);
+    CHECK(job.text("prolog", joblog::kMeta, "").find("kmsg_mark=0 kmsg_records_scanned=0 kmsg_context_records=0") == 0);
+    fs.ctl("6;first of the job\n");
+    epilog(job);
+    CHECK(kernel_texts(job, "epilog", joblog::kKmsg) == std::vector<std::string>{"first of the job"});
+}
+
+TEST_CASE("the epilog reads the kernel records from the prolog's mark on and summarises their events",
+          "[collector][fixture]") {
+    test::KmsgfsMount fs;
+    test::CollectorJob job("  kmsg: " + fs.kmsg() + "\n");
+    fs.ctl("6;an earlier job\n4;" + kXid79 + "\n");  // an earlier job's Xid: not this job's
+    prolog(job);
+    const std::string mark = job.dir() + "/state/kmsg-marks/4242";
+    REQUIRE(std::filesystem::exists(mark));
+    fs.ctl("6;during the job\n SUBSYSTEM=pci\n4;" + kXid79 +
+           "\n3,0,c;NVRM: Xid (PCI:0000:3b:00): 13, pid=1, \n3,0,+;Graphics Exception\n");  // open at the end
+    const auto hits = epilog(job);
+    CHECK(kernel_texts(job, "epilog", joblog::kKmsg) ==
+          std::vector<std::string>{"during the job", kXid79,
+                                   "NVRM: Xid (PCI:0000:3b:00): 13, pid=1, Graphics Exception"});
+    CHECK(texts(job, "epilog", joblog::kKmsgDict) == std::vector<std::string>{"SUBSYSTEM=pci"});
+    CHECK(texts(job, "epilog", joblog::kKmsgLost).empty());  // nothing lost between the mark and the read
+    REQUIRE(hits.size() == 2);
+    CHECK(hits[0].event.xid == 79);
+    CHECK(hits[0].first_seq == 3);
+    CHECK(hits[1].event.xid == 13);
+    CHECK(job.text("epilog", joblog::kEvent, "summary") ==
+          "basis=\"mark seq=2\" kmsg_records=3 fatal=" +
+              std::to_string(hits[0].event.severity == events::Severity::kFatal) +
+              " error=" + std::to_string(hits[1].event.severity == events::Severity::kError) + " warning=0 info=0");
+    CHECK(hits[0].event.severity == events::Severity::kFatal);
+    CHECK_FALSE(std::filesystem::exists(mark));  // used once: a later job with this id starts afresh
+}
+
+TEST_CASE("the epilog says how many records the ring lost before it read them and from which sequence number",
+          "[collector][fixture]") {
+    test::KmsgfsMount fs;
+    test::CollectorJob job("  kmsg: " + fs.kmsg() + "\n");
+    fs.ctl("6;before\n");
+    prolog(job);                                     // mark: seq 1
+    fs.ctl("6;job 1\n6;job 2\n6;job 3\n!drop 3\n");  // seq 0..2 overwritten: 1 and 2 were the job's
+    epilog(job);
+    CHECK(texts(job, "epilog", joblog::kKmsgLost) ==
+          std::vector<std::string>{"lost=2 reason=\"kernel ring wrapped before the epilog read it\" first_seq=1"});
+    CHECK(kernel_texts(job, "epilog", joblog::kKmsg) == std::vector<std::string>{"job 3"});
+    CHECK(job.text("epilog", joblog::kEvent, "summary").find("basis=\"mark seq=1\" kmsg_records=1 ") == 0);
+}
+
+TEST_CASE("a kmsg mark from another boot is set aside and the epilog reads the whole ring and says why",
+          "[collector][fixture]") {
+    test::KmsgfsMount fs;
+    test::CollectorJob job("  kmsg: " + fs.kmsg() + "\n");
+    node::KmsgMark m;
+    m.boot_id = "00000000-0000-0000-0000-000000000000";
+    m.next_seq = 100;  // of the old boot: would skip every record of this one
+    m.start_ns = realtime_ns();
+    std::filesystem::create_directories(job.dir() + "/state/kmsg-marks");
+    std::ofstream(job.dir() + "/state/kmsg-marks/4242") << node::to_json(m);
+    fs.ctl("6,1;after the reboot\n6;later\n");
+    epilog(job);
+    CHECK(kernel_texts(job, "epilog", joblog::kKmsg) == std::vector<std::string>{"after the reboot", "later"});
+    CHECK(texts(job, "epilog", joblog::kJobtrail) ==
+          std::vector<std::string>{
+              "warning: kmsg mark is from another boot (node rebooted during the job); using the whole ring"});
+    CHECK(texts(job, "epilog", joblog::kKmsgLost).empty());
+    CHECK(job.text("epilog", joblog::kEvent, "summary").find("basis=\"whole ring (rebooted)\" kmsg_records=2 ") == 0);
+}
+
+TEST_CASE("without a kmsg mark the epilog reads the records from the job's start time on and says so",
+          "[collector][fixture]") {
+    test::KmsgfsMount fs;
+    test::CollectorJob job("  kmsg: " + fs.kmsg() + "\n");
+    node::JobMarker m;
+    m.job_id = "4242";
+    m.uid = "1000";
+    m.start_ns = realtime_ns() - 60'000'000'000;  // a minute ago
+    {
+        Session s(Phase::kEpilog, job.config());
+        REQUIRE(node::write_job_marker(s.config().collector.layout(), m).ok);
+    }
+    fs.ctl("6,1;long before the job\n6;during the job\n");
+    epilog(job);
+    CHECK(kernel_texts(job, "epilog", joblog::kKmsg) == std::vector<std::string>{"during the job"});
+    const std::string basis = "job start time " + format_rfc3339_ns(m.start_ns);
+    CHECK(texts(job, "epilog", joblog::kJobtrail) ==
+          std::vector<std::string>{"warning: no kmsg mark for this job; using " + basis});
+    CHECK(job.text("epilog", joblog::kEvent, "summary").find("basis=\"" + basis + "\" kmsg_records=1 ") == 0);
+}
+
+TEST_CASE("a prolog that cannot save its kmsg mark says why in the job log", "[collector][fixture]") {
+    test::KmsgfsMount fs;
+    fs.ctl("6;a record\n");
+    {
+        test::CollectorJob job("  kmsg: " + fs.kmsg() + "\n");
+        std::filesystem::create_directories(job.dir() + "/state");
+        std::ofstream(job.dir() + "/state/kmsg-marks") << "a file where the directory goes\n";
+        prolog(job);
+        const auto said = texts(job, "prolog", joblog::kJobtrail);
+        REQUIRE(said.size() == 1);
+        CHECK(said[0].rfind("error: cannot save kmsg mark: ", 0) == 0);
+        CHECK(said[0].find(job.dir() + "/state/kmsg-marks") != std::string::npos);
+    }
+    {
+        test::CollectorJob job("  kmsg: " + fs.kmsg() + "\n");
+        std::filesystem::create_directories(job.dir() + "/state/kmsg-marks/4242/in-the-way");
+        prolog(job);
+        const auto said = texts(job, "prolog", joblog::kJobtrail);
+        REQUIRE(said.size() == 1);
+        CHECK(said[0].rfind("error: cannot save kmsg mark: ", 0) == 0);
+    }
+}
+
+TEST_CASE(
+    "the epilog blames each GPU event on the job that held the GPU: this job, one running beside it or one "
+    "ended",
+    "[collector][fixture]") {
+    test::KmsgfsMount fs;
+    test::CollectorJob job("  kmsg: " + fs.kmsg() + "\n");
+    const auto marker = [](const std::string& id, const std::string& bdf, int index) {
+        node::JobMarker m;
+        m.job_id = id;
+        m.uid = "1000";
+        m.start_ns = realtime_ns() - 60'000'000'000;
+        node::JobDevice d;
+        d.kind = "gpu";
+        d.index = index;
+        d.bdf = bdf;
+        m.devices.push_back(d);
+        return m;
+    };
+    {
+        Session s(Phase::kProlog, job.config());
+        const auto layout = s.config().collector.layout();
+        REQUIRE(node::write_job_marker(layout, marker("4242", "0000:3b:00.0", 0)).ok);
+        REQUIRE(node::write_job_marker(layout, marker("4243", "0000:86:00.0", 1)).ok);  // running beside it
+        REQUIRE(node::write_job_marker(layout, marker("4240", "0000:af:00.0", 2)).ok);
+        node::remove_job_state(layout, "4240", realtime_ns() - 1'000'000'000);  // ended a second ago
+        record_kernel_mark(s);
+    }
+    fs.ctl(
+        "4;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n"
+        "4;NVRM: Xid (PCI:0000:86:00): 79, pid=2, GPU has fallen off the bus.\n"
+        "4," +
+        std::to_string(monotonic_ns() / 1000 - 30'000'000) +  // 30 s ago: before 4240 ended
+        ";NVRM: Xid (PCI:0000:af:00): 79, pid=3, GPU has fallen off the bus.\n");
+    const auto hits = epilog(job);
+    REQUIRE(hits.size() == 3);
+    CHECK(hits[0].owner == "this_job");
+    CHECK(hits[0].attribution == "on GPU 0 (0000:3b:00.0), owned by this job");
+    CHECK(hits[1].owner == "other_job");
+    CHECK(hits[1].owner_job == "4243");
+    CHECK(hits[1].attribution == "on GPU 1 (0000:86:00.0), a GPU of another job (4243)");
+    CHECK(hits[2].owner_job == "4240");
+    const auto events = texts(job, "epilog", joblog::kEvent);
+    REQUIRE(events.size() == 4);  // three events and the summary
+    CHECK(events[0].find("owned by this job") != std::string::npos);
+    CHECK(events[1].find("a GPU of another job (4243)") != std::string::npos);
 }

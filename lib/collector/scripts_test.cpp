@@ -147,3 +147,61 @@ TEST_CASE("probes: one not installed is skipped, one that hangs is killed at its
     CHECK(logged(log, "jobtrail", "warning: probe hung timed out; killed and skipped"));
     CHECK_FALSE(logged(log, "jobtrail", "warning: probe stats"));
 }
+
+TEST_CASE(
+    "a probe's output kept for the collector is its first 256 stdout lines of at most 1024 bytes, all of it "
+    "logged",
+    "[collector]") {
+    CollectorJob job(
+        "  prolog:\n    scripts: []\n    probes:\n"
+        "      - {name: chatty, command: [chatty-probe, \"{job_id}:{job_id}\"], timeout: 10s}\n");
+    job.script("bin/chatty-probe", "echo \"$1\"; i=2; while [ $i -le 300 ]; do echo \"line $i\"; i=$((i+1)); done");
+    std::map<std::string, std::vector<std::string>> out;
+    {
+        Session s(Phase::kProlog, job.config());
+        out = run_probes(s);
+    }
+    const auto& kept = out["chatty"];
+    REQUIRE(kept.size() == 256);
+    CHECK(kept.front() == "4242:4242");  // every {job_id} replaced
+    CHECK(kept[1] == "line 2");
+    CHECK(kept.back() == "line 256");
+    size_t logged_lines = 0;
+    for (const auto& l : job.log("prolog"))
+        if (l.tag == "probe" && l.name == "chatty") ++logged_lines;
+    CHECK(logged_lines == 300);  // the job log has every line
+}
+
+TEST_CASE("a probe line longer than 1024 bytes is kept cut to 1024 for the collector", "[collector]") {
+    CollectorJob job(
+        "  prolog:\n    scripts: []\n    probes:\n"
+        "      - {name: wide, command: [wide-probe], timeout: 10s}\n");
+    job.script("bin/wide-probe", "printf 'x%.0s' $(seq 1 1100); echo; printf 'y%.0s' $(seq 1 1024); echo");
+    std::map<std::string, std::vector<std::string>> out;
+    {
+        Session s(Phase::kProlog, job.config());
+        out = run_probes(s);
+    }
+    REQUIRE(out["wide"].size() == 2);
+    CHECK(out["wide"][0] == std::string(1024, 'x'));
+    CHECK(out["wide"][1] == std::string(1024, 'y'));
+}
+
+TEST_CASE("a script pattern matching a directory runs only the files and a pattern that cannot be read is said",
+          "[collector]") {
+    CollectorJob job("  prolog:\n    probes: []\n    scripts: [\"@DIR@/loop/*\", \"@DIR@/prolog.d/*\"]\n");
+    ::mkdir((job.dir() + "/prolog.d").c_str(), 0755);
+    ::mkdir((job.dir() + "/prolog.d/50-a-directory").c_str(), 0755);
+    ::symlink("loop", (job.dir() + "/loop").c_str());  // opendir fails with ELOOP
+    job.script("prolog.d/10-ok.sh", "echo ran");
+    ScriptsOutcome o;
+    {
+        Session s(Phase::kProlog, job.config());
+        o = run_site_scripts(s);
+    }
+    CHECK(o.status == 0);
+    CHECK(o.ran == 1);
+    CHECK(job.text("prolog", "stdout", "10-ok.sh") == "ran");
+    CHECK(job.text("prolog", "run", "50-a-directory") == "(none)");
+    CHECK(logged(job.log("prolog"), "jobtrail", "error: cannot expand script pattern '" + job.dir() + "/loop/*'"));
+}

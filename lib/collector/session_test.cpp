@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 
 #include "captured.hpp"
 #include "collector/cli.hpp"
@@ -184,4 +186,79 @@ TEST_CASE("a prolog's job log opens with its meta lines in order and ends with i
         s.footer(0, "");
     });
     CHECK(std::regex_match(again.text("epilog", "end", ""), std::regex("status=0 duration_ms=[0-9]+\\.[0-9]{3}")));
+}
+
+TEST_CASE(
+    "collectors: a site script's exit status is seen even when slurmd's caller ignored SIGCHLD and SIGPIPE "
+    "never kills them",
+    "[collector]") {
+    struct sigaction chld_before {
+    }, pipe_before{};
+    ::sigaction(SIGCHLD, nullptr, &chld_before);
+    ::sigaction(SIGPIPE, nullptr, &pipe_before);
+    std::signal(SIGCHLD, SIG_IGN);  // inherited from a parent that did not care for its children
+    std::signal(SIGPIPE, SIG_DFL);
+    CollectorJob job("  prolog:\n    probes: []\n    scripts: [\"@DIR@/fails.sh\"]\n");
+    job.script("fails.sh", "exit 3");
+    std::string argv0 = "jobtrail-prolog", flag = "-c", path = job.config();
+    char* argv[] = {argv0.data(), flag.data(), path.data()};
+    int status = -1;
+    bool pipe_ignored = false;
+    const int rc = collector_main(3, argv, "jobtrail-prolog", [&](const std::string& config) {
+        struct sigaction now {};
+        ::sigaction(SIGPIPE, nullptr, &now);
+        pipe_ignored = now.sa_handler == SIG_IGN;
+        Session s(Phase::kProlog, config);
+        status = run_site_scripts(s).status;
+        return status;
+    });
+    ::sigaction(SIGCHLD, &chld_before, nullptr);
+    ::sigaction(SIGPIPE, &pipe_before, nullptr);
+    CHECK(status == 3);  // not 0: a failed prolog script read as success would start the job
+    CHECK(rc == 3);
+    CHECK(pipe_ignored);
+}
+
+TEST_CASE("collectors: --help names the phase and its slurm.conf key and a bad argument is said and ignored",
+          "[collector]") {
+    const auto call = [](std::vector<std::string> args, const char* prog) {
+        std::vector<char*> argv;
+        for (auto& a : args) argv.push_back(a.data());
+        int rc = -1;
+        bool ran = false;
+        const std::string out = captured(1, [&] {
+            const std::string err = captured(2, [&] {
+                rc = collector_main(static_cast<int>(argv.size()), argv.data(), prog, [&](const std::string&) {
+                    ran = true;
+                    return 0;
+                });
+            });
+            std::printf("%s", err.c_str());
+        });
+        return std::tuple{rc, ran, out};
+    };
+    auto [rc, ran, out] = call({"jobtrail-epilog", "--help"}, "jobtrail-epilog");
+    CHECK(rc == 0);
+    CHECK_FALSE(ran);
+    CHECK(out.find("jobtrail-epilog: Slurm Epilog collector of jobtrail (configure it as slurm.conf Epilog=)") !=
+          std::string::npos);
+    CHECK(out.find("--config") != std::string::npos);
+    std::tie(rc, ran, out) = call({"jobtrail-prolog", "--help"}, "jobtrail-prolog");
+    CHECK(out.find("jobtrail-prolog: Slurm Prolog collector of jobtrail (configure it as slurm.conf Prolog=)") !=
+          std::string::npos);
+    // -c without its value: said, and the collector still runs (a prolog must not fail the job).
+    std::tie(rc, ran, out) = call({"jobtrail-prolog", "-c"}, "jobtrail-prolog");
+    CHECK(ran);
+    CHECK(rc == 0);
+    CHECK(out.find("jobtrail-prolog: warning: ignoring bad arguments: ") != std::string::npos);
+}
+
+TEST_CASE("collectors: a failure that is no std::exception also exits 0 and says so", "[collector]") {
+    std::string argv0 = "jobtrail-epilog";
+    char* argv[] = {argv0.data()};
+    int rc = -1;
+    const std::string err = captured(
+        2, [&] { rc = collector_main(1, argv, "jobtrail-epilog", [](const std::string&) -> int { throw 42; }); });
+    CHECK(rc == 0);
+    CHECK(err == "jobtrail-epilog: error: internal failure, exiting 0 so the node is not drained\n");
 }

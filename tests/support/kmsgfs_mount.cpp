@@ -25,13 +25,22 @@ KmsgfsMount::KmsgfsMount(size_t ring_bytes) {
         ::execl(JOBTRAIL_KMSGFS_BIN, "kmsgfs", mnt.c_str(), "--ring-bytes", rb.c_str(), static_cast<char*>(nullptr));
         ::_exit(127);
     }
-    // The file appears once the mount is live.
-    for (int i = 0; i < 200; ++i) {
+    // The file appears once the mount is live: seconds on a loaded 2-core machine.
+    for (int i = 0; i < 1000; ++i) {
         struct stat st {};
         if (::stat(kmsg().c_str(), &st) == 0) return;
+        if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+            pid_ = -1;
+            FAIL("kmsgfs exited before it mounted " << mnt << " (is /dev/fuse available?)");
+        }
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    FAIL("kmsgfs did not come up at " << mnt << " (is /dev/fuse available?)");
+    // The destructor does not run for a constructor that throws: no daemon left holding the
+    // test's standard error (a caller reading it to its end would wait for ever).
+    ::umount2(mnt.c_str(), MNT_DETACH);
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    FAIL("kmsgfs did not come up at " << mnt << " within 10 s");
 }
 
 // The mount goes first: dir_ (a TempDir) is removed after this body.

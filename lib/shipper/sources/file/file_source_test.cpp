@@ -1359,3 +1359,30 @@ TEST_CASE("a released file deleted since is gone from the checkpoint once its di
     CHECK(f.lines(*s).empty());
     CHECK(s->checkpoint().dump().find("/logs/a.log") == std::string::npos);
 }
+
+TEST_CASE("a file refused at the source's cap in a directory that does not change ships once a slot is freed elsewhere",
+          "[shipper]") {
+    Fixture f(LineFormat::kNccl, "nccl");
+    f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
+    f.cfg.max_files = 2;
+    f.cfg.idle_close_ms = 0;
+    const auto job = [&](const std::string& id, int files) {
+        const std::string d = f.dir.path() + "/nccl/" + id;
+        ::mkdir(d.c_str(), 0755);
+        for (int i = 0; i < files; ++i)
+            std::ofstream(d + "/" + std::to_string(i) + ".n.1.log") << "job " << id << " file " << i << "\n";
+    };
+    job("1", 2);  // every slot of the source
+    job("2", 1);  // listed after job 1: its file is refused
+    // Past the coarse clock's second: job 2's directory is then remembered as listed, and not
+    // listed again while it does not change.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+    auto s = f.source();
+    CHECK(poll_sorted(*s) == std::vector<std::string>{"job 1 file 0", "job 1 file 1"});
+    CHECK(f.lines(*s).empty());
+    CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"too_many_files"}) == 1);
+    ::unlink((f.dir.path() + "/nccl/1/1.n.1.log").c_str());  // read to its end and removed: a slot free
+    std::vector<std::string> got;
+    for (int pass = 0; pass < 3 && got.empty(); ++pass) got = f.lines(*s);
+    CHECK(got == std::vector<std::string>{"job 2 file 0"});
+}
