@@ -1,5 +1,7 @@
 #include "shipper/sources/kmsg/kmsg_source.hpp"
 
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include "kmsgfs_mount.hpp"
@@ -173,4 +175,92 @@ TEST_CASE("kmsg: a pass's byte budget ending between a begun record and its cont
     std::vector<std::string> lines;
     for (const auto& e : out) lines.push_back(e.line);
     CHECK(lines == std::vector<std::string>{"GPU 0: temperature 85C", "GPU 1: temperature 86C"});
+}
+
+TEST_CASE("kmsg: a position saved on another boot is not used: every record of this boot's ring ships",
+          "[shipper][fixture]") {
+    Env env;
+    env.fs.ctl("6;zero\n6;one\n6;two\n");
+    // What the shipper saved before the node rebooted: far into the old boot's sequence.
+    env.saved = {{"boot_id", "00000000-0000-0000-0000-000000000000"},
+                 {"seq", 1u}};  // unsigned, as a checkpoint reads back
+    auto lines = env.run();
+    REQUIRE(lines.size() == 3);
+    CHECK(lines[0].line == "zero");
+    // The same boot's position is used: nothing twice.
+    env.fs.ctl("6;three\n");
+    lines = env.run();
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0].line == "three");
+    // A position that is no sequence number is not used either.
+    for (const auto& bad :
+         {nlohmann::json{{"boot_id", env.clock.boot_id()}, {"seq", -1}},
+          nlohmann::json{{"boot_id", env.clock.boot_id()}, {"seq", "2"}}, nlohmann::json{{"boot_id", 7}, {"seq", 2u}},
+          nlohmann::json{{"seq", 2u}}, nlohmann::json{{"boot_id", env.clock.boot_id()}}, nlohmann::json::array()}) {
+        env.saved = bad;
+        CHECK(env.run().size() == 4);
+    }
+}
+
+TEST_CASE("kmsg: a device that cannot be opened is said once, polled without spinning, and read once it appears",
+          "[shipper][fixture]") {
+    Env env;
+    env.fs.ctl("6;waiting\n");
+    const std::string path = env.state.path() + "/kmsg";  // not there yet
+    std::vector<std::string> said;
+    KmsgSource s(path, env.clock, {"c", "n"}, env.m,
+                 Events([&](const InternalEvent& e) { said.push_back(e.name + ": " + e.message); }));
+    std::vector<Event> out;
+    CHECK_FALSE(s.poll(out, 1 << 20));  // nothing more to read now: the pipeline waits
+    CHECK(said.size() == 1);            // said at the first pass
+    CHECK_FALSE(s.poll(out, 1 << 20));
+    CHECK_FALSE(s.poll(out, 1 << 20));
+    CHECK(out.empty());
+    REQUIRE(said.size() == 1);  // once, not every pass
+    CHECK(said[0] == "open_failed: cannot read " + path + ": cannot open " + path + ": No such file or directory");
+    REQUIRE(::symlink(env.fs.kmsg().c_str(), path.c_str()) == 0);
+    while (s.poll(out, 1 << 20)) {
+    }
+    REQUIRE(out.size() == 1);
+    CHECK(out[0].line == "waiting");
+    REQUIRE(said.size() == 2);
+    CHECK(said[1] == "opened: reading " + path + " again");
+}
+
+TEST_CASE("kmsg: each record carries its sequence number, its device and bus id, and whether the kernel wrote it",
+          "[shipper][fixture]") {
+    Env env;
+    env.fs.ctl(
+        "6;plain\n SUBSYSTEM=pci\n DEVICE=+pci:0000:3b:00.0\n"
+        "4;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n"
+        "14;written by a root process\n");
+    const auto e = env.run();
+    REQUIRE(e.size() == 3);
+    const auto md = [](const Event& ev) {
+        std::string s;
+        for (auto& [k, v] : ev.metadata) s += k + "=" + v + " ";
+        return s;
+    };
+    CHECK(md(e[0]) == "seq=0 subsystem=pci device=+pci:0000:3b:00.0 ");
+    CHECK(md(e[1]) == "seq=1 xid=79 pci_bdf=0000:3b:00 event=xid severity=fatal ");
+    CHECK(e[1].pci_bdf == "0000:3b:00");  // as the driver prints it
+    CHECK(md(e[2]) == "seq=2 ");
+    CHECK(e[0].kernel_facility);
+    CHECK(e[1].kernel_facility);
+    CHECK_FALSE(e[2].kernel_facility);  // facility 1 (user): never tagged as the kernel's
+}
+
+TEST_CASE("kmsg: a pass stops once its byte budget is spent, to the byte, and the next pass goes on",
+          "[shipper][fixture]") {
+    Env env;
+    // Each record costs its text and 64 bytes: 36 + 64 = 100.
+    env.fs.ctl("6;" + std::string(36, 'a') + "\n6;" + std::string(36, 'b') + "\n6;" + std::string(36, 'c') + "\n");
+    KmsgSource s(env.fs.kmsg(), env.clock, {"c", "n"}, env.m);
+    std::vector<Event> out;
+    CHECK(s.poll(out, 100));  // the budget spent on the first: more to read
+    CHECK(out.size() == 1);
+    CHECK(s.poll(out, 101));  // one byte past the first record: a second and a third
+    CHECK(out.size() == 3);
+    CHECK_FALSE(s.poll(out, 1000));
+    CHECK(out.size() == 3);
 }
