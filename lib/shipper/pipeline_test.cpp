@@ -5,9 +5,13 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "common/fs.hpp"
+#include "common/time.hpp"
 #include "file_size_limit.hpp"
+#include "loki/client.hpp"
+#include "loki_double.hpp"
 #include "shipper/recovery.hpp"
 #include "temp_dir.hpp"
 
@@ -140,21 +144,34 @@ TEST_CASE("pipeline: a checkpoint with bytes that are not UTF-8 is still written
 
 namespace {
 
+// Padding that does not compress (the spool compresses runs): the disk fills where the test says.
+std::string noise(size_t n, uint64_t seed) {
+    std::string s(n, ' ');
+    auto x = static_cast<uint32_t>(seed);
+    for (auto& c : s) {
+        x = x * 1664525u + 1013904223u;
+        c = static_cast<char>('!' + (x >> 24) % 90);
+    }
+    return s;
+}
+
 // A job's NCCL file that never ends: as many lines as a pass takes.
 class FloodSource : public Source {
 public:
-    explicit FloodSource(NodeInfo node)
-        : origin_(make_origin({{"job", "nccl"}, {"job_id", "4242"}, {"node", node.node}}, {},
+    explicit FloodSource(NodeInfo node, bool incompressible = false)
+        : incompressible_(incompressible),
+          origin_(make_origin({{"job", "nccl"}, {"job_id", "4242"}, {"node", node.node}}, {},
                               jobtrail::node::StreamKind::kNccl, "4242")) {}
     const std::string& name() const override { return name_; }
     jobtrail::node::StreamKind kind() const override { return jobtrail::node::StreamKind::kNccl; }
     bool poll(std::vector<Event>& out, size_t max_bytes) override {
         for (size_t b = 0; b < max_bytes; ++next_) {
-            out.push_back({1'700'000'000'000'000'000 + static_cast<int64_t>(next_),
-                           origin_,
-                           "nccl " + std::to_string(next_) + " " + std::string(100, 'n'),
-                           {},
-                           false});
+            out.push_back(
+                {1'700'000'000'000'000'000 + static_cast<int64_t>(next_),
+                 origin_,
+                 "nccl " + std::to_string(next_) + " " + (incompressible_ ? noise(100, next_) : std::string(100, 'n')),
+                 {},
+                 false});
             b += out.back().line.size();
         }
         return true;
@@ -167,6 +184,7 @@ public:
 private:
     std::string name_ = "flood";
     uint64_t next_ = 0;
+    bool incompressible_;
     std::shared_ptr<const Origin> origin_;
 };
 
@@ -186,16 +204,21 @@ TEST_CASE("pipeline: a job's NCCL flood fills only the jobs lane, the node's rec
     // No Loki takes anything: the jobs lane stays full until the timeout.
     CHECK(run_once(p, 3'000) == 2);
     CHECK(p.metrics().group<PipelineMetrics>().spool_full > 0);
-
-    // Every line of the node's source is in the node lane, once (beside the shipper's own
-    // "lane is full" warning).
-    size_t counted = 0;
+    // Every line of the node's source is in the node lane, once, beside the shipper's own
+    // "lane is full" warning: once, worded as on stderr (no "pipeline: " for the pipeline's own).
+    size_t counted = 0, warned = 0;
     for (const auto& [l, n] : spooled(d.path())) {
+        if (l.rfind("warning: spool lane 'jobs' is full (", 0) == 0 &&
+            l.ends_with(" bytes); its sources paused until Loki takes more")) {
+            ++warned;
+            CHECK(n == 1);
+        }
         if (l.rfind("line ", 0) != 0) continue;
         ++counted;
         CHECK(n == 1);
     }
     CHECK(counted == 2000);
+    CHECK(warned >= 1);
 
     // The flood is in its own lane, bounded by its share, and what the checkpoint says was read
     // is exactly what that lane holds: the pause lost nothing.
@@ -215,6 +238,32 @@ TEST_CASE("pipeline: a job's NCCL flood fills only the jobs lane, the node's rec
     CHECK(cp.sources["flood"]["next"] == n);
     CHECK(cp.sources["count"]["next"] == 2000);
     REQUIRE(cp.end(Lane::kJobs));
+}
+
+TEST_CASE("pipeline: a lane full until the end is said once, as a warning in the shipper's own stream", "[shipper]") {
+    jobtrail::test::TempDir d;
+    auto c = config(d.path());
+    c.shipper.spool_max_bytes = 4 << 20;
+    c.shipper.nccl_budget_bytes = 0;
+    Pipeline p(c, [](const SourceContext& ctx) {
+        std::vector<std::unique_ptr<Source>> v;
+        v.push_back(std::make_unique<FloodSource>(ctx.node, /*incompressible=*/true));
+        return v;
+    });
+    CHECK(run_once(p, 2'000) == 2);
+    const auto& pm = p.metrics().group<PipelineMetrics>();
+    CHECK(pm.spool_full > 1);
+    // Full from its first full pass to the end (its lines do not compress: no room comes back):
+    // said once, however many passes it stayed full.
+    CHECK(pm.events.value({"pipeline", "spool_full"}) == 1);
+    // Shipped once in the shipper's own stream, worded as on stderr (no "pipeline: " for the
+    // pipeline's own), and nothing else of the shipper's: its info stays on stderr.
+    std::vector<std::string> own;
+    for (const auto& [l, n] : spooled(d.path()))
+        for (int i = 0; i < n; ++i) own.push_back(l);
+    REQUIRE(own.size() == 1);
+    CHECK(own[0].rfind("warning: spool lane 'jobs' is full (", 0) == 0);
+    CHECK(own[0].ends_with(" bytes); its sources paused until Loki takes more"));
 }
 
 TEST_CASE("pipeline: a restart with nothing new keeps every spooled line, the checkpoint at the synced end",
@@ -350,17 +399,6 @@ TEST_CASE("pipeline: for a Loki not sent structured metadata, none is spooled", 
 
 namespace {
 
-// Padding that does not compress (the spool compresses runs): the disk fills where the test says.
-std::string noise(size_t n, uint64_t seed) {
-    std::string s(n, ' ');
-    auto x = static_cast<uint32_t>(seed);
-    for (auto& c : s) {
-        x = x * 1664525u + 1013904223u;
-        c = static_cast<char>('!' + (x >> 24) % 90);
-    }
-    return s;
-}
-
 // "line <i>" for i in [next, end), and how often it was asked for more while the pipeline had a
 // commit failing (its own count of spool_sync_failed, read on the pipeline's thread).
 class WatchedSource : public Source {
@@ -439,4 +477,156 @@ TEST_CASE("pipeline: a full disk stops reading until a commit succeeds, then eve
         CHECK(k == 1);
     }
     CHECK(n == 20'000);
+}
+
+namespace {
+
+// "fresh <i>" for i in [0, end), stamped now (Loki takes them), a few a pass; the bytes left to
+// read are its backlog, and its first poll may fail.
+class FreshSource : public Source {
+public:
+    FreshSource(uint64_t end, NodeInfo node, bool fail_first = false)
+        : end_(end),
+          fail_(fail_first),
+          base_(jobtrail::realtime_ns() - 60'000'000'000),
+          origin_(make_origin({{"job", "fresh"}, {"node", node.node}}, {}, jobtrail::node::StreamKind::kOther)) {}
+    const std::string& name() const override { return name_; }
+    bool poll(std::vector<Event>& out, size_t) override {
+        if (fail_) {
+            fail_ = false;
+            throw std::runtime_error("input went away");
+        }
+        for (int i = 0; i < 7 && next_ < end_; ++i, ++next_)
+            out.push_back({base_ + static_cast<int64_t>(next_), origin_, "fresh " + std::to_string(next_), {}, false});
+        return next_ < end_;
+    }
+    int64_t backlog_bytes() const override { return static_cast<int64_t>(end_ - next_) * 10; }
+    nlohmann::json checkpoint() const override { return {{"next", next_}}; }
+    void restore(const nlohmann::json& s) override {
+        if (s.contains("next")) next_ = s["next"].get<uint64_t>();
+    }
+
+private:
+    std::string name_ = "fresh";
+    uint64_t next_ = 0, end_;
+    bool fail_;
+    int64_t base_;
+    std::shared_ptr<const Origin> origin_;
+};
+
+Pipeline::SourceFactory fresh(uint64_t lines, bool fail_first = false) {
+    return [=](const SourceContext& ctx) {
+        std::vector<std::unique_ptr<Source>> v;
+        v.push_back(std::make_unique<FreshSource>(lines, ctx.node, fail_first));
+        return v;
+    };
+}
+
+uint64_t said(Pipeline& p, std::string_view event) {
+    return p.metrics().group<PipelineMetrics>().events.value({"pipeline", std::string(event)});
+}
+
+}  // namespace
+
+TEST_CASE("pipeline: every line read is counted read and spooled once, and spooling only is said once", "[shipper]") {
+    jobtrail::test::TempDir d;
+    const auto c = config(d.path());
+    Pipeline p(c, fresh(100));
+    REQUIRE(run_once(p) == 0);
+    const auto& pm = p.metrics().group<PipelineMetrics>();
+    CHECK(pm.read == 100);
+    CHECK(pm.spooled == 100);
+    CHECK(said(p, "no_loki") == 1);
+    // Said on stderr, an info: not shipped beside the logs.
+    for (const auto& [l, n] : spooled(d.path())) CHECK(l.rfind("fresh ", 0) == 0);
+    // A source read to its end shows no backlog, not the last it had.
+    CHECK(pm.source_backlog_bytes.samples() == std::map<jobtrail::metrics::Labels, int64_t>{{{"fresh"}, 0}});
+    // A scrape sees what the node lane holds for Loki.
+    jobtrail::spool::Spool s;
+    REQUIRE(s.open({d.path() + "/spool"}));
+    REQUIRE(s.pending_bytes() > 0);
+    const std::string text = p.render_metrics();
+    CHECK(text.find("jobtrail_shipper_spool_lane_bytes{lane=\"node\"} " + std::to_string(s.pending_bytes()) + "\n") !=
+          std::string::npos);
+    // A source kind's counters are there though no source of it runs.
+    CHECK(text.find("\njobtrail_shipper_kmsg_lost_total 0\n") != std::string::npos);
+}
+
+TEST_CASE("pipeline: a pass whose source fails is said and tried again, no line lost", "[shipper]") {
+    jobtrail::test::TempDir d;
+    const auto c = config(d.path());
+    Pipeline p(c, fresh(30, /*fail_first=*/true));
+    REQUIRE(run_once(p) == 0);
+    CHECK(said(p, "pass_failed") == 1);
+    // Every line once, and the error beside them in the shipper's own stream.
+    std::map<std::string, int> want;
+    for (int i = 0; i < 30; ++i) want["fresh " + std::to_string(i)] = 1;
+    want["error: a pass failed and is retried: input went away"] = 1;
+    CHECK(spooled(d.path()) == want);
+}
+
+TEST_CASE("pipeline: a checkpoint that cannot be written is said, and --once ends by its timeout, not as done",
+          "[shipper]") {
+    jobtrail::test::TempDir d;
+    // The checkpoint's path is a directory: the rename over it fails at every commit.
+    std::filesystem::create_directories(d.path() + "/shipper-checkpoint.json/x");
+    const auto c = config(d.path());
+    Pipeline p(c, fresh(100));
+    CHECK(run_once(p, 1'500) == 2);
+    CHECK(said(p, "checkpoint_failed") >= 1);
+    CHECK(p.metrics().group<PipelineMetrics>().spooled == 0);
+}
+
+TEST_CASE(
+    "pipeline: a state directory it cannot make, a spool it cannot open, a state another shipper holds: said, exit 1",
+    "[shipper]") {
+    jobtrail::test::TempDir d;
+    std::ofstream(d.path() + "/file") << "x";
+    {
+        auto c = config(d.path() + "/file/state");
+        Pipeline p(c, fresh(10));
+        CHECK(run_once(p) == 1);
+        CHECK(said(p, "state_dir") == 1);
+    }
+    {
+        auto c = config(d.path());
+        c.shipper.spool_dir = d.path() + "/file";
+        Pipeline p(c, fresh(10));
+        CHECK(run_once(p) == 1);
+        CHECK(said(p, "spool_open_failed") == 1);
+    }
+    {
+        const auto held = jobtrail::lock_exclusive(d.path() + "/shipper.lock");
+        REQUIRE(held.ok);
+        const auto c = config(d.path());
+        Pipeline p(c, fresh(10));
+        CHECK(run_once(p) == 1);
+        CHECK(said(p, "state_locked") == 1);
+    }
+}
+
+TEST_CASE("pipeline: --once with Loki ends when Loki has every line once, the spool all acknowledged", "[shipper]") {
+    jobtrail::test::LokiDouble loki;
+    jobtrail::test::TempDir d;
+    auto c = config(d.path());
+    c.shipper.loki_url = loki.url();
+    {
+        Pipeline p(c, fresh(200));
+        REQUIRE(run_once(p) == 0);
+    }
+    jobtrail::loki::Endpoint ep;
+    ep.url = loki.url();
+    jobtrail::loki::Client client(ep);
+    const auto store = nlohmann::json::parse(client.get("/-/store", "").body);
+    std::map<std::string, int> lines;
+    for (const auto& s : store)
+        for (const auto& e : s["entries"]) ++lines[e[1].get<std::string>()];
+    CHECK(lines.size() == 200);
+    for (const auto& [l, n] : lines) {
+        CHECK(l.rfind("fresh ", 0) == 0);
+        CHECK(n == 1);
+    }
+    jobtrail::spool::Spool s;
+    REQUIRE(s.open({d.path() + "/spool"}));
+    CHECK(s.pending_bytes() == 0);
 }

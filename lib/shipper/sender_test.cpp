@@ -164,7 +164,12 @@ TEST_CASE("sender: each push carries one stream, and everything is acknowledged"
     REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
     std::lock_guard<std::mutex> lk(rig.script.mu);
     for (const auto& r : rig.script.seen) CHECK(r.streams.size() == 1);
-    CHECK(rig.m.group<shipper::SenderMetrics>().sent == 300);
+    const auto& m = rig.m.group<shipper::SenderMetrics>();
+    CHECK(m.sent == 300);
+    // The node lane's sender says when Loki last took its lines; the jobs lane's is its own.
+    CHECK(m.last_success > 0);
+    CHECK(m.lane_last_success.value({"node"}) == m.last_success);
+    CHECK(m.lane_last_success.value({"jobs"}) == 0);
 }
 
 TEST_CASE("sender: streams sent and acknowledged leave no state behind, however many jobs had one", "[loki][sender]") {
