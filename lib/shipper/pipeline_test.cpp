@@ -485,19 +485,25 @@ namespace {
 // read are its backlog, and its first poll may fail.
 class FreshSource : public Source {
 public:
-    FreshSource(uint64_t end, NodeInfo node, bool fail_first = false)
-        : end_(end),
+    FreshSource(uint64_t end, NodeInfo node, bool fail_first = false,
+                jobtrail::node::StreamKind kind = jobtrail::node::StreamKind::kOther)
+        : name_(kind == jobtrail::node::StreamKind::kNccl ? "nccl" : "fresh"),
+          end_(end),
           fail_(fail_first),
           base_(jobtrail::realtime_ns() - 60'000'000'000),
-          origin_(make_origin({{"job", "fresh"}, {"node", node.node}}, {}, jobtrail::node::StreamKind::kOther)) {}
+          kind_(kind),
+          origin_(make_origin({{"job", name_}, {"node", node.node}}, {}, kind,
+                              kind == jobtrail::node::StreamKind::kNccl ? "4242" : "")) {}
     const std::string& name() const override { return name_; }
+    jobtrail::node::StreamKind kind() const override { return kind_; }
     bool poll(std::vector<Event>& out, size_t) override {
         if (fail_) {
             fail_ = false;
             throw std::runtime_error("input went away");
         }
         for (int i = 0; i < 7 && next_ < end_; ++i, ++next_)
-            out.push_back({base_ + static_cast<int64_t>(next_), origin_, "fresh " + std::to_string(next_), {}, false});
+            out.push_back(
+                {base_ + static_cast<int64_t>(next_), origin_, name_ + " " + std::to_string(next_), {}, false});
         return next_ < end_;
     }
     int64_t backlog_bytes() const override { return static_cast<int64_t>(end_ - next_) * 10; }
@@ -507,10 +513,11 @@ public:
     }
 
 private:
-    std::string name_ = "fresh";
+    std::string name_;
     uint64_t next_ = 0, end_;
     bool fail_;
     int64_t base_;
+    jobtrail::node::StreamKind kind_;
     std::shared_ptr<const Origin> origin_;
 };
 
@@ -549,7 +556,7 @@ TEST_CASE("pipeline: every line read is counted read and spooled once, and spool
     CHECK(text.find("jobtrail_shipper_spool_lane_bytes{lane=\"node\"} " + std::to_string(s.pending_bytes()) + "\n") !=
           std::string::npos);
     // A source kind's counters are there though no source of it runs.
-    CHECK(text.find("\njobtrail_shipper_kmsg_lost_total 0\n") != std::string::npos);
+    CHECK(text.find("\njobtrail_shipper_cri_lines_cut_total 0\n") != std::string::npos);
 }
 
 TEST_CASE("pipeline: a pass whose source fails is said and tried again, no line lost", "[shipper]") {
@@ -629,4 +636,39 @@ TEST_CASE("pipeline: --once with Loki ends when Loki has every line once, the sp
     jobtrail::spool::Spool s;
     REQUIRE(s.open({d.path() + "/spool"}));
     CHECK(s.pending_bytes() == 0);
+}
+
+TEST_CASE("pipeline: what a lane holds from a configuration with sources it no longer has still goes to Loki",
+          "[shipper]") {
+    // NCCL logs spooled (jobs lane) while Loki was away, then NCCL collection turned off: the
+    // jobs lane has no source left, and its lines go to Loki beside the node's.
+    jobtrail::test::LokiDouble loki;
+    jobtrail::test::TempDir d;
+    auto c = config(d.path());
+    {
+        Pipeline p(c, [](const SourceContext& ctx) {
+            std::vector<std::unique_ptr<Source>> v;
+            v.push_back(std::make_unique<FreshSource>(50, ctx.node, false, jobtrail::node::StreamKind::kNccl));
+            return v;
+        });
+        REQUIRE(run_once(p) == 0);
+    }
+    c.shipper.loki_url = loki.url();
+    {
+        Pipeline p(c, fresh(20));
+        REQUIRE(run_once(p) == 0);
+    }
+    jobtrail::loki::Endpoint ep;
+    ep.url = loki.url();
+    jobtrail::loki::Client client(ep);
+    std::map<std::string, int> lines;
+    for (const auto& st : nlohmann::json::parse(client.get("/-/store", "").body))
+        for (const auto& e : st["entries"]) ++lines[e[1].get<std::string>()];
+    std::map<std::string, int> want;
+    for (int i = 0; i < 50; ++i) want["nccl " + std::to_string(i)] = 1;
+    for (int i = 0; i < 20; ++i) want["fresh " + std::to_string(i)] = 1;
+    CHECK(lines == want);
+    jobtrail::spool::Spool jobs;
+    REQUIRE(jobs.open({d.path() + "/spool/jobs"}));
+    CHECK(jobs.pending_bytes() == 0);
 }
