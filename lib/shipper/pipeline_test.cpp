@@ -1,5 +1,10 @@
 #include "shipper/pipeline.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -671,4 +676,58 @@ TEST_CASE("pipeline: what a lane holds from a configuration with sources it no l
     jobtrail::spool::Spool jobs;
     REQUIRE(jobs.open({d.path() + "/spool/jobs"}));
     CHECK(jobs.pending_bytes() == 0);
+}
+
+TEST_CASE("pipeline: --once says what a job's NCCL budget dropped in the window still open, every line accounted for",
+          "[shipper]") {
+    jobtrail::test::TempDir d;
+    auto c = config(d.path());
+    c.shipper.nccl_budget_bytes = 100;  // a minute's window: still open when --once ends
+    Pipeline p(c, [](const SourceContext& ctx) {
+        std::vector<std::unique_ptr<Source>> v;
+        v.push_back(std::make_unique<FreshSource>(50, ctx.node, false, jobtrail::node::StreamKind::kNccl));
+        return v;
+    });
+    REQUIRE(run_once(p) == 0);
+    jobtrail::spool::Spool jobs;
+    REQUIRE(jobs.open({d.path() + "/spool/jobs"}));
+    std::vector<jobtrail::spool::Record> recs;
+    jobtrail::spool::Position end;
+    size_t kept = 0, said = 0;
+    uint64_t dropped = 0;
+    while (jobs.read(recs, 1000, 1 << 20, end) > 0)
+        for (const auto& r : recs) {
+            if (r.line.rfind("nccl ", 0) == 0) ++kept;
+            if (r.line.rfind("jobtrail dropped ", 0) == 0) {
+                ++said;
+                CHECK(r.line.find(" NCCL lines (") != std::string::npos);
+                CHECK(r.line.find(" of job 4242 over its budget of ") != std::string::npos);
+                dropped += std::stoull(r.line.substr(17));
+            }
+        }
+    CHECK(kept > 0);
+    CHECK(kept < 50);
+    CHECK(said == 1);
+    CHECK(kept + dropped == 50);
+}
+
+TEST_CASE("pipeline: --once leaves the metrics port alone: a running shipper's port taken is nothing to say",
+          "[shipper]") {
+    // The daemon holds shipper.metrics; a --once drain beside it neither binds nor complains.
+    const int held = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(held >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    REQUIRE(::bind(held, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(held, 1) == 0);
+    REQUIRE(::getsockname(held, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    jobtrail::test::TempDir d;
+    auto c = config(d.path());
+    c.shipper.metrics_listen = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+    Pipeline p(c, fresh(10));
+    CHECK(run_once(p) == 0);
+    CHECK(said(p, "metrics_listen_failed") == 0);
+    ::close(held);
 }
