@@ -245,7 +245,7 @@ TEST_CASE("pipeline: a job's NCCL flood fills only the jobs lane, the node's rec
     REQUIRE(cp.end(Lane::kJobs));
 }
 
-TEST_CASE("pipeline: a lane full until the end is said once, as a warning in the shipper's own stream", "[shipper]") {
+TEST_CASE("pipeline: a lane full until the end is said once as a warning in the shipper's own stream", "[shipper]") {
     jobtrail::test::TempDir d;
     auto c = config(d.path());
     c.shipper.spool_max_bytes = 4 << 20;
@@ -540,7 +540,7 @@ uint64_t said(Pipeline& p, std::string_view event) {
 
 }  // namespace
 
-TEST_CASE("pipeline: every line read is counted read and spooled once, and spooling only is said once", "[shipper]") {
+TEST_CASE("pipeline: every line read is counted read and spooled once and spooling only is said once", "[shipper]") {
     jobtrail::test::TempDir d;
     const auto c = config(d.path());
     Pipeline p(c, fresh(100));
@@ -564,7 +564,7 @@ TEST_CASE("pipeline: every line read is counted read and spooled once, and spool
     CHECK(text.find("\njobtrail_shipper_cri_lines_cut_total 0\n") != std::string::npos);
 }
 
-TEST_CASE("pipeline: a pass whose source fails is said and tried again, no line lost", "[shipper]") {
+TEST_CASE("pipeline: a pass whose source fails is said and tried again with no line lost", "[shipper]") {
     jobtrail::test::TempDir d;
     const auto c = config(d.path());
     Pipeline p(c, fresh(30, /*fail_first=*/true));
@@ -577,7 +577,7 @@ TEST_CASE("pipeline: a pass whose source fails is said and tried again, no line 
     CHECK(spooled(d.path()) == want);
 }
 
-TEST_CASE("pipeline: a checkpoint that cannot be written is said, and --once ends by its timeout, not as done",
+TEST_CASE("pipeline: a checkpoint that cannot be written is said and --once ends by its timeout not as done",
           "[shipper]") {
     jobtrail::test::TempDir d;
     // The checkpoint's path is a directory: the rename over it fails at every commit.
@@ -590,7 +590,8 @@ TEST_CASE("pipeline: a checkpoint that cannot be written is said, and --once end
 }
 
 TEST_CASE(
-    "pipeline: a state directory it cannot make, a spool it cannot open, a state another shipper holds: said, exit 1",
+    "pipeline: a state directory it cannot make or a spool it cannot open or a state another shipper holds is said "
+    "with exit 1",
     "[shipper]") {
     jobtrail::test::TempDir d;
     std::ofstream(d.path() + "/file") << "x";
@@ -617,7 +618,8 @@ TEST_CASE(
     }
 }
 
-TEST_CASE("pipeline: --once with Loki ends when Loki has every line once, the spool all acknowledged", "[shipper]") {
+TEST_CASE("pipeline: --once with Loki ends when Loki has every line once and the spool is all acknowledged",
+          "[shipper]") {
     jobtrail::test::LokiDouble loki;
     jobtrail::test::TempDir d;
     auto c = config(d.path());
@@ -678,8 +680,9 @@ TEST_CASE("pipeline: what a lane holds from a configuration with sources it no l
     CHECK(jobs.pending_bytes() == 0);
 }
 
-TEST_CASE("pipeline: --once says what a job's NCCL budget dropped in the window still open, every line accounted for",
-          "[shipper]") {
+TEST_CASE(
+    "pipeline: --once says what a job's NCCL budget dropped in the window still open with every line accounted for",
+    "[shipper]") {
     jobtrail::test::TempDir d;
     auto c = config(d.path());
     c.shipper.nccl_budget_bytes = 100;  // a minute's window: still open when --once ends

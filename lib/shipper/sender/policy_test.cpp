@@ -503,8 +503,8 @@ TEST_CASE("policy: a stream that fails while Loki stores the others keeps its ba
 }
 
 TEST_CASE(
-    "policy: a rate Loki names is plausible from a kilobyte to a terabyte a second and up to the tenant's, "
-    "bounds included",
+    "policy: a rate Loki names is plausible from a kilobyte to a terabyte a second and up to the tenant's "
+    "with the bounds included",
     "[sender][policy]") {
     constexpr uint64_t kMin = ResponsePolicy::kMinPlausibleRate, kMax = ResponsePolicy::kMaxPlausibleRate;
     // The tenant's rate: taken at either bound, not one past them.
@@ -542,8 +542,7 @@ TEST_CASE(
     }
 }
 
-TEST_CASE("policy: the tenant's 429 caps requests only for a push over half its rate, to the byte",
-          "[sender][policy]") {
+TEST_CASE("policy: the tenant's 429 caps requests only for a push over half its rate to the byte", "[sender][policy]") {
     const uint64_t rate = 256 << 10;
     Rig half;
     half.decide(tenant_429(rate), {100, rate / 2, rate / 2 - 100});
