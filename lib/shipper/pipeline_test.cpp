@@ -1,13 +1,22 @@
 #include "shipper/pipeline.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "common/fs.hpp"
+#include "common/time.hpp"
 #include "file_size_limit.hpp"
+#include "loki/client.hpp"
+#include "loki_double.hpp"
 #include "shipper/recovery.hpp"
 #include "temp_dir.hpp"
 
@@ -140,21 +149,34 @@ TEST_CASE("pipeline: a checkpoint with bytes that are not UTF-8 is still written
 
 namespace {
 
+// Padding that does not compress (the spool compresses runs): the disk fills where the test says.
+std::string noise(size_t n, uint64_t seed) {
+    std::string s(n, ' ');
+    auto x = static_cast<uint32_t>(seed);
+    for (auto& c : s) {
+        x = x * 1664525u + 1013904223u;
+        c = static_cast<char>('!' + (x >> 24) % 90);
+    }
+    return s;
+}
+
 // A job's NCCL file that never ends: as many lines as a pass takes.
 class FloodSource : public Source {
 public:
-    explicit FloodSource(NodeInfo node)
-        : origin_(make_origin({{"job", "nccl"}, {"job_id", "4242"}, {"node", node.node}}, {},
+    explicit FloodSource(NodeInfo node, bool incompressible = false)
+        : incompressible_(incompressible),
+          origin_(make_origin({{"job", "nccl"}, {"job_id", "4242"}, {"node", node.node}}, {},
                               jobtrail::node::StreamKind::kNccl, "4242")) {}
     const std::string& name() const override { return name_; }
     jobtrail::node::StreamKind kind() const override { return jobtrail::node::StreamKind::kNccl; }
     bool poll(std::vector<Event>& out, size_t max_bytes) override {
         for (size_t b = 0; b < max_bytes; ++next_) {
-            out.push_back({1'700'000'000'000'000'000 + static_cast<int64_t>(next_),
-                           origin_,
-                           "nccl " + std::to_string(next_) + " " + std::string(100, 'n'),
-                           {},
-                           false});
+            out.push_back(
+                {1'700'000'000'000'000'000 + static_cast<int64_t>(next_),
+                 origin_,
+                 "nccl " + std::to_string(next_) + " " + (incompressible_ ? noise(100, next_) : std::string(100, 'n')),
+                 {},
+                 false});
             b += out.back().line.size();
         }
         return true;
@@ -167,6 +189,7 @@ public:
 private:
     std::string name_ = "flood";
     uint64_t next_ = 0;
+    bool incompressible_;
     std::shared_ptr<const Origin> origin_;
 };
 
@@ -186,16 +209,21 @@ TEST_CASE("pipeline: a job's NCCL flood fills only the jobs lane, the node's rec
     // No Loki takes anything: the jobs lane stays full until the timeout.
     CHECK(run_once(p, 3'000) == 2);
     CHECK(p.metrics().group<PipelineMetrics>().spool_full > 0);
-
-    // Every line of the node's source is in the node lane, once (beside the shipper's own
-    // "lane is full" warning).
-    size_t counted = 0;
+    // Every line of the node's source is in the node lane, once, beside the shipper's own
+    // "lane is full" warning: once, worded as on stderr (no "pipeline: " for the pipeline's own).
+    size_t counted = 0, warned = 0;
     for (const auto& [l, n] : spooled(d.path())) {
+        if (l.rfind("warning: spool lane 'jobs' is full (", 0) == 0 &&
+            l.ends_with(" bytes); its sources paused until Loki takes more")) {
+            ++warned;
+            CHECK(n == 1);
+        }
         if (l.rfind("line ", 0) != 0) continue;
         ++counted;
         CHECK(n == 1);
     }
     CHECK(counted == 2000);
+    CHECK(warned >= 1);
 
     // The flood is in its own lane, bounded by its share, and what the checkpoint says was read
     // is exactly what that lane holds: the pause lost nothing.
@@ -215,6 +243,32 @@ TEST_CASE("pipeline: a job's NCCL flood fills only the jobs lane, the node's rec
     CHECK(cp.sources["flood"]["next"] == n);
     CHECK(cp.sources["count"]["next"] == 2000);
     REQUIRE(cp.end(Lane::kJobs));
+}
+
+TEST_CASE("pipeline: a lane full until the end is said once as a warning in the shipper's own stream", "[shipper]") {
+    jobtrail::test::TempDir d;
+    auto c = config(d.path());
+    c.shipper.spool_max_bytes = 4 << 20;
+    c.shipper.nccl_budget_bytes = 0;
+    Pipeline p(c, [](const SourceContext& ctx) {
+        std::vector<std::unique_ptr<Source>> v;
+        v.push_back(std::make_unique<FloodSource>(ctx.node, /*incompressible=*/true));
+        return v;
+    });
+    CHECK(run_once(p, 2'000) == 2);
+    const auto& pm = p.metrics().group<PipelineMetrics>();
+    CHECK(pm.spool_full > 1);
+    // Full from its first full pass to the end (its lines do not compress: no room comes back):
+    // said once, however many passes it stayed full.
+    CHECK(pm.events.value({"pipeline", "spool_full"}) == 1);
+    // Shipped once in the shipper's own stream, worded as on stderr (no "pipeline: " for the
+    // pipeline's own), and nothing else of the shipper's: its info stays on stderr.
+    std::vector<std::string> own;
+    for (const auto& [l, n] : spooled(d.path()))
+        for (int i = 0; i < n; ++i) own.push_back(l);
+    REQUIRE(own.size() == 1);
+    CHECK(own[0].rfind("warning: spool lane 'jobs' is full (", 0) == 0);
+    CHECK(own[0].ends_with(" bytes); its sources paused until Loki takes more"));
 }
 
 TEST_CASE("pipeline: a restart with nothing new keeps every spooled line, the checkpoint at the synced end",
@@ -350,17 +404,6 @@ TEST_CASE("pipeline: for a Loki not sent structured metadata, none is spooled", 
 
 namespace {
 
-// Padding that does not compress (the spool compresses runs): the disk fills where the test says.
-std::string noise(size_t n, uint64_t seed) {
-    std::string s(n, ' ');
-    auto x = static_cast<uint32_t>(seed);
-    for (auto& c : s) {
-        x = x * 1664525u + 1013904223u;
-        c = static_cast<char>('!' + (x >> 24) % 90);
-    }
-    return s;
-}
-
 // "line <i>" for i in [next, end), and how often it was asked for more while the pipeline had a
 // commit failing (its own count of spool_sync_failed, read on the pipeline's thread).
 class WatchedSource : public Source {
@@ -439,4 +482,255 @@ TEST_CASE("pipeline: a full disk stops reading until a commit succeeds, then eve
         CHECK(k == 1);
     }
     CHECK(n == 20'000);
+}
+
+namespace {
+
+// "fresh <i>" for i in [0, end), stamped now (Loki takes them), a few a pass; the bytes left to
+// read are its backlog, and its first poll may fail.
+class FreshSource : public Source {
+public:
+    FreshSource(uint64_t end, NodeInfo node, bool fail_first = false,
+                jobtrail::node::StreamKind kind = jobtrail::node::StreamKind::kOther)
+        : name_(kind == jobtrail::node::StreamKind::kNccl ? "nccl" : "fresh"),
+          end_(end),
+          fail_(fail_first),
+          base_(jobtrail::realtime_ns() - 60'000'000'000),
+          kind_(kind),
+          origin_(make_origin({{"job", name_}, {"node", node.node}}, {}, kind,
+                              kind == jobtrail::node::StreamKind::kNccl ? "4242" : "")) {}
+    const std::string& name() const override { return name_; }
+    jobtrail::node::StreamKind kind() const override { return kind_; }
+    bool poll(std::vector<Event>& out, size_t) override {
+        if (fail_) {
+            fail_ = false;
+            throw std::runtime_error("input went away");
+        }
+        for (int i = 0; i < 7 && next_ < end_; ++i, ++next_)
+            out.push_back(
+                {base_ + static_cast<int64_t>(next_), origin_, name_ + " " + std::to_string(next_), {}, false});
+        return next_ < end_;
+    }
+    int64_t backlog_bytes() const override { return static_cast<int64_t>(end_ - next_) * 10; }
+    nlohmann::json checkpoint() const override { return {{"next", next_}}; }
+    void restore(const nlohmann::json& s) override {
+        if (s.contains("next")) next_ = s["next"].get<uint64_t>();
+    }
+
+private:
+    std::string name_;
+    uint64_t next_ = 0, end_;
+    bool fail_;
+    int64_t base_;
+    jobtrail::node::StreamKind kind_;
+    std::shared_ptr<const Origin> origin_;
+};
+
+Pipeline::SourceFactory fresh(uint64_t lines, bool fail_first = false) {
+    return [=](const SourceContext& ctx) {
+        std::vector<std::unique_ptr<Source>> v;
+        v.push_back(std::make_unique<FreshSource>(lines, ctx.node, fail_first));
+        return v;
+    };
+}
+
+uint64_t said(Pipeline& p, std::string_view event) {
+    return p.metrics().group<PipelineMetrics>().events.value({"pipeline", std::string(event)});
+}
+
+}  // namespace
+
+TEST_CASE("pipeline: every line read is counted read and spooled once and spooling only is said once", "[shipper]") {
+    jobtrail::test::TempDir d;
+    const auto c = config(d.path());
+    Pipeline p(c, fresh(100));
+    REQUIRE(run_once(p) == 0);
+    const auto& pm = p.metrics().group<PipelineMetrics>();
+    CHECK(pm.read == 100);
+    CHECK(pm.spooled == 100);
+    CHECK(said(p, "no_loki") == 1);
+    // Said on stderr, an info: not shipped beside the logs.
+    for (const auto& [l, n] : spooled(d.path())) CHECK(l.rfind("fresh ", 0) == 0);
+    // A source read to its end shows no backlog, not the last it had.
+    CHECK(pm.source_backlog_bytes.samples() == std::map<jobtrail::metrics::Labels, int64_t>{{{"fresh"}, 0}});
+    // A scrape sees what the node lane holds for Loki.
+    jobtrail::spool::Spool s;
+    REQUIRE(s.open({d.path() + "/spool"}));
+    REQUIRE(s.pending_bytes() > 0);
+    const std::string text = p.render_metrics();
+    CHECK(text.find("jobtrail_shipper_spool_lane_bytes{lane=\"node\"} " + std::to_string(s.pending_bytes()) + "\n") !=
+          std::string::npos);
+    // A source kind's counters are there though no source of it runs.
+    CHECK(text.find("\njobtrail_shipper_cri_lines_cut_total 0\n") != std::string::npos);
+}
+
+TEST_CASE("pipeline: a pass whose source fails is said and tried again with no line lost", "[shipper]") {
+    jobtrail::test::TempDir d;
+    const auto c = config(d.path());
+    Pipeline p(c, fresh(30, /*fail_first=*/true));
+    REQUIRE(run_once(p) == 0);
+    CHECK(said(p, "pass_failed") == 1);
+    // Every line once, and the error beside them in the shipper's own stream.
+    std::map<std::string, int> want;
+    for (int i = 0; i < 30; ++i) want["fresh " + std::to_string(i)] = 1;
+    want["error: a pass failed and is retried: input went away"] = 1;
+    CHECK(spooled(d.path()) == want);
+}
+
+TEST_CASE("pipeline: a checkpoint that cannot be written is said and --once ends by its timeout not as done",
+          "[shipper]") {
+    jobtrail::test::TempDir d;
+    // The checkpoint's path is a directory: the rename over it fails at every commit.
+    std::filesystem::create_directories(d.path() + "/shipper-checkpoint.json/x");
+    const auto c = config(d.path());
+    Pipeline p(c, fresh(100));
+    CHECK(run_once(p, 1'500) == 2);
+    CHECK(said(p, "checkpoint_failed") >= 1);
+    CHECK(p.metrics().group<PipelineMetrics>().spooled == 0);
+}
+
+TEST_CASE(
+    "pipeline: a state directory it cannot make or a spool it cannot open or a state another shipper holds is said "
+    "with exit 1",
+    "[shipper]") {
+    jobtrail::test::TempDir d;
+    std::ofstream(d.path() + "/file") << "x";
+    {
+        auto c = config(d.path() + "/file/state");
+        Pipeline p(c, fresh(10));
+        CHECK(run_once(p) == 1);
+        CHECK(said(p, "state_dir") == 1);
+    }
+    {
+        auto c = config(d.path());
+        c.shipper.spool_dir = d.path() + "/file";
+        Pipeline p(c, fresh(10));
+        CHECK(run_once(p) == 1);
+        CHECK(said(p, "spool_open_failed") == 1);
+    }
+    {
+        const auto held = jobtrail::lock_exclusive(d.path() + "/shipper.lock");
+        REQUIRE(held.ok);
+        const auto c = config(d.path());
+        Pipeline p(c, fresh(10));
+        CHECK(run_once(p) == 1);
+        CHECK(said(p, "state_locked") == 1);
+    }
+}
+
+TEST_CASE("pipeline: --once with Loki ends when Loki has every line once and the spool is all acknowledged",
+          "[shipper]") {
+    jobtrail::test::LokiDouble loki;
+    jobtrail::test::TempDir d;
+    auto c = config(d.path());
+    c.shipper.loki_url = loki.url();
+    {
+        Pipeline p(c, fresh(200));
+        REQUIRE(run_once(p) == 0);
+    }
+    jobtrail::loki::Endpoint ep;
+    ep.url = loki.url();
+    jobtrail::loki::Client client(ep);
+    const auto store = nlohmann::json::parse(client.get("/-/store", "").body);
+    std::map<std::string, int> lines;
+    for (const auto& s : store)
+        for (const auto& e : s["entries"]) ++lines[e[1].get<std::string>()];
+    CHECK(lines.size() == 200);
+    for (const auto& [l, n] : lines) {
+        CHECK(l.rfind("fresh ", 0) == 0);
+        CHECK(n == 1);
+    }
+    jobtrail::spool::Spool s;
+    REQUIRE(s.open({d.path() + "/spool"}));
+    CHECK(s.pending_bytes() == 0);
+}
+
+TEST_CASE("pipeline: what a lane holds from a configuration with sources it no longer has still goes to Loki",
+          "[shipper]") {
+    // NCCL logs spooled (jobs lane) while Loki was away, then NCCL collection turned off: the
+    // jobs lane has no source left, and its lines go to Loki beside the node's.
+    jobtrail::test::LokiDouble loki;
+    jobtrail::test::TempDir d;
+    auto c = config(d.path());
+    {
+        Pipeline p(c, [](const SourceContext& ctx) {
+            std::vector<std::unique_ptr<Source>> v;
+            v.push_back(std::make_unique<FreshSource>(50, ctx.node, false, jobtrail::node::StreamKind::kNccl));
+            return v;
+        });
+        REQUIRE(run_once(p) == 0);
+    }
+    c.shipper.loki_url = loki.url();
+    {
+        Pipeline p(c, fresh(20));
+        REQUIRE(run_once(p) == 0);
+    }
+    jobtrail::loki::Endpoint ep;
+    ep.url = loki.url();
+    jobtrail::loki::Client client(ep);
+    std::map<std::string, int> lines;
+    for (const auto& st : nlohmann::json::parse(client.get("/-/store", "").body))
+        for (const auto& e : st["entries"]) ++lines[e[1].get<std::string>()];
+    std::map<std::string, int> want;
+    for (int i = 0; i < 50; ++i) want["nccl " + std::to_string(i)] = 1;
+    for (int i = 0; i < 20; ++i) want["fresh " + std::to_string(i)] = 1;
+    CHECK(lines == want);
+    jobtrail::spool::Spool jobs;
+    REQUIRE(jobs.open({d.path() + "/spool/jobs"}));
+    CHECK(jobs.pending_bytes() == 0);
+}
+
+TEST_CASE(
+    "pipeline: --once says what a job's NCCL budget dropped in the window still open with every line accounted for",
+    "[shipper]") {
+    jobtrail::test::TempDir d;
+    auto c = config(d.path());
+    c.shipper.nccl_budget_bytes = 100;  // a minute's window: still open when --once ends
+    Pipeline p(c, [](const SourceContext& ctx) {
+        std::vector<std::unique_ptr<Source>> v;
+        v.push_back(std::make_unique<FreshSource>(50, ctx.node, false, jobtrail::node::StreamKind::kNccl));
+        return v;
+    });
+    REQUIRE(run_once(p) == 0);
+    jobtrail::spool::Spool jobs;
+    REQUIRE(jobs.open({d.path() + "/spool/jobs"}));
+    std::vector<jobtrail::spool::Record> recs;
+    jobtrail::spool::Position end;
+    size_t kept = 0, said = 0;
+    uint64_t dropped = 0;
+    while (jobs.read(recs, 1000, 1 << 20, end) > 0)
+        for (const auto& r : recs) {
+            if (r.line.rfind("nccl ", 0) == 0) ++kept;
+            if (r.line.rfind("jobtrail dropped ", 0) == 0) {
+                ++said;
+                CHECK(r.line.find(" NCCL lines (") != std::string::npos);
+                CHECK(r.line.find(" of job 4242 over its budget of ") != std::string::npos);
+                dropped += std::stoull(r.line.substr(17));
+            }
+        }
+    CHECK(kept > 0);
+    CHECK(kept < 50);
+    CHECK(said == 1);
+    CHECK(kept + dropped == 50);
+}
+
+TEST_CASE("pipeline: --once leaves the metrics port alone: a running shipper's port taken is nothing to say",
+          "[shipper]") {
+    // The daemon holds shipper.metrics; a --once drain beside it neither binds nor complains.
+    const int held = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(held >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    REQUIRE(::bind(held, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(held, 1) == 0);
+    REQUIRE(::getsockname(held, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    jobtrail::test::TempDir d;
+    auto c = config(d.path());
+    c.shipper.metrics_listen = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+    Pipeline p(c, fresh(10));
+    CHECK(run_once(p) == 0);
+    CHECK(said(p, "metrics_listen_failed") == 0);
+    ::close(held);
 }

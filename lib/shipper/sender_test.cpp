@@ -157,14 +157,24 @@ HttpResult per_stream_429(const Request& r, const std::string& limit = "64KB") {
 TEST_CASE("sender: each push carries one stream, and everything is acknowledged", "[loki][sender]") {
     Rig rig;
     const int64_t t = realtime_ns();
+    // Interleaved line by line: two streams whose labels are as long as each other's.
     for (int i = 0; i < 300; ++i) rig.add(i % 3 ? kA : kB, "line " + std::to_string(i), t + i);
     rig.script.answer = [](const Request&) { return ok(); };
     rig.start();
     REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 300; }));
     REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
     std::lock_guard<std::mutex> lk(rig.script.mu);
-    for (const auto& r : rig.script.seen) CHECK(r.streams.size() == 1);
-    CHECK(rig.m.group<shipper::SenderMetrics>().sent == 300);
+    for (const auto& r : rig.script.seen) {
+        REQUIRE(r.streams.size() == 1);
+        // Each line under its own stream's labels.
+        for (const auto& l : r.lines) CHECK(r.streams[0] == (std::stoi(l.substr(5)) % 3 ? kA : kB));
+    }
+    const auto& m = rig.m.group<shipper::SenderMetrics>();
+    CHECK(m.sent == 300);
+    // The node lane's sender says when Loki last took its lines; the jobs lane's is its own.
+    CHECK(m.last_success > 0);
+    CHECK(m.lane_last_success.value({"node"}) == m.last_success);
+    CHECK(m.lane_last_success.value({"jobs"}) == 0);
 }
 
 TEST_CASE("sender: streams sent and acknowledged leave no state behind, however many jobs had one", "[loki][sender]") {

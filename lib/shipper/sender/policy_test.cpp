@@ -195,6 +195,10 @@ TEST_CASE("policy: a per-stream 429 naming a plausible limit caps the stream bel
     d = rig.decide(per_stream_429(40, limit), {40, 40'000, 39'960}, kNow + 2 * kSecond);
     CHECK(d.action == Action::kPaced);
     CHECK(rig.s.cap_bytes == 20'000);
+    // Refused again at exactly that cap: halved again.
+    d = rig.decide(per_stream_429(20, limit), {20, 20'000, 19'980}, kNow + 4 * kSecond);
+    CHECK(d.action == Action::kPaced);
+    CHECK(rig.s.cap_bytes == 10'000);
 }
 
 TEST_CASE("policy: a lone entry the per-stream limit refuses three times is dropped, counted", "[sender][policy]") {
@@ -314,6 +318,7 @@ TEST_CASE("policy: what Loki's answers taught is probed again after the bound", 
     rig.decide(tenant_429(256 << 10), {10, 400'000, 399'990});
     CHECK(rig.policy.request_cap(rig.s, kNow + 300 * kSecond) == 1'536);  // 3/4 of 2 KB/s, still held
     CHECK(rig.s.rate_bps == 2'048);
+    CHECK(rig.policy.tenant().cap == 128 << 10);  // the tenant's too, at the bound itself
     CHECK(rig.policy.request_cap(rig.s, kNow + 301 * kSecond) == 1 << 20);
     CHECK(rig.s.rate_bps == 0);
     CHECK(rig.s.learned_ns == 0);
@@ -429,12 +434,16 @@ TEST_CASE("policy: a named limit below a kilobyte a second is no limit: the stre
 TEST_CASE("policy: a lone entry within the named per-stream limit is never dropped, however often refused",
           "[sender][policy]") {
     // Loki refuses a stream whole while its bucket is empty: a small line waits, it is not lost.
-    Rig rig;
-    for (int i = 0; i < 10; ++i) {
-        const auto d = rig.decide(per_stream_429(1, 64 << 10), {1, 7, 6}, kNow + i * kSecond);
-        CHECK(d.action == Action::kPaced);
-        CHECK(!d.settles());
-        CHECK(rejected(d).empty());
+    // One of exactly a second's worth of the limit fits the bucket once it has refilled.
+    for (const uint64_t bytes : {uint64_t(7), uint64_t(64 << 10)}) {
+        INFO(bytes);
+        Rig rig;
+        for (int i = 0; i < 10; ++i) {
+            const auto d = rig.decide(per_stream_429(1, 64 << 10), {1, bytes, bytes - 1}, kNow + i * kSecond);
+            CHECK(d.action == Action::kPaced);
+            CHECK(!d.settles());
+            CHECK(rejected(d).empty());
+        }
     }
 }
 
@@ -491,4 +500,73 @@ TEST_CASE("policy: a stream that fails while Loki stores the others keeps its ba
     d = rig.policy.decide(other, "{job=\"b\"}", {1, 100, 99}, stored(), "", kNow + 2 * kSecond + 1);
     ResponsePolicy::recovered(odd, d.outage_since_ns, kNow + 2 * kSecond + 1);
     CHECK(odd.next_try_ns == due);
+}
+
+TEST_CASE(
+    "policy: a rate Loki names is plausible from a kilobyte to a terabyte a second and up to the tenant's "
+    "with the bounds included",
+    "[sender][policy]") {
+    constexpr uint64_t kMin = ResponsePolicy::kMinPlausibleRate, kMax = ResponsePolicy::kMaxPlausibleRate;
+    // The tenant's rate: taken at either bound, not one past them.
+    for (const uint64_t limit : {kMin, kMax}) {
+        Rig rig;
+        INFO(limit);
+        CHECK(rig.decide(tenant_429(limit), {1, 100, 99}).tenant_rate_limit == limit);
+        CHECK(rig.policy.tenant().rate == limit);
+    }
+    for (const uint64_t limit : {kMin - 1, kMax + 1}) {
+        Rig rig;
+        INFO(limit);
+        CHECK(rig.decide(tenant_429(limit), {1, 100, 99}).tenant_rate_limit == 0);
+        CHECK(rig.policy.tenant().rate == 0);
+    }
+    // A stream's: up to a terabyte a second, not one byte more.
+    {
+        Rig rig;
+        CHECK(rig.decide(per_stream_429(10, kMax), {10, 10'000, 9'990}).stream_rate_limit == kMax);
+        CHECK(rig.s.rate_bps == kMax);
+        Rig over;
+        CHECK(over.decide(per_stream_429(10, kMax + 1), {10, 10'000, 9'990}).stream_rate_limit == 0);
+        CHECK(over.s.rate_bps == 0);
+    }
+    // And up to the tenant's rate exactly: a stream may have the whole tenant's rate.
+    {
+        Rig rig;
+        rig.decide(tenant_429(256 << 10), {1, 100, 99});
+        CHECK(rig.decide(per_stream_429(10, 256 << 10), {10, 10'000, 9'990}, kNow + kSecond).stream_rate_limit ==
+              256 << 10);
+        Rig over;
+        over.decide(tenant_429(256 << 10), {1, 100, 99});
+        CHECK(over.decide(per_stream_429(10, (256 << 10) + 1), {10, 10'000, 9'990}, kNow + kSecond).stream_rate_limit ==
+              0);
+    }
+}
+
+TEST_CASE("policy: the tenant's 429 caps requests only for a push over half its rate to the byte", "[sender][policy]") {
+    const uint64_t rate = 256 << 10;
+    Rig half;
+    half.decide(tenant_429(rate), {100, rate / 2, rate / 2 - 100});
+    CHECK(half.policy.tenant().cap == 0);  // half the rate fits beside the others' pushes: not split
+    ResponsePolicy::Stream other;
+    CHECK(half.policy.request_cap(other, kNow) == half.cfg.batch_max_bytes);
+    Rig over;
+    over.decide(tenant_429(rate), {100, rate / 2 + 1, rate / 2 - 99});
+    CHECK(over.policy.tenant().cap == rate / 2);
+    CHECK(over.policy.request_cap(other, kNow) == rate / 2);
+}
+
+TEST_CASE("policy: a push Loki answers 400 for in part counts against the stream's pace like a stored one",
+          "[sender][policy]") {
+    // Loki's rate limiter took the accepted entries' bytes: the next request waits for them.
+    Rig named;
+    named.s.rate_bps = 64 << 10;
+    auto v = answer(400, loki::Verdict::kRejected, "entry too far behind");
+    v.rejected = {{"too_far_behind", 1}};
+    named.decide(v, {10, 32 << 10, (32 << 10) - 10});
+    CHECK(named.s.next_try_ns == kNow + kSecond / 2);
+    // And our own pace below Loki's shard threshold.
+    Rig own;
+    own.cfg.max_stream_rate = 1'000;
+    own.decide(v, {100, 100'000, 99'900});
+    CHECK(own.s.next_try_ns == kNow + 100 * kSecond);
 }
