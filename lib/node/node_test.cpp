@@ -40,6 +40,54 @@ TEST_CASE("NCCL file names: what the plugin sets is what the shipper parses back
         CHECK_FALSE(parse_nccl_file(bad));
 }
 
+TEST_CASE("an NCCL file name parses alone or under its job directory and its pid is all digits", "[node][hostile]") {
+    // A bare name has no job; a path whose directory is only the job id names it.
+    auto f = parse_nccl_file("batch.gpu01.0.log");
+    REQUIRE(f);
+    CHECK(f->job_id.empty());
+    CHECK(f->step == "batch");
+    CHECK(f->host == "gpu01");
+    CHECK(f->pid == "0");
+    f = parse_nccl_file("4242/0.h.9.log");
+    REQUIRE(f);
+    CHECK(f->job_id == "4242");
+    CHECK(f->step == "0");
+    CHECK(f->host == "h");
+    CHECK(f->pid == "9");
+    CHECK(parse_nccl_file("/4242/1.h.1234567890.log")->job_id == "4242");
+    // A job's user names the files in their directory: anything else is none of ours.
+    for (const char* bad : {"/x/nccl/4242/0.h..log", "/x/nccl/4242/0.h.-1.log", "/x/nccl/4242/0.h.1:.log",
+                            "/x/nccl/4242/0.h./.log", "/x/nccl/4242/.log", "/x/nccl/4242/0.h.1.log.txt",
+                            "/x/nccl/4242/0.h.1log", "/x/nccl/..4242/0.h.1.log", "4242x/0.h.1.log", "0.h.1.LOG"})
+        CHECK_FALSE(parse_nccl_file(bad));
+}
+
+TEST_CASE("an NCCL name part is plain: ASCII letters and digits and - and _ up to 64 bytes", "[node][hostile]") {
+    for (const std::string& good :
+         std::vector<std::string>{"a", "z", "A", "Z", "0", "9", "-", "_", "gpu-01_a", std::string(64, 'x')})
+        CHECK(plain_name_part(good));
+    for (const std::string& bad : std::vector<std::string>{"", std::string(65, 'x'), "`", "{", "@", "[", "/", ":", ".",
+                                                           " ", "gpu.01", "a\xc3\xa9", std::string("a\0b", 3), ".."})
+        CHECK_FALSE(plain_name_part(bad));
+}
+
+TEST_CASE("an NCCL line names its host and pid only when its prefix says both plainly", "[node][hostile]") {
+    auto o = nccl_line_origin("[2026-11-29T23:52:22.867605+0200] gpu-01_a:0:1240 [0] NCCL INFO x");
+    REQUIRE(o);
+    CHECK(o->host == "gpu-01_a");
+    CHECK(o->pid == "0");
+    o = nccl_line_origin("h:9:");
+    REQUIRE(o);
+    CHECK(o->host == "h");
+    CHECK(o->pid == "9");
+    // A user's own line in the file: a time, a colon too few, a host that could name another
+    // file, a pid that is not one, a bracket never closed.
+    for (const char* bad :
+         {"gpu01 1234 1240 NCCL INFO x", "gpu01:1234 NCCL INFO x", "../x:1234:1 y", "gpu.01:1234:1240 x", ":1234:1 x",
+          "gpu01::1 x", "gpu01:12a:1 x", "gpu01:-1:1 x", "[2026-11-29T23:52:22.867605+0200 gpu01:1234:1240 x"})
+        CHECK_FALSE(nccl_line_origin(bad));
+}
+
 TEST_CASE("NCCL line stamps: what the plugin asks NCCL for is what the shipper splits and reads back", "[node]") {
     // NCCL expands %6f to the microseconds itself and the rest as strftime does.
     std::string format = kNcclStampFormat;
