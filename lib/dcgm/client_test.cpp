@@ -365,3 +365,52 @@ TEST_CASE("a bus id placeholder is shown in printable ASCII from space to tilde 
     CHECK(gpus[1].problem == "DCGM has no PCI bus id for GPU 7 (\"<<<N/A pending~>>>\")");
     CHECK(gpus[2].problem == "DCGM has no PCI bus id for GPU 8 (\"" + long_id.substr(0, 32) + "\")");
 }
+
+TEST_CASE("DCGM watches thermal and power at the lowest slowdown temperature and power limit of the GPUs",
+          "[dcgm-client]") {
+    // 4.x: one policy for all GPUs, at the lowest of each; 3.x: one per GPU, at its own. A value
+    // DCGM does not know (0, its blank 0x7ffffff0 and above) is no threshold.
+    const char* library = GENERATE(JOBTRAIL_DCGM_STUB4, JOBTRAIL_DCGM_STUB3);
+    const bool v4 = std::string(library).ends_with(".4");
+    Stub stub;
+    stub.write("gpus",
+               "0 00000000:1B:00.0 slowdown=90 power=700\n"
+               "1 00000000:3B:00.0 slowdown=0 power=2147483632\n"
+               "2 00000000:5D:00.0 slowdown=85 power=650\n"
+               "3 00000000:DB:00.0 slowdown=2147483632 power=0\n"
+               "4 00000000:E1:00.0 slowdown=2147483633 power=680\n");
+    auto client = dcgm::make_client(options(library));
+    std::string error;
+    REQUIRE(client->connect(error));
+    Received got;
+    REQUIRE(client->watch_violations(got.sink(), error));
+    if (v4) {
+        CHECK(stub.logged("policy_set mask=0x7f pages=60 thermal=85 power=650") == 1);
+    } else {
+        CHECK(stub.logged("policy_set mask=0x7f pages=60 thermal=90 power=700") == 1);
+        CHECK(stub.logged("policy_set mask=0x67 pages=60") == 2);  // GPUs 1 and 3: neither known
+        CHECK(stub.logged("policy_set mask=0x77 pages=60 power=680") == 1);
+        CHECK(stub.logged("policy_set mask=0x7f pages=60 thermal=85 power=650") == 1);
+        CHECK(stub.logged("register mask=0x67") == 2);
+    }
+}
+
+TEST_CASE("GPUs whose slowdown temperature and power limit DCGM does not know are watched without either",
+          "[dcgm-client]") {
+    const char* library = GENERATE(JOBTRAIL_DCGM_STUB4, JOBTRAIL_DCGM_STUB3);
+    Stub stub;
+    stub.write("gpus",
+               "0 00000000:1B:00.0 slowdown=2147483632 power=0\n"
+               "1 00000000:3B:00.0 slowdown=0 power=2147483632\n");
+    auto client = dcgm::make_client(options(library));
+    std::string error;
+    REQUIRE(client->connect(error));
+    Received got;
+    REQUIRE(client->watch_violations(got.sink(), error));
+    CHECK(stub.logged("policy_set mask=0x67 pages=60") == (std::string(library).ends_with(".4") ? 1 : 2));
+    CHECK(stub.logged("register mask=0x67") == (std::string(library).ends_with(".4") ? 1 : 2));
+    // The rest still arrives.
+    stub.command("violation 1 xid 1700000000000001 79");
+    REQUIRE(got.wait(1));
+    CHECK(dcgm::format_line(got.events[0]) == "XID 79 on GPU 1");
+}
