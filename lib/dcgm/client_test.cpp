@@ -414,3 +414,49 @@ TEST_CASE("GPUs whose slowdown temperature and power limit DCGM does not know ar
     REQUIRE(got.wait(1));
     CHECK(dcgm::format_line(got.events[0]) == "XID 79 on GPU 1");
 }
+
+TEST_CASE("connecting again first lets go of the connection before and its registrations", "[dcgm-client]") {
+    // The source connects again when a health check fails: the old connection is not left open
+    // in the host engine, and the old sink gets nothing more.
+    const char* library = GENERATE(JOBTRAIL_DCGM_STUB4, JOBTRAIL_DCGM_STUB3);
+    Stub stub;
+    auto client = dcgm::make_client(options(library));
+    std::string error;
+    REQUIRE(client->connect(error));
+    CHECK(stub.logged("disconnect") == 0);  // nothing to let go of yet
+    Received before;
+    REQUIRE(client->watch_violations(before.sink(), error));
+    REQUIRE(client->connect(error));
+    CHECK(stub.logged("connect") == 2);
+    CHECK(stub.logged("unregister") == 1);
+    CHECK(stub.logged("disconnect") == 1);
+    Received after;
+    REQUIRE(client->watch_violations(after.sink(), error));
+    stub.command("violation 0 xid 1700000000000001 79");
+    REQUIRE(after.wait(1));
+    CHECK(before.size() == 0);
+}
+
+TEST_CASE("watching again replaces the registration and the end withdraws each one once", "[dcgm-client]") {
+    const char* library = GENERATE(JOBTRAIL_DCGM_STUB4, JOBTRAIL_DCGM_STUB3);
+    Stub stub;
+    stub.write("gpus", "0 00000000:3B:00.0\n3 00000000:DB:00.0\n");
+    const int per_watch = std::string(library).ends_with(".4") ? 1 : 2;  // 3.x: one per GPU
+    auto client = dcgm::make_client(options(library));
+    std::string error;
+    REQUIRE(client->connect(error));
+    Received first, second;
+    REQUIRE(client->watch_violations(first.sink(), error));
+    REQUIRE(client->watch_violations(second.sink(), error));
+    CHECK(stub.logged("register mask=0x7f") == 2 * per_watch);
+    CHECK(stub.logged("unregister") == per_watch);
+    stub.command("violation 3 xid 1700000000000001 79");
+    REQUIRE(second.wait(1));
+    CHECK(first.size() == 0);
+    client->disconnect();
+    CHECK(stub.logged("unregister") == 2 * per_watch);
+    CHECK(stub.logged("disconnect") == 1);
+    client->disconnect();  // nothing left to let go of
+    CHECK(stub.logged("unregister") == 2 * per_watch);
+    CHECK(stub.logged("disconnect") == 1);
+}
