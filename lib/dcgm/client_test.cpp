@@ -460,3 +460,48 @@ TEST_CASE("watching again replaces the registration and the end withdraws each o
     CHECK(stub.logged("unregister") == 2 * per_watch);
     CHECK(stub.logged("disconnect") == 1);
 }
+
+TEST_CASE("watching for violations needs a connection that works and says so", "[dcgm-client]") {
+    Stub stub;
+    auto client = dcgm::make_client(options(JOBTRAIL_DCGM_STUB4));
+    std::string error;
+    Received got;
+    CHECK_FALSE(client->watch_violations(got.sink(), error));
+    CHECK(error == "not connected to DCGM");
+    REQUIRE(client->connect(error));
+    stub.write("state", "down");
+    error.clear();
+    CHECK_FALSE(client->watch_violations(got.sink(), error));
+    CHECK(error == "dcgmGetAllSupportedDevices: Connection to the host engine is not valid any longer (-21)");
+    CHECK_FALSE(client->watch_violations(got.sink(), error));
+    CHECK(error == "the connection to DCGM was lost");
+    CHECK(stub.logged("register mask=0x7f") == 0);
+}
+
+TEST_CASE("with libdcgm 3.x at most 32 GPUs are watched in one process and the 33rd is refused with why",
+          "[dcgm-client]") {
+    // 3.x calls back without the GPU: one callback function per GPU, 32 in all.
+    Stub stub;
+    std::string gpus;
+    for (int i = 0; i < 20; ++i) gpus += std::to_string(i) + " 00000000:" + std::to_string(10 + i) + ":00.0\n";
+    stub.write("gpus", gpus);
+    auto a = dcgm::make_client(options(JOBTRAIL_DCGM_STUB3));
+    auto b = dcgm::make_client(options(JOBTRAIL_DCGM_STUB3));
+    std::string error;
+    REQUIRE(a->connect(error));
+    REQUIRE(b->connect(error));
+    Received got_a, got_b;
+    REQUIRE(a->watch_violations(got_a.sink(), error));
+    CHECK_FALSE(b->watch_violations(got_b.sink(), error));
+    CHECK(error == "more than 32 DCGM registrations in this process");
+    CHECK(stub.logged("register mask=0x7f") == 32);  // a's 20, b's first 12
+    // Those a lets go of are used again.
+    a->disconnect();
+    error.clear();
+    CHECK(b->watch_violations(got_b.sink(), error));
+    CHECK(error.empty());
+    stub.command("violation 19 xid 1700000000000001 79");
+    REQUIRE(got_b.wait(1));
+    CHECK(got_b.events[0].pci_bdf == "00000000:29:00.0");
+    CHECK(got_a.size() == 0);
+}
