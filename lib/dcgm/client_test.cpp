@@ -505,3 +505,30 @@ TEST_CASE("with libdcgm 3.x at most 32 GPUs are watched in one process and the 3
     CHECK(got_b.events[0].pci_bdf == "00000000:29:00.0");
     CHECK(got_a.size() == 0);
 }
+
+TEST_CASE("with libdcgm 3.x a GPU DCGM will not group ends the watch with why and leaves no group or slot behind",
+          "[dcgm-client]") {
+    Stub stub;
+    stub.write("gpus", "0 00000000:3B:00.0\n3 00000000:DB:00.0 ungroupable\n");
+    const auto logged_starting = [&](const std::string& prefix) {
+        std::ifstream in(stub.dir.path() + "/log");
+        int n = 0;
+        for (std::string l; std::getline(in, l);) n += l.starts_with(prefix);
+        return n;
+    };
+    auto client = dcgm::make_client(options(JOBTRAIL_DCGM_STUB3));
+    std::string error;
+    REQUIRE(client->connect(error));
+    Received got;
+    // The source tries again and again: every try says the same, none uses up the 32 slots.
+    for (int i = 0; i < 33; ++i) {
+        INFO("try " << i);
+        error.clear();
+        CHECK_FALSE(client->watch_violations(got.sink(), error));
+        CHECK(error == "dcgmGroupAddDevice: Unknown error (-3)");
+    }
+    CHECK(logged_starting("group_create ") == 66);
+    CHECK(logged_starting("group_destroy ") == 65);  // GPU 0's last group is still registered
+    client->disconnect();
+    CHECK(logged_starting("group_destroy ") == 66);
+}
