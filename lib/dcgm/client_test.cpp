@@ -532,3 +532,24 @@ TEST_CASE("with libdcgm 3.x a GPU DCGM will not group ends the watch with why an
     client->disconnect();
     CHECK(logged_starting("group_destroy ") == 66);
 }
+
+TEST_CASE("with libdcgm 3.x a GPU lost between its listing and its policy ends the watch and the next leaves it out",
+          "[dcgm-client]") {
+    Stub stub;
+    stub.write("gpus", "0 00000000:3B:00.0\n3 00000000:DB:00.0 lost-later\n5 00000000:E1:00.0\n");
+    auto client = dcgm::make_client(options(JOBTRAIL_DCGM_STUB3));
+    std::string error;
+    REQUIRE(client->connect(error));
+    Received got;
+    CHECK_FALSE(client->watch_violations(got.sink(), error));
+    CHECK(error == "dcgmPolicySet: GPU is lost (-18)");
+    CHECK(stub.logged("register mask=0x7f") == 1);  // GPU 0 only: GPU 5 was never reached
+    // The source tries again: DCGM now says GPU 3 is lost, and the others are watched.
+    stub.write("gpus", "0 00000000:3B:00.0\n3 00000000:DB:00.0 lost\n5 00000000:E1:00.0\n");
+    error.clear();
+    REQUIRE(client->watch_violations(got.sink(), error));
+    CHECK(error.empty());
+    stub.command("violation 5 xid 1700000000000001 79");
+    REQUIRE(got.wait(1));
+    CHECK(got.events[0].pci_bdf == "00000000:E1:00.0");
+}
