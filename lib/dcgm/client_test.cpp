@@ -553,3 +553,20 @@ TEST_CASE("with libdcgm 3.x a GPU lost between its listing and its policy ends t
     REQUIRE(got.wait(1));
     CHECK(got.events[0].pci_bdf == "00000000:E1:00.0");
 }
+
+TEST_CASE("a health answer in a version other than the one asked for is no answer and says both versions",
+          "[dcgm-client]") {
+    Stub stub;
+    auto client = dcgm::make_client(options(JOBTRAIL_DCGM_STUB4));
+    std::string error;
+    REQUIRE(client->connect(error));
+    REQUIRE(client->health(error));
+    stub.write("health_version", "0x1234");
+    error.clear();
+    CHECK_FALSE(client->health(error));
+    CHECK(error == "health response: version 0x1234, expected 0x" + [] {
+        char b[16];
+        std::snprintf(b, sizeof b, "%x", dcgm::api::kHealthResponseVersion5);
+        return std::string(b);
+    }());
+}
