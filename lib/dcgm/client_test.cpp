@@ -570,3 +570,20 @@ TEST_CASE("a health answer in a version other than the one asked for is no answe
         return std::string(b);
     }());
 }
+
+TEST_CASE("a libdcgm whose dcgmInit fails is no library yet and is initialised again on the next connect",
+          "[dcgm-client]") {
+    Stub stub;
+    stub.write("init_fails", "");
+    auto client = dcgm::make_client(options(JOBTRAIL_DCGM_STUB4));
+    std::string error;
+    CHECK_FALSE(client->connect(error));
+    CHECK(error == "dcgmInit: Unknown error (-3)");
+    CHECK(client->library().empty());
+    CHECK(stub.logged("connect") == 0);
+    std::remove((stub.dir.path() + "/init_fails").c_str());
+    error.clear();
+    REQUIRE(client->connect(error));
+    CHECK(client->library() == std::string(JOBTRAIL_DCGM_STUB4) + " (DCGM 4.x API)");
+    CHECK(client->gpus(error).size() == 1);
+}
