@@ -587,3 +587,30 @@ TEST_CASE("a libdcgm whose dcgmInit fails is no library yet and is initialised a
     CHECK(client->library() == std::string(JOBTRAIL_DCGM_STUB4) + " (DCGM 4.x API)");
     CHECK(client->gpus(error).size() == 1);
 }
+
+TEST_CASE("a listing that fails lists no GPU of an earlier listing", "[dcgm-client]") {
+    // Not the GPUs of the last listing that worked: the source would watch with stale bus ids.
+    Stub stub;
+    stub.write("gpus", "0 00000000:3B:00.0\n3 00000000:DB:00.0\n");
+    auto client = dcgm::make_client(options(JOBTRAIL_DCGM_STUB4));
+    std::string error;
+    REQUIRE(client->connect(error));
+    REQUIRE(client->gpus(error).size() == 2);
+    // One GPU's attributes fail.
+    stub.write("gpus", "0 00000000:3B:00.0\n3 00000000:DB:00.0 failing\n");
+    CHECK(client->gpus(error).empty());
+    CHECK(error == "dcgmGetDeviceAttributes(3): Unknown error (-3)");
+    Received got;
+    error.clear();
+    CHECK_FALSE(client->watch_violations(got.sink(), error));
+    CHECK(error == "dcgmGetDeviceAttributes(3): Unknown error (-3)");
+    stub.write("gpus", "0 00000000:3B:00.0\n3 00000000:DB:00.0\n");
+    REQUIRE(client->gpus(error).size() == 2);
+    // The host engine goes: the listing fails, then the connection is known lost.
+    stub.write("state", "down");
+    CHECK(client->gpus(error).empty());
+    CHECK(error == "dcgmGetAllSupportedDevices: Connection to the host engine is not valid any longer (-21)");
+    CHECK(client->gpus(error).empty());
+    CHECK(error == "the connection to DCGM was lost");
+    CHECK(stub.logged("register mask=0x7f") == 0);
+}
