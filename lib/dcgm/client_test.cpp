@@ -456,6 +456,11 @@ TEST_CASE("watching again replaces the registration and the end withdraws each o
     client->disconnect();
     CHECK(stub.logged("unregister") == 2 * per_watch);
     CHECK(stub.logged("disconnect") == 1);
+    // 3.x: each GPU's own group is destroyed with its registration; 4.x's all-GPUs group is DCGM's.
+    std::ifstream log(stub.dir.path() + "/log");
+    int destroyed = 0;
+    for (std::string l; std::getline(log, l);) destroyed += l.starts_with("group_destroy");
+    CHECK(destroyed == (per_watch == 1 ? 0 : 4));
     client->disconnect();  // nothing left to let go of
     CHECK(stub.logged("unregister") == 2 * per_watch);
     CHECK(stub.logged("disconnect") == 1);
