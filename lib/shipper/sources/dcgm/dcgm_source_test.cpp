@@ -441,6 +441,7 @@ TEST_CASE("dcgm source: the connected notice lists 16 GPUs, and past 16 counts t
 
 TEST_CASE("dcgm source: its end lets go of DCGM before it returns", "[shipper][dcgm]") {
     Rig r;
+    r.cfg.client.call_timeout_ms = 5000;  // the end waits up to 11 s for the worker: ample on a loaded machine
     r.start();
     REQUIRE(r.poll_until([&] { return r.dm().connected.value() == 1; }));
     r.src.reset();  // the shipper stops
