@@ -365,3 +365,257 @@ TEST_CASE("a bus id placeholder is shown in printable ASCII from space to tilde 
     CHECK(gpus[1].problem == "DCGM has no PCI bus id for GPU 7 (\"<<<N/A pending~>>>\")");
     CHECK(gpus[2].problem == "DCGM has no PCI bus id for GPU 8 (\"" + long_id.substr(0, 32) + "\")");
 }
+
+TEST_CASE("DCGM watches thermal and power at the lowest slowdown temperature and power limit of the GPUs",
+          "[dcgm-client]") {
+    // 4.x: one policy for all GPUs, at the lowest of each; 3.x: one per GPU, at its own. A value
+    // DCGM does not know (0, its blank 0x7ffffff0 and above) is no threshold.
+    const char* library = GENERATE(JOBTRAIL_DCGM_STUB4, JOBTRAIL_DCGM_STUB3);
+    const bool v4 = std::string(library).ends_with(".4");
+    Stub stub;
+    stub.write("gpus",
+               "0 00000000:1B:00.0 slowdown=90 power=700\n"
+               "1 00000000:3B:00.0 slowdown=0 power=2147483632\n"
+               "2 00000000:5D:00.0 slowdown=85 power=650\n"
+               "3 00000000:DB:00.0 slowdown=2147483632 power=0\n"
+               "4 00000000:E1:00.0 slowdown=2147483633 power=680\n");
+    auto client = dcgm::make_client(options(library));
+    std::string error;
+    REQUIRE(client->connect(error));
+    Received got;
+    REQUIRE(client->watch_violations(got.sink(), error));
+    if (v4) {
+        CHECK(stub.logged("policy_set mask=0x7f pages=60 thermal=85 power=650") == 1);
+    } else {
+        CHECK(stub.logged("policy_set mask=0x7f pages=60 thermal=90 power=700") == 1);
+        CHECK(stub.logged("policy_set mask=0x67 pages=60") == 2);  // GPUs 1 and 3: neither known
+        CHECK(stub.logged("policy_set mask=0x77 pages=60 power=680") == 1);
+        CHECK(stub.logged("policy_set mask=0x7f pages=60 thermal=85 power=650") == 1);
+        CHECK(stub.logged("register mask=0x67") == 2);
+    }
+}
+
+TEST_CASE("GPUs whose slowdown temperature and power limit DCGM does not know are watched without either",
+          "[dcgm-client]") {
+    const char* library = GENERATE(JOBTRAIL_DCGM_STUB4, JOBTRAIL_DCGM_STUB3);
+    Stub stub;
+    stub.write("gpus",
+               "0 00000000:1B:00.0 slowdown=2147483632 power=0\n"
+               "1 00000000:3B:00.0 slowdown=0 power=2147483632\n");
+    auto client = dcgm::make_client(options(library));
+    std::string error;
+    REQUIRE(client->connect(error));
+    Received got;
+    REQUIRE(client->watch_violations(got.sink(), error));
+    CHECK(stub.logged("policy_set mask=0x67 pages=60") == (std::string(library).ends_with(".4") ? 1 : 2));
+    CHECK(stub.logged("register mask=0x67") == (std::string(library).ends_with(".4") ? 1 : 2));
+    // The rest still arrives.
+    stub.command("violation 1 xid 1700000000000001 79");
+    REQUIRE(got.wait(1));
+    CHECK(dcgm::format_line(got.events[0]) == "XID 79 on GPU 1");
+}
+
+TEST_CASE("connecting again first lets go of the connection before and its registrations", "[dcgm-client]") {
+    // The source connects again when a health check fails: the old connection is not left open
+    // in the host engine, and the old sink gets nothing more.
+    const char* library = GENERATE(JOBTRAIL_DCGM_STUB4, JOBTRAIL_DCGM_STUB3);
+    Stub stub;
+    auto client = dcgm::make_client(options(library));
+    std::string error;
+    REQUIRE(client->connect(error));
+    CHECK(stub.logged("disconnect") == 0);  // nothing to let go of yet
+    Received before;
+    REQUIRE(client->watch_violations(before.sink(), error));
+    REQUIRE(client->connect(error));
+    CHECK(stub.logged("connect") == 2);
+    CHECK(stub.logged("unregister") == 1);
+    CHECK(stub.logged("disconnect") == 1);
+    Received after;
+    REQUIRE(client->watch_violations(after.sink(), error));
+    stub.command("violation 0 xid 1700000000000001 79");
+    REQUIRE(after.wait(1));
+    CHECK(before.size() == 0);
+}
+
+TEST_CASE("watching again replaces the registration and the end withdraws each one once", "[dcgm-client]") {
+    const char* library = GENERATE(JOBTRAIL_DCGM_STUB4, JOBTRAIL_DCGM_STUB3);
+    Stub stub;
+    stub.write("gpus", "0 00000000:3B:00.0\n3 00000000:DB:00.0\n");
+    const int per_watch = std::string(library).ends_with(".4") ? 1 : 2;  // 3.x: one per GPU
+    auto client = dcgm::make_client(options(library));
+    std::string error;
+    REQUIRE(client->connect(error));
+    Received first, second;
+    REQUIRE(client->watch_violations(first.sink(), error));
+    REQUIRE(client->watch_violations(second.sink(), error));
+    CHECK(stub.logged("register mask=0x7f") == 2 * per_watch);
+    CHECK(stub.logged("unregister") == per_watch);
+    stub.command("violation 3 xid 1700000000000001 79");
+    REQUIRE(second.wait(1));
+    CHECK(first.size() == 0);
+    client->disconnect();
+    CHECK(stub.logged("unregister") == 2 * per_watch);
+    CHECK(stub.logged("disconnect") == 1);
+    // 3.x: each GPU's own group is destroyed with its registration; 4.x's all-GPUs group is DCGM's.
+    std::ifstream log(stub.dir.path() + "/log");
+    int destroyed = 0;
+    for (std::string l; std::getline(log, l);) destroyed += l.starts_with("group_destroy");
+    CHECK(destroyed == (per_watch == 1 ? 0 : 4));
+    client->disconnect();  // nothing left to let go of
+    CHECK(stub.logged("unregister") == 2 * per_watch);
+    CHECK(stub.logged("disconnect") == 1);
+}
+
+TEST_CASE("watching for violations needs a connection that works and says so", "[dcgm-client]") {
+    Stub stub;
+    auto client = dcgm::make_client(options(JOBTRAIL_DCGM_STUB4));
+    std::string error;
+    Received got;
+    CHECK_FALSE(client->watch_violations(got.sink(), error));
+    CHECK(error == "not connected to DCGM");
+    REQUIRE(client->connect(error));
+    stub.write("state", "down");
+    error.clear();
+    CHECK_FALSE(client->watch_violations(got.sink(), error));
+    CHECK(error == "dcgmGetAllSupportedDevices: Connection to the host engine is not valid any longer (-21)");
+    CHECK_FALSE(client->watch_violations(got.sink(), error));
+    CHECK(error == "the connection to DCGM was lost");
+    CHECK(stub.logged("register mask=0x7f") == 0);
+}
+
+TEST_CASE("with libdcgm 3.x at most 32 GPUs are watched in one process and the 33rd is refused with why",
+          "[dcgm-client]") {
+    // 3.x calls back without the GPU: one callback function per GPU, 32 in all.
+    Stub stub;
+    std::string gpus;
+    for (int i = 0; i < 20; ++i) gpus += std::to_string(i) + " 00000000:" + std::to_string(10 + i) + ":00.0\n";
+    stub.write("gpus", gpus);
+    auto a = dcgm::make_client(options(JOBTRAIL_DCGM_STUB3));
+    auto b = dcgm::make_client(options(JOBTRAIL_DCGM_STUB3));
+    std::string error;
+    REQUIRE(a->connect(error));
+    REQUIRE(b->connect(error));
+    Received got_a, got_b;
+    REQUIRE(a->watch_violations(got_a.sink(), error));
+    CHECK_FALSE(b->watch_violations(got_b.sink(), error));
+    CHECK(error == "more than 32 DCGM registrations in this process");
+    CHECK(stub.logged("register mask=0x7f") == 32);  // a's 20, b's first 12
+    // Those a lets go of are used again.
+    a->disconnect();
+    error.clear();
+    CHECK(b->watch_violations(got_b.sink(), error));
+    CHECK(error.empty());
+    stub.command("violation 19 xid 1700000000000001 79");
+    REQUIRE(got_b.wait(1));
+    CHECK(got_b.events[0].pci_bdf == "00000000:29:00.0");
+    CHECK(got_a.size() == 0);
+}
+
+TEST_CASE("with libdcgm 3.x a GPU DCGM will not group ends the watch with why and leaves no group or slot behind",
+          "[dcgm-client]") {
+    Stub stub;
+    stub.write("gpus", "0 00000000:3B:00.0\n3 00000000:DB:00.0 ungroupable\n");
+    const auto logged_starting = [&](const std::string& prefix) {
+        std::ifstream in(stub.dir.path() + "/log");
+        int n = 0;
+        for (std::string l; std::getline(in, l);) n += l.starts_with(prefix);
+        return n;
+    };
+    auto client = dcgm::make_client(options(JOBTRAIL_DCGM_STUB3));
+    std::string error;
+    REQUIRE(client->connect(error));
+    Received got;
+    // The source tries again and again: every try says the same, none uses up the 32 slots.
+    for (int i = 0; i < 33; ++i) {
+        INFO("try " << i);
+        error.clear();
+        CHECK_FALSE(client->watch_violations(got.sink(), error));
+        CHECK(error == "dcgmGroupAddDevice: Unknown error (-3)");
+    }
+    CHECK(logged_starting("group_create ") == 66);
+    CHECK(logged_starting("group_destroy ") == 65);  // GPU 0's last group is still registered
+    client->disconnect();
+    CHECK(logged_starting("group_destroy ") == 66);
+}
+
+TEST_CASE("with libdcgm 3.x a GPU lost between its listing and its policy ends the watch and the next leaves it out",
+          "[dcgm-client]") {
+    Stub stub;
+    stub.write("gpus", "0 00000000:3B:00.0\n3 00000000:DB:00.0 lost-later\n5 00000000:E1:00.0\n");
+    auto client = dcgm::make_client(options(JOBTRAIL_DCGM_STUB3));
+    std::string error;
+    REQUIRE(client->connect(error));
+    Received got;
+    CHECK_FALSE(client->watch_violations(got.sink(), error));
+    CHECK(error == "dcgmPolicySet: GPU is lost (-18)");
+    CHECK(stub.logged("register mask=0x7f") == 1);  // GPU 0 only: GPU 5 was never reached
+    // The source tries again: DCGM now says GPU 3 is lost, and the others are watched.
+    stub.write("gpus", "0 00000000:3B:00.0\n3 00000000:DB:00.0 lost\n5 00000000:E1:00.0\n");
+    error.clear();
+    REQUIRE(client->watch_violations(got.sink(), error));
+    CHECK(error.empty());
+    stub.command("violation 5 xid 1700000000000001 79");
+    REQUIRE(got.wait(1));
+    CHECK(got.events[0].pci_bdf == "00000000:E1:00.0");
+}
+
+TEST_CASE("a health answer in a version other than the one asked for is no answer and says both versions",
+          "[dcgm-client]") {
+    Stub stub;
+    auto client = dcgm::make_client(options(JOBTRAIL_DCGM_STUB4));
+    std::string error;
+    REQUIRE(client->connect(error));
+    REQUIRE(client->health(error));
+    stub.write("health_version", "0x1234");
+    error.clear();
+    CHECK_FALSE(client->health(error));
+    CHECK(error == "health response: version 0x1234, expected 0x" + [] {
+        char b[16];
+        std::snprintf(b, sizeof b, "%x", dcgm::api::kHealthResponseVersion5);
+        return std::string(b);
+    }());
+}
+
+TEST_CASE("a libdcgm whose dcgmInit fails is no library yet and is initialised again on the next connect",
+          "[dcgm-client]") {
+    Stub stub;
+    stub.write("init_fails", "");
+    auto client = dcgm::make_client(options(JOBTRAIL_DCGM_STUB4));
+    std::string error;
+    CHECK_FALSE(client->connect(error));
+    CHECK(error == "dcgmInit: Unknown error (-3)");
+    CHECK(client->library().empty());
+    CHECK(stub.logged("connect") == 0);
+    std::remove((stub.dir.path() + "/init_fails").c_str());
+    error.clear();
+    REQUIRE(client->connect(error));
+    CHECK(client->library() == std::string(JOBTRAIL_DCGM_STUB4) + " (DCGM 4.x API)");
+    CHECK(client->gpus(error).size() == 1);
+}
+
+TEST_CASE("a listing that fails lists no GPU of an earlier listing", "[dcgm-client]") {
+    // Not the GPUs of the last listing that worked: the source would watch with stale bus ids.
+    Stub stub;
+    stub.write("gpus", "0 00000000:3B:00.0\n3 00000000:DB:00.0\n");
+    auto client = dcgm::make_client(options(JOBTRAIL_DCGM_STUB4));
+    std::string error;
+    REQUIRE(client->connect(error));
+    REQUIRE(client->gpus(error).size() == 2);
+    // One GPU's attributes fail.
+    stub.write("gpus", "0 00000000:3B:00.0\n3 00000000:DB:00.0 failing\n");
+    CHECK(client->gpus(error).empty());
+    CHECK(error == "dcgmGetDeviceAttributes(3): Unknown error (-3)");
+    Received got;
+    error.clear();
+    CHECK_FALSE(client->watch_violations(got.sink(), error));
+    CHECK(error == "dcgmGetDeviceAttributes(3): Unknown error (-3)");
+    stub.write("gpus", "0 00000000:3B:00.0\n3 00000000:DB:00.0\n");
+    REQUIRE(client->gpus(error).size() == 2);
+    // The host engine goes: the listing fails, then the connection is known lost.
+    stub.write("state", "down");
+    CHECK(client->gpus(error).empty());
+    CHECK(error == "dcgmGetAllSupportedDevices: Connection to the host engine is not valid any longer (-21)");
+    CHECK(client->gpus(error).empty());
+    CHECK(error == "the connection to DCGM was lost");
+    CHECK(stub.logged("register mask=0x7f") == 0);
+}

@@ -40,6 +40,54 @@ TEST_CASE("NCCL file names: what the plugin sets is what the shipper parses back
         CHECK_FALSE(parse_nccl_file(bad));
 }
 
+TEST_CASE("an NCCL file name parses alone or under its job directory and its pid is all digits", "[node][hostile]") {
+    // A bare name has no job; a path whose directory is only the job id names it.
+    auto f = parse_nccl_file("batch.gpu01.0.log");
+    REQUIRE(f);
+    CHECK(f->job_id.empty());
+    CHECK(f->step == "batch");
+    CHECK(f->host == "gpu01");
+    CHECK(f->pid == "0");
+    f = parse_nccl_file("4242/0.h.9.log");
+    REQUIRE(f);
+    CHECK(f->job_id == "4242");
+    CHECK(f->step == "0");
+    CHECK(f->host == "h");
+    CHECK(f->pid == "9");
+    CHECK(parse_nccl_file("/4242/1.h.1234567890.log")->job_id == "4242");
+    // A job's user names the files in their directory: anything else is none of ours.
+    for (const char* bad : {"/x/nccl/4242/0.h..log", "/x/nccl/4242/0.h.-1.log", "/x/nccl/4242/0.h.1:.log",
+                            "/x/nccl/4242/0.h./.log", "/x/nccl/4242/.log", "/x/nccl/4242/0.h.1.log.txt",
+                            "/x/nccl/4242/0.h.1log", "/x/nccl/..4242/0.h.1.log", "4242x/0.h.1.log", "0.h.1.LOG"})
+        CHECK_FALSE(parse_nccl_file(bad));
+}
+
+TEST_CASE("an NCCL name part is plain: ASCII letters and digits and - and _ up to 64 bytes", "[node][hostile]") {
+    for (const std::string& good :
+         std::vector<std::string>{"a", "z", "A", "Z", "0", "9", "-", "_", "gpu-01_a", std::string(64, 'x')})
+        CHECK(plain_name_part(good));
+    for (const std::string& bad : std::vector<std::string>{"", std::string(65, 'x'), "`", "{", "@", "[", "/", ":", ".",
+                                                           " ", "gpu.01", "a\xc3\xa9", std::string("a\0b", 3), ".."})
+        CHECK_FALSE(plain_name_part(bad));
+}
+
+TEST_CASE("an NCCL line names its host and pid only when its prefix says both plainly", "[node][hostile]") {
+    auto o = nccl_line_origin("[2026-11-29T23:52:22.867605+0200] gpu-01_a:0:1240 [0] NCCL INFO x");
+    REQUIRE(o);
+    CHECK(o->host == "gpu-01_a");
+    CHECK(o->pid == "0");
+    o = nccl_line_origin("h:9:");
+    REQUIRE(o);
+    CHECK(o->host == "h");
+    CHECK(o->pid == "9");
+    // A user's own line in the file: a time, a colon too few, a host that could name another
+    // file, a pid that is not one, a bracket never closed.
+    for (const char* bad :
+         {"gpu01 1234 1240 NCCL INFO x", "gpu01:1234 NCCL INFO x", "../x:1234:1 y", "gpu.01:1234:1240 x", ":1234:1 x",
+          "gpu01::1 x", "gpu01:12a:1 x", "gpu01:-1:1 x", "[2026-11-29T23:52:22.867605+0200 gpu01:1234:1240 x"})
+        CHECK_FALSE(nccl_line_origin(bad));
+}
+
 TEST_CASE("NCCL line stamps: what the plugin asks NCCL for is what the shipper splits and reads back", "[node]") {
     // NCCL expands %6f to the microseconds itself and the rest as strftime does.
     std::string format = kNcclStampFormat;
@@ -235,4 +283,172 @@ TEST_CASE("the last 256 ended jobs are kept within the hour, the 257th end remov
     CHECK(ids.count("1000") == 0);
     CHECK(ids.count("1001") == 1);
     CHECK(ids.count("2001") == 1);
+}
+
+TEST_CASE("a job marker's field of the wrong type or missing reads as empty and the marker is still read", "[node]") {
+    auto m = parse_job_marker(R"({"job_id":"5","user":7,"uid":["1000"],"start_ns":"12","end_ns":1.5})");
+    REQUIRE(m);
+    CHECK(m->job_id == "5");
+    CHECK(m->user.empty());
+    CHECK(m->uid.empty());
+    CHECK(m->start_ns == 0);
+    CHECK(m->end_ns == 0);
+    m = parse_job_marker(R"({"job_id":"6"})");
+    REQUIRE(m);
+    CHECK(m->user.empty());
+    CHECK(m->node.empty());
+    CHECK(m->start_ns == 0);
+    CHECK(m->devices.empty());
+    CHECK(parse_job_marker(R"({"job_id":"7","start_ns":-3,"devices":{"index":1,"bdf":"x"}})")->start_ns == -3);
+    // Not a marker: no object, no job id or one that is not a job's.
+    for (const char* bad : {R"(["5"])", R"("5")", R"({"job_id":5})", R"({"job_id":"x"})", R"({"job_id":""})", R"({})"})
+        CHECK_FALSE(parse_job_marker(bad));
+}
+
+TEST_CASE("a job marker's devices keep their uuid serial and note and only what is known is written", "[node]") {
+    JobMarker m{"42", "alice", "1000", "gpu01", "", 1000, {}, "no driver entry for GPU 3", 0};
+    m.devices.push_back({"gpu", 0, "0000:1b:00.0", "GPU-a", ""});
+    m.devices.push_back({"gpu", 1, "0000:3b:00.0", "", "S1"});
+    const std::string text = to_json(m);
+    const auto back = parse_job_marker(text);
+    REQUIRE(back);
+    CHECK(back->devices_note == "no driver entry for GPU 3");
+    REQUIRE(back->devices.size() == 2);
+    CHECK(back->devices[0].kind == "gpu");
+    CHECK(back->devices[0].index == 0);
+    CHECK(back->devices[0].uuid == "GPU-a");
+    CHECK(back->devices[0].serial.empty());
+    CHECK(back->devices[1].uuid.empty());
+    CHECK(back->devices[1].serial == "S1");
+    // The file has a key only for what is known: one uuid, one serial, no end time.
+    const auto count = [&](const std::string& s) {
+        size_t n = 0;
+        for (size_t at = text.find(s); at != std::string::npos; at = text.find(s, at + 1)) ++n;
+        return n;
+    };
+    CHECK(count("\"uuid\"") == 1);
+    CHECK(count("\"serial\"") == 1);
+    CHECK(count("\"end_ns\"") == 0);
+    const std::string bare = to_json(JobMarker{"43", "bob", "1001", "gpu01", "", 1000, {}, "", 0});
+    CHECK(bare.find("devices") == std::string::npos);
+    CHECK(parse_job_marker(bare)->devices_note.empty());
+}
+
+TEST_CASE("a job marker's device is kept at index 0 to 1000000 with a bus id of 1 to 32 bytes", "[node][hostile]") {
+    const auto kept = [](const std::string& device) {
+        const auto m = parse_job_marker(R"({"job_id":"5","devices":[)" + device + "]}");
+        REQUIRE(m);
+        return m->devices.size();
+    };
+    const std::string b32(32, 'b'), b33(33, 'b');
+    CHECK(kept(R"({"index":0,"bdf":"0000:1b:00.0"})") == 1);
+    CHECK(kept(R"({"index":1000000,"bdf":"0000:1b:00.0"})") == 1);
+    CHECK(kept(R"({"index":2,"bdf":")" + b32 + "\"}") == 1);
+    CHECK(kept(R"({"index":-1,"bdf":"0000:1b:00.0"})") == 0);
+    CHECK(kept(R"({"index":1000001,"bdf":"0000:1b:00.0"})") == 0);
+    CHECK(kept(R"({"index":2,"bdf":")" + b33 + "\"}") == 0);
+    CHECK(kept(R"({"index":2,"bdf":""})") == 0);
+    CHECK(kept(R"({"index":2})") == 0);
+    CHECK(kept(R"({"bdf":"0000:1b:00.0"})") == 0);
+    CHECK(kept(R"({"index":"2","bdf":"0000:1b:00.0"})") == 0);
+    CHECK(kept(R"({"index":2.5,"bdf":"0000:1b:00.0"})") == 0);
+    CHECK(kept(R"("0000:1b:00.0")") == 0);
+}
+
+TEST_CASE("a step record keeps its NCCL file and a record that is not its file's is not read", "[node]") {
+    jobtrail::test::TempDir run;
+    Layout l;
+    l.run_dir = run.path();
+    REQUIRE(write_step_record(l, {"42", "0", "INFO", 5, "/n/42/0.%h.%p.log"}).ok);
+    REQUIRE(write_step_record(l, {"42", "batch", "", 6, ""}).ok);
+    auto r = read_step_record(l, "42.0");
+    REQUIRE(r);
+    CHECK(r->nccl_file == "/n/42/0.%h.%p.log");
+    CHECK(r->trace == "INFO");
+    CHECK(r->start_ns == 5);
+    r = read_step_record(l, "42.batch");
+    REQUIRE(r);
+    CHECK(r->nccl_file.empty());
+    CHECK(to_json(*r).find("nccl_file") == std::string::npos);
+    // Another step's record under this name, a damaged one, none: absent.
+    std::ofstream(l.steps_dir() + "/43.0") << R"({"job_id":"43","step":"1"})";
+    std::ofstream(l.steps_dir() + "/44.0") << "{not json";
+    CHECK_FALSE(read_step_record(l, "43.0"));
+    CHECK_FALSE(read_step_record(l, "44.0"));
+    CHECK_FALSE(read_step_record(l, "45.0"));
+    for (const char* bad : {R"({"job_id":"5","step":""})", R"({"job_id":"5"})", R"({"job_id":"x","step":"0"})",
+                            R"({"job_id":5,"step":"0"})", R"(["5","0"])"})
+        CHECK_FALSE(parse_step_record(bad));
+    CHECK(parse_step_record(R"({"job_id":"5","step":"0","trace":3,"start_ns":"9"})")->start_ns == 0);
+}
+
+TEST_CASE("a marker file that is damaged or names another job or is a writer's temporary is not a job", "[node]") {
+    jobtrail::test::TempDir run;
+    Layout l;
+    l.run_dir = run.path();
+    REQUIRE(write_job_marker(l, {"42", "alice", "1000", "gpu01", "", 1000, {}, "", 0}).ok);
+    std::ofstream(l.jobs_dir() + "/46") << "{not json";
+    std::ofstream(l.jobs_dir() + "/47") << R"({"job_id":"48"})";
+    std::ofstream(l.jobs_dir() + "/49.tmp.123.1") << R"({"job_id":"49"})";
+    CHECK_FALSE(read_job_marker(l, "46"));
+    CHECK_FALSE(read_job_marker(l, "47"));
+    CHECK_FALSE(read_job_marker(l, "../jobs/42"));
+    const auto all = read_job_markers(l);
+    REQUIRE(all.size() == 1);
+    CHECK(all[0].job_id == "42");
+    // The same in ended/: only a marker of its own job with an end time is an ended job.
+    REQUIRE(jobtrail::make_dirs(l.ended_dir(), 0755).ok);
+    const int64_t end = 5'000'000'000'000;
+    std::ofstream(l.ended_marker("50")) << to_json(JobMarker{"51", "", "", "", "", 1, {}, "", end});
+    std::ofstream(l.ended_marker("52")) << to_json(JobMarker{"52", "", "", "", "", 1, {}, "", 0});
+    std::ofstream(l.ended_marker("53")) << "{not json";
+    std::ofstream(l.ended_marker("x54")) << to_json(JobMarker{"54", "", "", "", "", 1, {}, "", end});
+    std::ofstream(l.ended_marker("55")) << to_json(JobMarker{"55", "", "", "", "", 1, {}, "", 1});
+    const auto ended = read_ended_markers(l);
+    REQUIRE(ended.size() == 1);
+    CHECK(ended[0].job_id == "55");
+}
+
+TEST_CASE("an ended job is kept until it is more than an hour older than the latest end", "[node]") {
+    jobtrail::test::TempDir run;
+    Layout l;
+    l.run_dir = run.path();
+    const int64_t hour = 3600LL * 1'000'000'000;
+    const auto end_job = [&](const std::string& id, int64_t end) {
+        REQUIRE(write_job_marker(l, {id, "", "", "", "", 1, {}, "", 0}).ok);
+        remove_job_state(l, id, end);
+    };
+    end_job("1", 10 * hour);
+    end_job("2", 10 * hour + 1);
+    end_job("3", 11 * hour);  // job 1 ended exactly an hour before: kept
+    std::set<std::string> ids;
+    for (const auto& e : read_ended_markers(l)) ids.insert(e.job_id);
+    CHECK(ids == std::set<std::string>{"1", "2", "3"});
+    end_job("4", 11 * hour + 1);  // now job 1 is an hour and 1 ns older: removed
+    ids.clear();
+    for (const auto& e : read_ended_markers(l)) ids.insert(e.job_id);
+    CHECK(ids == std::set<std::string>{"2", "3", "4"});
+}
+
+TEST_CASE("a job removed without an end time or without a marker leaves no ended job behind", "[node]") {
+    jobtrail::test::TempDir run;
+    Layout l;
+    l.run_dir = run.path();
+    REQUIRE(write_job_marker(l, {"42", "alice", "1000", "gpu01", "", 1000, {}, "", 0}).ok);
+    remove_job_state(l, "42");
+    CHECK_FALSE(read_job_marker(l, "42"));
+    CHECK_FALSE(std::ifstream(l.ended_marker("42")).is_open());
+    remove_job_state(l, "43", 5000);  // the prolog never wrote one
+    CHECK_FALSE(std::ifstream(l.ended_marker("43")).is_open());
+    CHECK(read_ended_markers(l).empty());
+}
+
+TEST_CASE("a kernel mark without an unsigned next sequence number is no mark", "[node]") {
+    const auto m = parse_kmsg_mark(R"({"boot_id":"b","next_seq":0,"start_ns":5})");
+    REQUIRE(m);
+    CHECK(m->boot_id == "b");
+    CHECK(m->next_seq == 0);
+    CHECK(m->start_ns == 5);
+    for (const char* bad : {R"({"boot_id":"b"})", R"({"next_seq":"17"})", R"({"next_seq":1.5})", R"([17])", "17"})
+        CHECK_FALSE(parse_kmsg_mark(bad));
 }

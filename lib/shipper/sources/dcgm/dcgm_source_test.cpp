@@ -438,3 +438,86 @@ TEST_CASE("dcgm source: the connected notice lists 16 GPUs, and past 16 counts t
     else
         CHECK(notice.find("15 00000000:10:00.0 and 1 more)") != std::string::npos);
 }
+
+TEST_CASE("dcgm source: its end lets go of DCGM before it returns", "[shipper][dcgm]") {
+    Rig r;
+    r.cfg.client.call_timeout_ms = 5000;  // the end waits up to 11 s for the worker: ample on a loaded machine
+    r.start();
+    REQUIRE(r.poll_until([&] { return r.dm().connected.value() == 1; }));
+    r.src.reset();  // the shipper stops
+    bool registered = true;
+    r.engine->set([&](Engine& e) { registered = static_cast<bool>(e.sink); });
+    CHECK_FALSE(registered);  // disconnected: no violation reaches a source that is gone
+}
+
+TEST_CASE("dcgm source: no time DCGM last answered is kept before it ever answered", "[shipper][dcgm]") {
+    Rig r;
+    r.engine->up = false;
+    r.start();
+    REQUIRE(r.poll_until([&] { return r.dm().connect_failures.value() >= 1; }));
+    const auto saved = r.src->checkpoint();
+    CHECK_FALSE(saved.contains("watching_us"));
+    CHECK(saved["incidents"].empty());
+}
+
+TEST_CASE("dcgm source: a GPU the host engine no longer lists after a reconnection has no bus id", "[shipper][dcgm]") {
+    // Its events name no job's GPU, rather than that of the GPU that had its id before.
+    Rig r;
+    r.start();
+    REQUIRE(r.poll_until([&] { return r.dm().connected.value() == 1; }));
+    r.engine->set([](Engine& e) {
+        e.gpus = {{0, "00000000:1B:00.0", ""}};
+        e.fail_health = 1;
+    });
+    REQUIRE(r.poll_until([&] { return r.notices.count(event::kDcgmConnected) == 2; }));
+    CHECK(r.notices.last(event::kDcgmConnected).find("1 GPUs (0 00000000:1B:00.0)") != std::string::npos);
+    r.out.clear();
+    r.engine->violation(xid(3, recent_us(), 79));
+    r.engine->violation(xid(0, recent_us(), 79));
+    REQUIRE(r.poll_until([&] { return r.out.size() == 2; }));
+    CHECK(r.out[0].line == "XID 79 on GPU 3");
+    CHECK(r.out[0].pci_bdf.empty());
+    CHECK(r.out[1].pci_bdf == "00000000:1B:00.0");
+}
+
+TEST_CASE("dcgm source: the undescribed GPUs notice says their reasons up to 4096 bytes", "[shipper][dcgm]") {
+    // Six reasons of 681 bytes and their five "; " are 4096 bytes: a seventh is left out.
+    Rig r;
+    const auto reason = [](unsigned gpu) {
+        std::string s = "dcgmGetDeviceAttributes(" + std::to_string(gpu) + "): ";
+        return s + std::string(681 - s.size(), 'x');
+    };
+    r.engine->gpus = {{0, "", reason(0)}, {1, "00000000:1B:00.0", ""}};
+    for (unsigned g = 2; g <= 6; ++g) r.engine->gpus.push_back({g, "", reason(g)});
+    r.engine->gpus.push_back({7, "", "the seventh"});
+    r.start();
+    REQUIRE(r.poll_until([&] { return r.dm().connected.value() == 1; }));
+    std::string expected = reason(0);
+    for (unsigned g = 2; g <= 6; ++g) expected += "; " + reason(g);
+    REQUIRE(expected.size() == 4096);
+    CHECK(r.notices.count(event::kDcgmGpuUndescribed) == 1);
+    CHECK(r.notices.last(event::kDcgmGpuUndescribed) ==
+          "DCGM could not describe every GPU (" + expected +
+              "): their events are shipped without a PCI address, so they name no job's GPU and go to the node's "
+              "running jobs");
+}
+
+TEST_CASE("dcgm source: a poll ships violations until their bytes reach its budget", "[shipper][dcgm]") {
+    // Each counts its line and 128 bytes for its metadata: "XID 79 on GPU 3" is 143.
+    Rig r;
+    r.start();
+    REQUIRE(r.poll_until([&] { return r.dm().connected.value() == 1; }));
+    while (r.src->poll(r.out, 1 << 20)) {
+    }
+    r.out.clear();
+    const int64_t t = recent_us();
+    for (int i = 0; i < 6; ++i) r.engine->violation(xid(3, t + i, 79));
+    std::vector<Event> out;
+    CHECK(r.src->poll(out, 286));  // two reach it exactly: more are left
+    CHECK(out.size() == 2);
+    CHECK(r.src->poll(out, 287));  // two are 1 byte short of it: a third
+    CHECK(out.size() == 5);
+    CHECK_FALSE(r.src->poll(out, 1));  // the last one
+    REQUIRE(out.size() == 6);
+    for (size_t i = 0; i < out.size(); ++i) CHECK(out[i].ts_ns == (t + static_cast<int64_t>(i)) * 1000);
+}
