@@ -717,3 +717,50 @@ TEST_CASE(
     CHECK(meta(e[3], "slurm_job_id") == "500");
     CHECK(meta(e[3], "attribution") == "device");
 }
+
+TEST_CASE(
+    "stages: past 10000 jobs known the shipper forgets ended jobs in id order down to 5000 and keeps every "
+    "running one",
+    "[shipper]") {
+    jobtrail::test::TempDir run;
+    const auto l = layout(run.path());
+    ::mkdir((run.path() + "/jobs").c_str(), 0755);
+    const auto start = [&](int id) {
+        std::ofstream(run.path() + "/jobs/" + std::to_string(id))
+            << R"({"job_id":")" << id << R"(","start_ns":1000,"trace":""})";
+    };
+    // 10000 jobs run, none asked for trace capture; job 998 has GPU 0.
+    for (int id = 1; id <= 10'000; ++id)
+        if (id != 998) start(id);
+    REQUIRE(jobtrail::node::write_job_marker(l, marker("998", 1000, 0, "0000:1b:00.0")).ok);
+    int64_t now = 2000;
+    auto cfg = jobtrail::config::default_shipper_config();
+    Metrics m;
+    Stages st(cfg, l, m, {}, [&] { return now; });
+    std::vector<Event> none;
+    st.apply(none);
+    // Jobs 1 to 5002 end: 10000 jobs are known, no more than the table keeps.
+    for (int id = 1; id <= 5002; ++id) ::unlink(l.job_marker(std::to_string(id)).c_str());
+    now = 3000;
+    const auto noise = [](int id) {
+        return ev("nccl", "gpu:1:1 [0] NCCL INFO Channel 00/02 : 0 1", std::to_string(id));
+    };
+    std::vector<Event> e = {noise(1)};
+    st.apply(e);
+    CHECK(e[0].dropped);  // still known not to trace
+    // Job 10001 starts: past 10000, the ended jobs go in id order ("1", "10", "100", ... "998", "999") until 5000
+    // jobs are left: all 4999 running ones and the last ended one.
+    start(10'001);
+    now = 4000;
+    e = {noise(1),    noise(998),    noise(999),
+         noise(5003), noise(10'001), kernel("NVRM: Xid (PCI:0000:1b:00): 79, pid=1, x", 1500, "0000:1b:00")};
+    st.apply(e);
+    CHECK_FALSE(e[0].dropped);  // forgotten: an unknown job's lines are kept
+    CHECK_FALSE(e[1].dropped);
+    CHECK(e[2].dropped);  // the 5000th
+    CHECK(e[3].dropped);  // running
+    CHECK(e[4].dropped);
+    // Job 998 is forgotten for its kernel records too: its GPU's Xid is the node's.
+    CHECK(meta(e[5], "slurm_job_id") == "-");
+    CHECK(meta(e[5], "attribution") == "node");
+}
