@@ -764,3 +764,27 @@ TEST_CASE(
     CHECK(meta(e[5], "slurm_job_id") == "-");
     CHECK(meta(e[5], "attribution") == "node");
 }
+
+TEST_CASE("job table: a new step record is read whichever part of the steps directory's time changed", "[shipper]") {
+    jobtrail::test::TempDir run;
+    const auto l = layout(run.path());
+    REQUIRE(jobtrail::node::write_job_marker(l, {"12", "u", "1000", "n", "", 1000, {}, {}, 0}).ok);
+    REQUIRE(jobtrail::node::write_step_record(l, {"12", "0", "none", 1100, ""}).ok);
+    // A filesystem with whole-second times, or a directory touched within one second; long ago.
+    const auto set_mtime = [&](time_t sec, long nsec) {
+        const timespec t[2] = {{sec, nsec}, {sec, nsec}};
+        REQUIRE(::utimensat(AT_FDCWD, l.steps_dir().c_str(), t, 0) == 0);
+    };
+    set_mtime(1000, 0);
+    JobTable t(l);
+    t.refresh();
+    CHECK(t.traced("12", "0") == 0);
+    REQUIRE(jobtrail::node::write_step_record(l, {"12", "1", "INFO", 1200, ""}).ok);
+    set_mtime(1001, 0);  // the seconds changed only
+    t.refresh();
+    CHECK(t.traced("12", "1") == 1);
+    REQUIRE(jobtrail::node::write_step_record(l, {"12", "2", "INFO", 1300, ""}).ok);
+    set_mtime(1001, 500);  // the nanoseconds changed only
+    t.refresh();
+    CHECK(t.traced("12", "2") == 1);
+}
