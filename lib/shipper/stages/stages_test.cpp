@@ -788,3 +788,28 @@ TEST_CASE("job table: a new step record is read whichever part of the steps dire
     t.refresh();
     CHECK(t.traced("12", "2") == 1);
 }
+
+TEST_CASE("stages: blank lines are dropped and counted under blank only when drop_blank is on", "[shipper]") {
+    jobtrail::test::TempDir run;
+    auto cfg = jobtrail::config::default_shipper_config();
+    REQUIRE(cfg.drop_blank);
+    {
+        Metrics m;
+        Stages st(cfg, layout(run.path()), m);
+        std::vector<Event> e = {ev("app", " \t\r"), ev("app", ""), ev("app", " x ")};
+        st.apply(e);
+        CHECK(e[0].dropped);
+        CHECK(e[1].dropped);
+        CHECK_FALSE(e[2].dropped);
+        CHECK(m.group<Drops>().of("blank") == 2);
+        CHECK(m.render().find("jobtrail_shipper_dropped_total{reason=\"blank\"} 2\n") != std::string::npos);
+    }
+    cfg.drop_blank = false;
+    Metrics m;
+    Stages st(cfg, layout(run.path()), m);
+    std::vector<Event> e = {ev("app", " \t\r"), ev("app", "")};
+    st.apply(e);
+    CHECK_FALSE(e[0].dropped);
+    CHECK_FALSE(e[1].dropped);
+    CHECK(m.group<Drops>().of("blank") == 0);
+}
