@@ -139,3 +139,39 @@ TEST_CASE("every line of a log file has its own increasing time", "[joblog]") {
     for (size_t i = 1; i < ts.size(); ++i) CHECK(ts[i] > ts[i - 1]);
     CHECK(ts[9] == t + 1000);
 }
+
+TEST_CASE("a name's spaces brackets and tabs become '_' so the tag reads back whole", "[joblog]") {
+    std::string out;
+    append_line(out, 0, kStdout, "a [b]\tc", "text");
+    CHECK(out == "1970-01-01T00:00:00.000000000Z stdout[a__b__c] text\n");
+    Line l;
+    REQUIRE(parse_line(std::string_view(out).substr(0, out.size() - 1), l));
+    CHECK(l.tag == "stdout");
+    CHECK(l.name == "a__b__c");
+    CHECK(l.text == "text");
+    CHECK(tag_name("x]") == "x_");
+    CHECK(tag_name("[x") == "_x");
+    CHECK(tag_name("\tx") == "_x");
+}
+
+TEST_CASE("a tag is a lowercase letter then lowercase letters digits and '-'", "[joblog]") {
+    const std::string ts = "2026-11-29T21:52:22.1Z ";
+    Line l;
+    // Each end of each range.
+    for (const char* tag : {"a", "z", "a09z-", "probe-err", "x-"}) {
+        INFO(tag);
+        REQUIRE(parse_line(ts + tag + " text", l));
+        CHECK(l.tag == tag);
+        CHECK(l.text == "text");
+    }
+    // One past each end, first or later, and no tag at all.
+    for (const char* tag : {"`", "{", "A", "0", "9", "-", "_", "a`", "a{", "aA", "aZ", "a/", "a:", "a_", "a.", ""}) {
+        INFO(tag);
+        CHECK_FALSE(parse_line(ts + tag + " text", l));
+    }
+    // Empty brackets: the tag without a name.
+    REQUIRE(parse_line(ts + "stdout[] text", l));
+    CHECK(l.tag == "stdout");
+    CHECK(l.name.empty());
+    CHECK(l.text == "text");
+}

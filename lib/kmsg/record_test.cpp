@@ -184,3 +184,109 @@ TEST_CASE("two records begun in a row: the first is a line of its own, the secon
     CHECK(out[2].message == "third begun");
     CHECK(out[3].message == "a whole line");
 }
+
+TEST_CASE("a header field left empty is refused, not read as 0 (an empty priority would be the kernel's emerg)",
+          "[kmsg]") {
+    Record r;
+    ParseError e;
+    CHECK_FALSE(parse_record(",5,2,-;NVRM: Xid (PCI:0000:3b:00): 79, x\n", r, e));
+    CHECK(e.what == "priority is not a number");
+    CHECK_FALSE(parse_record("6,,2,-;no sequence\n", r, e));
+    CHECK(e.what == "sequence number is not a number");
+    CHECK(e.offset == 2);
+    CHECK_FALSE(parse_record("6,1,,-;no timestamp\n", r, e));
+    CHECK(e.what == "timestamp is not a number");
+    CHECK(e.offset == 4);
+    // A number with anything after it is no number either.
+    CHECK_FALSE(parse_record("6,12a,2,-;x\n", r, e));
+    CHECK(e.what == "sequence number is not a number");
+    // Only the flags may be empty: then the record is a whole line.
+    REQUIRE(parse_record("6,1,2,;x\n", r, e));
+    CHECK(r.flag == '-');
+}
+
+TEST_CASE("parse_header gives the sequence and time only for a header with both numbers", "[kmsg]") {
+    uint64_t seq = 0, usec = 0;
+    // Without a flags field, or with fields the kernel may add after it.
+    REQUIRE(parse_header("6,7,8;x\n", seq, usec));
+    CHECK(seq == 7);
+    CHECK(usec == 8);
+    REQUIRE(parse_header("6,9,10,-,caller=T12;x\n", seq, usec));
+    CHECK(seq == 9);
+    CHECK(usec == 10);
+    CHECK_FALSE(parse_header("6;only a priority\n", seq, usec));
+    CHECK_FALSE(parse_header("6,11;no time\n", seq, usec));
+    CHECK_FALSE(parse_header("6,x,12,-;sequence no number\n", seq, usec));
+    CHECK_FALSE(parse_header("6,13,x,-;time no number\n", seq, usec));
+    CHECK_FALSE(parse_header("6,,14,-;empty sequence\n", seq, usec));
+    CHECK_FALSE(parse_header("6,15,16,-", seq, usec));  // cut before its ';'
+}
+
+TEST_CASE("only ' KEY=value' lines after the message are its dictionary", "[kmsg]") {
+    Record r;
+    ParseError e;
+    REQUIRE(
+        parse_record("6,1,2,-;usb 1-1: new device\nNOT=a continuation\n no equals sign\n =no key\n\n"
+                     " SUBSYSTEM=usb\n EMPTY=\n MODEL=a=b\n DEVICE=c189:1",
+                     r, e));
+    CHECK(r.message == "usb 1-1: new device");
+    REQUIRE(r.dict.size() == 4);
+    CHECK(r.dict[0] == std::pair<std::string, std::string>("SUBSYSTEM", "usb"));
+    CHECK(r.dict[1] == std::pair<std::string, std::string>("EMPTY", ""));
+    CHECK(r.dict[2] == std::pair<std::string, std::string>("MODEL", "a=b"));
+    // The last line without its newline still counts.
+    CHECK(r.dict[3] == std::pair<std::string, std::string>("DEVICE", "c189:1"));
+    // An empty message keeps its dictionary.
+    REQUIRE(parse_record("6,1,2,-;\n SUBSYSTEM=pci\n", r, e));
+    CHECK(r.message.empty());
+    REQUIRE(r.dict.size() == 1);
+    CHECK(r.dict_value("SUBSYSTEM") == "pci");
+}
+
+TEST_CASE("a message that begins with a space and holds '=' is the message and no dictionary line", "[kmsg]") {
+    Record r;
+    ParseError e;
+    // A continued fragment: its text goes on the previous one's, space and all.
+    REQUIRE(parse_record("6,22,202,+; rc=-5 SUBSYSTEM=pci\n", r, e));
+    CHECK(r.message == " rc=-5 SUBSYSTEM=pci");
+    CHECK(r.dict.empty());
+    REQUIRE(parse_record("6,23,203,+; rc=-5\n DEVICE=+pci:0000:3b:00.0\n", r, e));
+    CHECK(r.message == " rc=-5");
+    REQUIRE(r.dict.size() == 1);
+    CHECK(r.dict_value("DEVICE") == "+pci:0000:3b:00.0");
+}
+
+TEST_CASE("a record's header line is written as /dev/kmsg writes it and reads back the same", "[kmsg]") {
+    Record r;
+    ParseError e;
+    REQUIRE(
+        parse_record("28,7,1,c;tab\\x09here back\\x5cslash \\x1b[31mred \\x5c\\x5c twice\\x5c\n SUBSYSTEM=x\n", r, e));
+    // The tab is kept as it is, a backslash and a control byte are \xNN; the dictionary is not written.
+    const std::string line = format_header_line(r);
+    CHECK(line == "28,7,1,c;tab\there back\\x5cslash \\x1b[31mred \\x5c\\x5c twice\\x5c");
+    Record back;
+    REQUIRE(parse_record(line, back, e));
+    CHECK(back.message == r.message);
+    CHECK(back.prio() == 28);
+    CHECK(back.flag == 'c');
+    CHECK(format_header_line(back) == line);
+    // With its wall time as a fifth field, which a reader of the ABI ignores.
+    const std::string timed = format_header_line(r, 1'000'000'000);
+    CHECK(timed ==
+          "28,7,1,c,time=1970-01-01T00:00:01.000000000Z;tab\there back\\x5cslash \\x1b[31mred \\x5c\\x5c "
+          "twice\\x5c");
+    CHECK(header_line_time(timed) == 1'000'000'000);
+    REQUIRE(parse_record(timed, back, e));
+    CHECK(back.message == r.message);
+    CHECK(back.usec == 1);
+}
+
+TEST_CASE("a line's time is the time= field after the four of the header and none other", "[kmsg]") {
+    CHECK(header_line_time("6,1,2,-,time=1970-01-01T00:00:02Z;x") == 2'000'000'000);
+    CHECK(header_line_time("6,1,2,-,caller=T1,time=1970-01-01T00:00:03Z;x") == 3'000'000'000);
+    // Text that is no record header, though it begins with such a field.
+    CHECK_FALSE(header_line_time("time=1970-01-01T00:00:02Z;x"));
+    CHECK_FALSE(header_line_time("6,1,2,time=1970-01-01T00:00:02Z;x"));
+    CHECK_FALSE(header_line_time("6,1,2,-;time=1970-01-01T00:00:02Z"));
+    CHECK_FALSE(header_line_time("6,1,2,-,time=1970-01-01T00:00:02Z"));  // no ';'
+}

@@ -95,3 +95,28 @@ TEST_CASE("metrics registry: a name declared twice, or not a Prometheus name, is
     CHECK(text.find("jobtrail_y_total") == std::string::npos);
     CHECK(text.find("# TYPE jobtrail_http_200_total counter") != std::string::npos);
 }
+
+TEST_CASE("metrics registry: names take letters of both cases digits '_' and ':' and labels the same but ':'",
+          "[shipper]") {
+    Registry r;
+    // Each end of each range, inside a name and first.
+    CHECK_NOTHROW(r.counter("a09_AZz:x_total", "Ends of each range."));
+    CHECK_NOTHROW(r.counter("A_total", "Upper first."));
+    CHECK_NOTHROW(r.counter("Z_total", "Upper last."));
+    CHECK_NOTHROW(r.counter("z_total", "Lower last."));
+    CHECK_NOTHROW(r.counter("_x_total", "Underscore first."));
+    CHECK_NOTHROW(r.counter(":x_total", "Colon first."));
+    CHECK_NOTHROW(r.counters("jobtrail_labelled_total", "Labels.", {"a09_AZz", "Z", "A", "z"}));
+    // One past each end.
+    for (const char* bad : {"x`", "x{", "x@", "x[", "x/", "x;", "x-", ""}) {
+        INFO(bad);
+        CHECK_THROWS_WITH(r.counter(bad, "x"), Contains("is not a Prometheus name"));
+        CHECK_THROWS_WITH(r.counters("jobtrail_l_total", "x", {bad}), Contains("is not a Prometheus label name"));
+    }
+    // A label name has no ':' (a metric name may).
+    CHECK_THROWS_WITH(r.counters("jobtrail_l_total", "x", {"a:b"}), Contains("label name 'a:b'"));
+    r.group<Widgets>().refused.add({"x", "y"});
+    const std::string text = r.render();
+    CHECK(text.find("\na09_AZz:x_total 0\n") != std::string::npos);
+    CHECK(text.find("jobtrail_l_total") == std::string::npos);
+}

@@ -1,5 +1,6 @@
 #include "shipper/stages/stages.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
@@ -611,4 +612,204 @@ TEST_CASE("stages: DCGM's text is never read as an OOM kill", "[shipper][dcgm]")
     st.apply(e);
     CHECK(meta(e[0], "attribution") == "node");
     CHECK(meta(e[0], "slurm_job_id") == "-");
+}
+
+TEST_CASE("stages: an ended job takes its GPU's late kernel records for an hour after its end and no longer",
+          "[shipper]") {
+    jobtrail::test::TempDir run;
+    const auto l = layout(run.path());
+    constexpr int64_t kHour = 3600LL * 1'000'000'000;
+    REQUIRE(jobtrail::node::write_job_marker(l, marker("50", 1000, 0, "0000:1b:00.0")).ok);
+    int64_t now = 2000;
+    auto cfg = jobtrail::config::default_shipper_config();
+    Metrics m;
+    Stages st(cfg, l, m, {}, [&] { return now; });
+    std::vector<Event> none;
+    st.apply(none);
+    jobtrail::node::remove_job_state(l, "50", 5000);
+    const auto xid = [] { return kernel("NVRM: Xid (PCI:0000:1b:00): 79, pid=1, x", 4000, "0000:1b:00"); };
+    // Read back late (a restart, a slow pass): the hour after its end is still the job's.
+    now = 5000 + kHour - 1;
+    std::vector<Event> e = {xid()};
+    st.apply(e);
+    CHECK(meta(e[0], "slurm_job_id") == "50");
+    CHECK(meta(e[0], "attribution") == "device");
+    now = 5000 + kHour + 1;
+    e = {xid()};
+    st.apply(e);
+    CHECK(meta(e[0], "slurm_job_id") == "-");  // and no job runs: nothing to say
+    CHECK(meta(e[0], "attribution") == "-");
+}
+
+TEST_CASE(
+    "stages: a job that ended between two passes is read from the ended directory whichever part of its "
+    "time changed",
+    "[shipper]") {
+    jobtrail::test::TempDir run;
+    const auto l = layout(run.path());
+    REQUIRE(jobtrail::node::write_job_marker(l, marker("30", 100, 0, "0000:1b:00.0")).ok);
+    jobtrail::node::remove_job_state(l, "30", 200);
+    // A filesystem with whole-second times, or a directory touched within one second.
+    const auto set_mtime = [&](time_t sec, long nsec) {
+        const timespec t[2] = {{sec, nsec}, {sec, nsec}};
+        REQUIRE(::utimensat(AT_FDCWD, l.ended_dir().c_str(), t, 0) == 0);
+    };
+    set_mtime(1000, 0);
+    int64_t now = 1000;
+    auto cfg = jobtrail::config::default_shipper_config();
+    Metrics m;
+    Stages st(cfg, l, m, {}, [&] { return now; });
+    std::vector<Event> none;
+    st.apply(none);
+    const auto xid = [](int64_t ts) { return kernel("NVRM: Xid (PCI:0000:1b:00): 79, pid=1, x", ts, "0000:1b:00"); };
+    // Jobs 40 and 41 start and end between passes: the shipper never sees them run.
+    REQUIRE(jobtrail::node::write_job_marker(l, marker("40", 1100, 0, "0000:1b:00.0")).ok);
+    jobtrail::node::remove_job_state(l, "40", 1200);
+    set_mtime(1001, 0);  // the seconds changed only
+    now = 2000;
+    std::vector<Event> e = {xid(1150)};
+    st.apply(e);
+    CHECK(meta(e[0], "slurm_job_id") == "40");
+    REQUIRE(jobtrail::node::write_job_marker(l, marker("41", 1300, 0, "0000:1b:00.0")).ok);
+    jobtrail::node::remove_job_state(l, "41", 1400);
+    set_mtime(1001, 500);  // the nanoseconds changed only
+    now = 3000;
+    e = {xid(1350)};
+    st.apply(e);
+    CHECK(meta(e[0], "slurm_job_id") == "41");
+}
+
+TEST_CASE(
+    "stages: of 257 ended jobs the one that ended first is forgotten whatever its id and a running job keeps "
+    "its own",
+    "[shipper]") {
+    jobtrail::test::TempDir run;
+    const auto l = layout(run.path());
+    // Job 500 runs on GPU 1 throughout; job 9 ran on GPU 0 and ended first.
+    REQUIRE(jobtrail::node::write_job_marker(l, marker("500", 500, 1, "0000:3b:00.0")).ok);
+    REQUIRE(jobtrail::node::write_job_marker(l, marker("9", 600, 0, "0000:1b:00.0")).ok);
+    jobtrail::node::remove_job_state(l, "9", 690);
+    int64_t now = 700;
+    auto cfg = jobtrail::config::default_shipper_config();
+    Metrics m;
+    Stages st(cfg, l, m, {}, [&] { return now; });
+    std::vector<Event> none;
+    st.apply(none);
+    // Then 256 jobs one after the other on GPU 0, with ids that sort before job 9's.
+    for (int i = 0; i < 256; ++i) {
+        const std::string id = std::to_string(100 + i);
+        REQUIRE(jobtrail::node::write_job_marker(l, marker(id, 1000 + i * 100, 0, "0000:1b:00.0")).ok);
+        jobtrail::node::remove_job_state(l, id, 1000 + i * 100 + 90);
+    }
+    now = 31'000;
+    const auto xid_at = [](int64_t ts, const std::string& bus) {
+        return kernel("NVRM: Xid (PCI:" + bus + "): 79, pid=1, x", ts, bus);
+    };
+    std::vector<Event> e = {xid_at(650, "0000:1b:00"), xid_at(1050, "0000:1b:00"), xid_at(26'550, "0000:1b:00"),
+                            xid_at(650, "0000:3b:00")};
+    st.apply(e);
+    // Job 9, the 257th back: the node's, so the one job running's.
+    CHECK(meta(e[0], "attribution") == "node");
+    CHECK(meta(e[0], "slurm_job_id") == "500");
+    CHECK(meta(e[1], "attribution") == "device");
+    CHECK(meta(e[1], "slurm_job_id") == "100");  // the 256th back
+    CHECK(meta(e[2], "slurm_job_id") == "355");
+    CHECK(meta(e[3], "slurm_job_id") == "500");
+    CHECK(meta(e[3], "attribution") == "device");
+}
+
+TEST_CASE(
+    "stages: past 10000 jobs known the shipper forgets ended jobs in id order down to 5000 and keeps every "
+    "running one",
+    "[shipper]") {
+    jobtrail::test::TempDir run;
+    const auto l = layout(run.path());
+    ::mkdir((run.path() + "/jobs").c_str(), 0755);
+    const auto start = [&](int id) {
+        std::ofstream(run.path() + "/jobs/" + std::to_string(id))
+            << R"({"job_id":")" << id << R"(","start_ns":1000,"trace":""})";
+    };
+    // 10000 jobs run, none asked for trace capture; job 998 has GPU 0.
+    for (int id = 1; id <= 10'000; ++id)
+        if (id != 998) start(id);
+    REQUIRE(jobtrail::node::write_job_marker(l, marker("998", 1000, 0, "0000:1b:00.0")).ok);
+    int64_t now = 2000;
+    auto cfg = jobtrail::config::default_shipper_config();
+    Metrics m;
+    Stages st(cfg, l, m, {}, [&] { return now; });
+    std::vector<Event> none;
+    st.apply(none);
+    // Jobs 1 to 5002 end: 10000 jobs are known, no more than the table keeps.
+    for (int id = 1; id <= 5002; ++id) ::unlink(l.job_marker(std::to_string(id)).c_str());
+    now = 3000;
+    const auto noise = [](int id) {
+        return ev("nccl", "gpu:1:1 [0] NCCL INFO Channel 00/02 : 0 1", std::to_string(id));
+    };
+    std::vector<Event> e = {noise(1)};
+    st.apply(e);
+    CHECK(e[0].dropped);  // still known not to trace
+    // Job 10001 starts: past 10000, the ended jobs go in id order ("1", "10", "100", ... "998", "999") until 5000
+    // jobs are left: all 4999 running ones and the last ended one.
+    start(10'001);
+    now = 4000;
+    e = {noise(1),    noise(998),    noise(999),
+         noise(5003), noise(10'001), kernel("NVRM: Xid (PCI:0000:1b:00): 79, pid=1, x", 1500, "0000:1b:00")};
+    st.apply(e);
+    CHECK_FALSE(e[0].dropped);  // forgotten: an unknown job's lines are kept
+    CHECK_FALSE(e[1].dropped);
+    CHECK(e[2].dropped);  // the 5000th
+    CHECK(e[3].dropped);  // running
+    CHECK(e[4].dropped);
+    // Job 998 is forgotten for its kernel records too: its GPU's Xid is the node's.
+    CHECK(meta(e[5], "slurm_job_id") == "-");
+    CHECK(meta(e[5], "attribution") == "node");
+}
+
+TEST_CASE("job table: a new step record is read whichever part of the steps directory's time changed", "[shipper]") {
+    jobtrail::test::TempDir run;
+    const auto l = layout(run.path());
+    REQUIRE(jobtrail::node::write_job_marker(l, {"12", "u", "1000", "n", "", 1000, {}, {}, 0}).ok);
+    REQUIRE(jobtrail::node::write_step_record(l, {"12", "0", "none", 1100, ""}).ok);
+    // A filesystem with whole-second times, or a directory touched within one second; long ago.
+    const auto set_mtime = [&](time_t sec, long nsec) {
+        const timespec t[2] = {{sec, nsec}, {sec, nsec}};
+        REQUIRE(::utimensat(AT_FDCWD, l.steps_dir().c_str(), t, 0) == 0);
+    };
+    set_mtime(1000, 0);
+    JobTable t(l);
+    t.refresh();
+    CHECK(t.traced("12", "0") == 0);
+    REQUIRE(jobtrail::node::write_step_record(l, {"12", "1", "INFO", 1200, ""}).ok);
+    set_mtime(1001, 0);  // the seconds changed only
+    t.refresh();
+    CHECK(t.traced("12", "1") == 1);
+    REQUIRE(jobtrail::node::write_step_record(l, {"12", "2", "INFO", 1300, ""}).ok);
+    set_mtime(1001, 500);  // the nanoseconds changed only
+    t.refresh();
+    CHECK(t.traced("12", "2") == 1);
+}
+
+TEST_CASE("stages: blank lines are dropped and counted under blank only when drop_blank is on", "[shipper]") {
+    jobtrail::test::TempDir run;
+    auto cfg = jobtrail::config::default_shipper_config();
+    REQUIRE(cfg.drop_blank);
+    {
+        Metrics m;
+        Stages st(cfg, layout(run.path()), m);
+        std::vector<Event> e = {ev("app", " \t\r"), ev("app", ""), ev("app", " x ")};
+        st.apply(e);
+        CHECK(e[0].dropped);
+        CHECK(e[1].dropped);
+        CHECK_FALSE(e[2].dropped);
+        CHECK(m.group<Drops>().of("blank") == 2);
+        CHECK(m.render().find("jobtrail_shipper_dropped_total{reason=\"blank\"} 2\n") != std::string::npos);
+    }
+    cfg.drop_blank = false;
+    Metrics m;
+    Stages st(cfg, layout(run.path()), m);
+    std::vector<Event> e = {ev("app", " \t\r"), ev("app", "")};
+    st.apply(e);
+    CHECK_FALSE(e[0].dropped);
+    CHECK_FALSE(e[1].dropped);
+    CHECK(m.group<Drops>().of("blank") == 0);
 }
