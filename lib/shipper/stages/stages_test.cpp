@@ -813,3 +813,41 @@ TEST_CASE("stages: blank lines are dropped and counted under blank only when dro
     CHECK_FALSE(e[1].dropped);
     CHECK(m.group<Drops>().of("blank") == 0);
 }
+
+TEST_CASE("stages: a job's NCCL budget window ends to the nanosecond and its limit and window are said in whole units",
+          "[shipper]") {
+    jobtrail::test::TempDir run;
+    auto cfg = jobtrail::config::default_shipper_config();
+    cfg.nccl_budget_bytes = 1 << 20;     // said as 1MiB, not 1024KiB
+    cfg.nccl_budget_window_ms = 90'000;  // said as 90s, not 1m
+    Metrics m;
+    const int64_t start = 1'000'000'000;
+    int64_t now = start;
+    Stages st(cfg, layout(run.path()), m, [&] { return now; });
+    const std::string line(200'000, 'x');
+    std::vector<Event> e;
+    for (int i = 0; i < 6; ++i) e.push_back(ev("nccl", line, "4242", 3000 + i));
+    st.apply(e);
+    size_t kept = 0;
+    for (const auto& x : e) kept += !x.dropped;
+    CHECK(kept == 5);  // five lines of 200000 bytes and their framing fit in 1 MiB, a sixth not
+    // Ten seconds on (past the tenth of a window after which the budget is looked at again):
+    // the same window, nothing said yet, and a small line still dropped.
+    now += 10'000'000'000;
+    std::vector<Event> said;
+    st.flush(said);
+    CHECK(said.empty());
+    std::vector<Event> more = {ev("nccl", "small", "4242")};
+    st.apply(more);
+    CHECK(more[0].dropped);
+    // 90 s after the window began, to the nanosecond: a new window, the job's line ships at once.
+    now = start + 90'000'000'000;
+    std::vector<Event> next = {ev("nccl", "next window", "4242")};
+    st.apply(next);
+    CHECK_FALSE(next[0].dropped);
+    st.flush(said);
+    REQUIRE(said.size() == 1);
+    CHECK(said[0].line ==
+          "jobtrail dropped 2 NCCL lines (200005 bytes) of job 4242 over its budget of 1MiB per 90s on this node "
+          "(shipper.stages.nccl_budget)");
+}
