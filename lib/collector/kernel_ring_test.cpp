@@ -191,7 +191,7 @@ TEST_CASE("a ring scan with its time spent stops before the first record and say
     fs.ctl("6;first\n");
     int records = 0;
     RingScan s = scan_ring(
-        fs.kmsg(), 0, [&](std::string_view, uint64_t) { ++records; }, [](uint64_t) {});
+        fs.kmsg(), -1, [&](std::string_view, uint64_t) { ++records; }, [](uint64_t) {});  // spent before it began
     CHECK(s.ok);
     CHECK(s.budget_exhausted);
     CHECK(records == 0);

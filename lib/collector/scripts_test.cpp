@@ -149,7 +149,7 @@ TEST_CASE("probes: one not installed is skipped, one that hangs is killed at its
 }
 
 TEST_CASE(
-    "a probe's output kept for the collector is its first 256 stdout lines of at most 1024 bytes, all of it "
+    "a probe's output kept for the collector is its first 256 stdout lines of at most 1024 bytes and all of it "
     "logged",
     "[collector]") {
     CollectorJob job(

@@ -192,14 +192,23 @@ TEST_CASE(
     "collectors: a site script's exit status is seen even when slurmd's caller ignored SIGCHLD and SIGPIPE "
     "never kills them",
     "[collector]") {
-    struct sigaction chld_before {
-    }, pipe_before{};
-    ::sigaction(SIGCHLD, nullptr, &chld_before);
-    ::sigaction(SIGPIPE, nullptr, &pipe_before);
-    std::signal(SIGCHLD, SIG_IGN);  // inherited from a parent that did not care for its children
-    std::signal(SIGPIPE, SIG_DFL);
     CollectorJob job("  prolog:\n    probes: []\n    scripts: [\"@DIR@/fails.sh\"]\n");
     job.script("fails.sh", "exit 3");
+    // Put back whatever happens below: the other cases of this process need SIGCHLD.
+    struct Restore {
+        struct sigaction chld {
+        }, pipe{};
+        Restore() {
+            ::sigaction(SIGCHLD, nullptr, &chld);
+            ::sigaction(SIGPIPE, nullptr, &pipe);
+        }
+        ~Restore() {
+            ::sigaction(SIGCHLD, &chld, nullptr);
+            ::sigaction(SIGPIPE, &pipe, nullptr);
+        }
+    } restore;
+    std::signal(SIGCHLD, SIG_IGN);  // inherited from a parent that did not care for its children
+    std::signal(SIGPIPE, SIG_DFL);
     std::string argv0 = "jobtrail-prolog", flag = "-c", path = job.config();
     char* argv[] = {argv0.data(), flag.data(), path.data()};
     int status = -1;
@@ -212,8 +221,6 @@ TEST_CASE(
         status = run_site_scripts(s).status;
         return status;
     });
-    ::sigaction(SIGCHLD, &chld_before, nullptr);
-    ::sigaction(SIGPIPE, &pipe_before, nullptr);
     CHECK(status == 3);  // not 0: a failed prolog script read as success would start the job
     CHECK(rc == 3);
     CHECK(pipe_ignored);

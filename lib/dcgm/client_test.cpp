@@ -511,7 +511,7 @@ TEST_CASE("with libdcgm 3.x at most 32 GPUs are watched in one process and the 3
     CHECK(got_a.size() == 0);
 }
 
-TEST_CASE("with libdcgm 3.x a GPU DCGM will not group ends the watch with why and leaves no group or slot behind",
+TEST_CASE("with libdcgm 3.x a GPU DCGM will not group ends the watch with why and tries again hold one group at most",
           "[dcgm-client]") {
     Stub stub;
     stub.write("gpus", "0 00000000:3B:00.0\n3 00000000:DB:00.0 ungroupable\n");

@@ -185,7 +185,7 @@ TEST_CASE("two records begun in a row: the first is a line of its own, the secon
     CHECK(out[3].message == "a whole line");
 }
 
-TEST_CASE("a header field left empty is refused, not read as 0 (an empty priority would be the kernel's emerg)",
+TEST_CASE("a header field left empty is refused and not read as 0 (an empty priority would be the kernel's emerg)",
           "[kmsg]") {
     Record r;
     ParseError e;

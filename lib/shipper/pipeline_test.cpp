@@ -255,7 +255,7 @@ TEST_CASE("pipeline: a lane full until the end is said once as a warning in the 
         v.push_back(std::make_unique<FloodSource>(ctx.node, /*incompressible=*/true));
         return v;
     });
-    CHECK(run_once(p, 2'000) == 2);
+    CHECK(run_once(p, 5'000) == 2);
     const auto& pm = p.metrics().group<PipelineMetrics>();
     CHECK(pm.spool_full > 1);
     // Full from its first full pass to the end (its lines do not compress: no room comes back):
@@ -550,7 +550,12 @@ TEST_CASE("pipeline: every line read is counted read and spooled once and spooli
     CHECK(pm.spooled == 100);
     CHECK(said(p, "no_loki") == 1);
     // Said on stderr, an info: not shipped beside the logs.
-    for (const auto& [l, n] : spooled(d.path())) CHECK(l.rfind("fresh ", 0) == 0);
+    const auto lines = spooled(d.path());
+    CHECK(lines.size() == 100);
+    for (const auto& [l, n] : lines) {
+        CHECK(l.rfind("fresh ", 0) == 0);
+        CHECK(n == 1);
+    }
     // A source read to its end shows no backlog, not the last it had.
     CHECK(pm.source_backlog_bytes.samples() == std::map<jobtrail::metrics::Labels, int64_t>{{{"fresh"}, 0}});
     // A scrape sees what the node lane holds for Loki.

@@ -29,7 +29,8 @@ KmsgfsMount::KmsgfsMount(size_t ring_bytes) {
     for (int i = 0; i < 1000; ++i) {
         struct stat st {};
         if (::stat(kmsg().c_str(), &st) == 0) return;
-        if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        // -1 (ECHILD): reaped already, where SIGCHLD is ignored.
+        if (const pid_t w = ::waitpid(pid_, nullptr, WNOHANG); w == pid_ || w < 0) {
             pid_ = -1;
             FAIL("kmsgfs exited before it mounted " << mnt << " (is /dev/fuse available?)");
         }

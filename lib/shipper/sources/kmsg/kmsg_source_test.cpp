@@ -202,7 +202,7 @@ TEST_CASE("kmsg: a position saved on another boot is not used: every record of t
     }
 }
 
-TEST_CASE("kmsg: a device that cannot be opened is said once, polled without spinning, and read once it appears",
+TEST_CASE("kmsg: a device that cannot be opened is said once and polled without spinning and read once it appears",
           "[shipper][fixture]") {
     Env env;
     env.fs.ctl("6;waiting\n");
@@ -227,7 +227,7 @@ TEST_CASE("kmsg: a device that cannot be opened is said once, polled without spi
     CHECK(said[1] == "opened: reading " + path + " again");
 }
 
-TEST_CASE("kmsg: each record carries its sequence number, its device and bus id, and whether the kernel wrote it",
+TEST_CASE("kmsg: each record carries its sequence number and device and bus id and whether the kernel wrote it",
           "[shipper][fixture]") {
     Env env;
     env.fs.ctl(
@@ -250,7 +250,7 @@ TEST_CASE("kmsg: each record carries its sequence number, its device and bus id,
     CHECK_FALSE(e[2].kernel_facility);  // facility 1 (user): never tagged as the kernel's
 }
 
-TEST_CASE("kmsg: a pass stops once its byte budget is spent, to the byte, and the next pass goes on",
+TEST_CASE("kmsg: a pass stops once its byte budget is spent to the byte and the next pass goes on",
           "[shipper][fixture]") {
     Env env;
     // Each record costs its text and 64 bytes: 36 + 64 = 100.
