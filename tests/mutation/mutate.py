@@ -138,12 +138,20 @@ class Unit:
     def __init__(self, binary, work, shards, timeout, env):
         self.binary, self.work, self.n, self.timeout, self.env = binary, work, shards, timeout, env
         self.files = []
+        self.why = ""
 
     def plan(self, tree):
         """Runs the whole suite serially on the unmutated copy (it must pass), measuring each case,
         and splits the cases into shards; False if it failed."""
         xml = self.work + "/unit-all.xml"
-        if sh([self.binary, "-r", "xml", "-d", "yes", "-o", xml], tree, self.timeout, self.env) not in (0, 77):
+        # Serially, the whole suite: the time of all the shards together.
+        limit = self.timeout * self.n
+        rc = sh([self.binary, "-r", "xml", "-d", "yes", "-o", xml], tree, limit, self.env)
+        if rc not in (0, 77):
+            failed = [n for n, _, ok in cases(xml) if not ok] if os.path.exists(xml) else []
+            self.why = ("it ran past %d s (--unit-timeout %d x %d shards; a loaded machine: give more)" %
+                        (limit, self.timeout, self.n) if rc == "timeout" else
+                        "exit status %s; failed: %s" % (rc, "; ".join(failed) or "no case named"))
             return False
         durations = [(name, secs) for name, secs, _ in cases(xml)]
         names = set(n for n, _ in durations)
@@ -344,7 +352,9 @@ def main():
             sys.exit("mutate: cmake failed in " + tree + ":\n" + tail())
         if sh(build_unit, tree) != 0 or (args.e2e and sh(build_e2e, tree) != 0):
             sys.exit("mutate: the unmutated tree does not build:\n" + tail())
-        if not unit.plan(tree) or unit.judge(tree) or (args.e2e and e2e.run(tree, args.e2e)):
+        if not unit.plan(tree):
+            sys.exit("mutate: the unmutated tree fails its unit tests (" + unit.why + "): nothing can be judged")
+        if unit.judge(tree) or (args.e2e and e2e.run(tree, args.e2e)):
             sys.exit("mutate: the unmutated tree fails its tests: nothing can be judged:\n" + tail())
         judged, killed, survivors, stillborn, seconds = 0, {"unit": 0, "e2e": 0}, [], 0, 0.0
         for path, line_no, kind, before, after in candidates:
