@@ -7,6 +7,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
@@ -233,16 +234,20 @@ TEST_CASE("collectors: --help names the phase and its slurm.conf key and a bad a
         for (auto& a : args) argv.push_back(a.data());
         int rc = -1;
         bool ran = false;
-        const std::string out = captured(1, [&] {
-            const std::string err = captured(2, [&] {
-                rc = collector_main(static_cast<int>(argv.size()), argv.data(), prog, [&](const std::string&) {
-                    ran = true;
-                    return 0;
-                });
+        // CLI11 prints its help on std::cout, which Catch's own reporters may have taken over:
+        // read it there, whatever the reporter.
+        std::ostringstream help;
+        struct Swap {
+            std::streambuf* old;
+            ~Swap() { std::cout.rdbuf(old); }
+        } swap{std::cout.rdbuf(help.rdbuf())};
+        const std::string err = captured(2, [&] {
+            rc = collector_main(static_cast<int>(argv.size()), argv.data(), prog, [&](const std::string&) {
+                ran = true;
+                return 0;
             });
-            std::printf("%s", err.c_str());
         });
-        return std::tuple{rc, ran, out};
+        return std::tuple{rc, ran, help.str() + err};
     };
     auto [rc, ran, out] = call({"jobtrail-epilog", "--help"}, "jobtrail-epilog");
     CHECK(rc == 0);
