@@ -160,7 +160,8 @@ TEST_CASE("a tag is a lowercase letter then lowercase letters digits and '-'", "
     // Each end of each range.
     for (const char* tag : {"a", "z", "a09z-", "probe-err", "x-"}) {
         INFO(tag);
-        REQUIRE(parse_line(ts + tag + " text", l));
+        const std::string line = ts + tag + " text";  // l points into it
+        REQUIRE(parse_line(line, l));
         CHECK(l.tag == tag);
         CHECK(l.text == "text");
     }
@@ -170,7 +171,8 @@ TEST_CASE("a tag is a lowercase letter then lowercase letters digits and '-'", "
         CHECK_FALSE(parse_line(ts + tag + " text", l));
     }
     // Empty brackets: the tag without a name.
-    REQUIRE(parse_line(ts + "stdout[] text", l));
+    const std::string bare = ts + "stdout[] text";
+    REQUIRE(parse_line(bare, l));
     CHECK(l.tag == "stdout");
     CHECK(l.name.empty());
     CHECK(l.text == "text");
