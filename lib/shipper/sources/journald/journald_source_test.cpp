@@ -150,3 +150,101 @@ TEST_CASE("journald: identical entries in one microsecond each keep their own ti
     REQUIRE(rest.size() == 3);
     for (size_t i = 0; i < rest.size(); ++i) CHECK(rest[i].ts_ns == want[i + 1]);
 }
+
+TEST_CASE("journald: each entry's service priority pid and text as journald gave them or their defaults", "[shipper]") {
+    if (!journal_testable()) JOBTRAIL_SKIP(kNoJournal);
+    jobtrail::test::TempDir dir;
+    const int64_t now = jobtrail::realtime_ns() / 1000 - 1'000'000;
+    write_journal(dir.path() + "/a.journal", {{now, "slurmd", "0", "no suffix", "7"},
+                                              {now + 1, "nvidia.persistenced.service", "7", "two dots", ""},
+                                              {now + 2, "", "8", "no unit", "9"},
+                                              {now + 3, "x.service", "12", "priority 12", "9"},
+                                              {now + 4, "x.service", "/", "priority /", "9"},
+                                              {now + 5, "x.service", "", "no priority", "9"},
+                                              {now + 6, "x.service", "3", "", "9"},
+                                              {now + 7, "x.service", "3", "0123456789abcdefTAIL", "9"}});
+    jobtrail::shipper::JournaldConfig cfg;
+    cfg.directory = dir.path();
+    Metrics m;
+    JournaldSource s(cfg, {"c1", "gpu01"}, 16, m);
+    const auto ev = read_all(s);
+    REQUIRE(ev.size() == 7);  // the entry without text is none
+    const auto label = [](const Event& e, const std::string& k) {
+        const auto l = e.labels();
+        return l.count(k) ? l.at(k) : std::string("(none)");
+    };
+    CHECK(label(ev[0], "service_name") == "slurmd");
+    CHECK(label(ev[0], "unit") == "slurmd");
+    CHECK(label(ev[0], "priority") == "emerg");
+    CHECK(label(ev[1], "service_name") == "nvidia.persistenced");
+    CHECK(label(ev[1], "priority") == "debug");
+    CHECK(ev[1].metadata.empty());  // no pid
+    CHECK(label(ev[2], "unit") == "(none)");
+    CHECK(label(ev[2], "service_name") == "systemd-journal");
+    for (size_t i = 2; i < 6; ++i) {
+        INFO(ev[i].line);
+        CHECK(label(ev[i], "priority") == "info");  // not 0-7: journald's default
+    }
+    CHECK(ev[6].line == "0123456789abcdef");  // cut at max_line_bytes
+}
+
+TEST_CASE("journald: a pass stops once its byte budget is spent to the byte and the next pass goes on", "[shipper]") {
+    if (!journal_testable()) JOBTRAIL_SKIP(kNoJournal);
+    jobtrail::test::TempDir dir;
+    const int64_t now = jobtrail::realtime_ns() / 1000 - 1'000'000;
+    // Each entry costs its text and 64 bytes: 36 + 64 = 100.
+    write_journal(dir.path() + "/a.journal", {{now, "x.service", "6", std::string(36, 'a'), "1"},
+                                              {now + 1, "x.service", "6", std::string(36, 'b'), "1"},
+                                              {now + 2, "x.service", "6", std::string(36, 'c'), "1"}});
+    jobtrail::shipper::JournaldConfig cfg;
+    cfg.directory = dir.path();
+    Metrics m;
+    JournaldSource s(cfg, {"c1", "gpu01"}, 256 << 10, m);
+    std::vector<Event> out;
+    CHECK(s.poll(out, 100));  // spent on the first: more to read
+    CHECK(out.size() == 1);
+    CHECK(s.poll(out, 101));  // past one entry's cost: a second and a third
+    CHECK(out.size() == 3);
+    CHECK_FALSE(s.poll(out, 1000));
+    CHECK(out.size() == 3);
+}
+
+TEST_CASE("journald: a journal directory that cannot be opened is said once and not tried again at every pass",
+          "[shipper]") {
+    if (!journal_testable()) JOBTRAIL_SKIP(kNoJournal);
+    jobtrail::test::TempDir dir;
+    jobtrail::shipper::JournaldConfig cfg;
+    cfg.directory = dir.path() + "/missing";
+    Metrics m;
+    std::vector<std::string> said;
+    JournaldSource s(cfg, {"c1", "gpu01"}, 256 << 10, m,
+                     Events([&](const InternalEvent& e) { said.push_back(e.name + ": " + e.message); }));
+    std::vector<Event> out;
+    CHECK_FALSE(s.poll(out, 1 << 20));
+    REQUIRE(said.size() == 1);
+    CHECK(said[0] == "open_failed: cannot open the journal in " + cfg.directory + ": No such file or directory");
+    CHECK_FALSE(s.poll(out, 1 << 20));
+    CHECK(said.size() == 1);
+    CHECK(out.empty());
+}
+
+TEST_CASE("journald: a checkpoint with fields of the wrong type is not used", "[shipper]") {
+    if (!journal_testable()) JOBTRAIL_SKIP(kNoJournal);
+    jobtrail::test::TempDir dir;
+    const int64_t now = jobtrail::realtime_ns() / 1000 - 1'000'000;
+    write_journal(dir.path() + "/a.journal",
+                  {{now, "x.service", "6", "one", "1"}, {now, "x.service", "6", "two", "1"}});
+    jobtrail::shipper::JournaldConfig cfg;
+    cfg.directory = dir.path();
+    Metrics m;
+    for (const auto& bad : {nlohmann::json{{"cursor", 7}, {"usec", now}, {"same_usec", 5u}},
+                            nlohmann::json{{"usec", -1}, {"same_usec", "1"}}, nlohmann::json::array()}) {
+        INFO(bad.dump());
+        JournaldSource s(cfg, {"c1", "gpu01"}, 256 << 10, m);
+        s.restore(bad);
+        const auto ev = read_all(s);
+        REQUIRE(ev.size() == 2);
+        CHECK(ev[0].ts_ns == now * 1000);  // not counted on from a saved run of the same microsecond
+        CHECK(ev[1].ts_ns == now * 1000 + 1);
+    }
+}
