@@ -1386,3 +1386,22 @@ TEST_CASE("a file refused at the source's cap in a directory that does not chang
     for (int pass = 0; pass < 3 && got.empty(); ++pass) got = f.lines(*s);
     CHECK(got == std::vector<std::string>{"job 2 file 0"});
 }
+
+TEST_CASE("a released file rewritten in place to the same size is read again from its start", "[shipper]") {
+    Fixture f(LineFormat::kNccl, "nccl");
+    f.cfg.paths = {f.dir.path() + "/nccl/*/*.log"};
+    f.cfg.idle_close_ms = 0;
+    f.cfg.release_after_ms = 0;  // released once read to its end and closed
+    const std::string d = f.dir.path() + "/nccl/1", p = d + "/0.n.1.log";
+    ::mkdir(d.c_str(), 0755);
+    std::ofstream(p) << "first run\n";
+    auto s = f.source();
+    CHECK(f.lines(*s) == std::vector<std::string>{"first run"});
+    CHECK(f.lines(*s).empty());
+    // The same inode and size, other bytes, a later mtime (a job writing its log again).
+    { std::ofstream(p, std::ios::in | std::ios::out) << "again run\n"; }
+    const struct timespec later[2] = {{0, UTIME_OMIT}, {::time(nullptr) + 10, 0}};
+    REQUIRE(::utimensat(AT_FDCWD, p.c_str(), later, 0) == 0);
+    CHECK(f.lines(*s) == std::vector<std::string>{"again run"});
+    CHECK(f.lines(*s).empty());
+}
