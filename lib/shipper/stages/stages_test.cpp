@@ -37,6 +37,12 @@ jobtrail::node::Layout layout(const std::string& run_dir) {
     l.run_dir = run_dir;
     return l;
 }
+
+// Stages with the default configuration over the node layout `l`, whose job table takes the
+// time from `now` (the test moves it).
+Stages on_clock(const jobtrail::node::Layout& l, Metrics& m, const int64_t& now) {
+    return Stages(jobtrail::config::default_shipper_config(), l, m, {}, [&now] { return now; });
+}
 }  // namespace
 
 TEST_CASE("stages: blank lines, drop rules, NCCL noise, running jobs on kernel records", "[shipper]") {
@@ -241,10 +247,9 @@ TEST_CASE("stages: a kernel record read just after its job's epilog removed the 
     const auto l = layout(run.path());
     REQUIRE(jobtrail::node::write_job_marker(l, {"30", "u", "1000", "n", "", 1000, {}, {}, 0}).ok);
     REQUIRE(jobtrail::node::write_job_marker(l, {"31", "u", "1000", "n", "", 1000, {}, {}, 0}).ok);
-    auto cfg = jobtrail::config::default_shipper_config();
-    Metrics m;
     int64_t now = 5000;
-    Stages st(cfg, l, m, {}, [&] { return now; });
+    Metrics m;
+    Stages st = on_clock(l, m, now);
     std::vector<Event> none;
     st.apply(none);  // both markers seen
     // Job 30 ends at 6000: its epilog removes the marker; the shipper notices at 6000.
@@ -408,9 +413,8 @@ TEST_CASE("stages: a kernel record goes to the job that owned its GPU then, even
     REQUIRE(jobtrail::node::write_job_marker(l, marker("2", 1000, 1, "0000:3b:00.0")).ok);
     REQUIRE(jobtrail::node::write_job_marker(l, marker("3", 1000, 2, "0000:5d:00.0")).ok);
     int64_t now = 10'000;
-    auto cfg = jobtrail::config::default_shipper_config();
     Metrics m;
-    Stages st(cfg, l, m, {}, [&] { return now; });
+    Stages st = on_clock(l, m, now);
     std::vector<Event> e = {
         kernel("NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.", 5000, "0000:3b:00"),
         kernel("mlx5_core 0000:5e:00.0: health compromised - reached miss count", 5000, "0000:5e:00.0"),
@@ -467,9 +471,8 @@ TEST_CASE("stages: the 256 jobs that ended last each take their GPU's late kerne
     // Then job 400 runs there while the shipper does, and ends: the 257th.
     REQUIRE(jobtrail::node::write_job_marker(l, marker("400", 30'000, 0, "0000:1b:00.0")).ok);
     int64_t now = 31'000;
-    auto cfg = jobtrail::config::default_shipper_config();
     Metrics m;
-    Stages st(cfg, l, m, {}, [&] { return now; });
+    Stages st = on_clock(l, m, now);
     std::vector<Event> none;
     st.apply(none);
     jobtrail::node::remove_job_state(l, "400", 32'000);
@@ -487,9 +490,8 @@ TEST_CASE("stages: the epilog's end time decides, even for a job the shipper nev
     jobtrail::test::TempDir run;
     const auto l = layout(run.path());
     int64_t now = 1000;
-    auto cfg = jobtrail::config::default_shipper_config();
     Metrics m;
-    Stages st(cfg, l, m, {}, [&] { return now; });
+    Stages st = on_clock(l, m, now);
     std::vector<Event> none;
     st.apply(none);
     // Job 40 starts and ends between two passes (or while the shipper is down).
@@ -565,9 +567,8 @@ TEST_CASE("stages: a DCGM event goes to the job that owned its GPU at the event'
     REQUIRE(jobtrail::node::write_job_marker(l, marker("7", 1000, 0, "0000:1b:00.0")).ok);
     REQUIRE(jobtrail::node::write_job_marker(l, marker("8", 1000, 3, "0000:3b:00.0")).ok);
     int64_t now = 10'000;
-    auto cfg = jobtrail::config::default_shipper_config();
     Metrics m;
-    Stages st(cfg, l, m, {}, [&] { return now; });
+    Stages st = on_clock(l, m, now);
     std::vector<Event> e = {dcgm("XID 79 on GPU 3", 5000, "3", "00000000:3B:00.0"),
                             dcgm("Thermal violation on GPU 5: 95 C", 5000, "5", "00000000:DB:00.0")};
     st.apply(e);
@@ -621,9 +622,8 @@ TEST_CASE("stages: an ended job takes its GPU's late kernel records for an hour 
     constexpr int64_t kHour = 3600LL * 1'000'000'000;
     REQUIRE(jobtrail::node::write_job_marker(l, marker("50", 1000, 0, "0000:1b:00.0")).ok);
     int64_t now = 2000;
-    auto cfg = jobtrail::config::default_shipper_config();
     Metrics m;
-    Stages st(cfg, l, m, {}, [&] { return now; });
+    Stages st = on_clock(l, m, now);
     std::vector<Event> none;
     st.apply(none);
     jobtrail::node::remove_job_state(l, "50", 5000);
@@ -656,9 +656,8 @@ TEST_CASE(
     };
     set_mtime(1000, 0);
     int64_t now = 1000;
-    auto cfg = jobtrail::config::default_shipper_config();
     Metrics m;
-    Stages st(cfg, l, m, {}, [&] { return now; });
+    Stages st = on_clock(l, m, now);
     std::vector<Event> none;
     st.apply(none);
     const auto xid = [](int64_t ts) { return kernel("NVRM: Xid (PCI:0000:1b:00): 79, pid=1, x", ts, "0000:1b:00"); };
@@ -690,9 +689,8 @@ TEST_CASE(
     REQUIRE(jobtrail::node::write_job_marker(l, marker("9", 600, 0, "0000:1b:00.0")).ok);
     jobtrail::node::remove_job_state(l, "9", 690);
     int64_t now = 700;
-    auto cfg = jobtrail::config::default_shipper_config();
     Metrics m;
-    Stages st(cfg, l, m, {}, [&] { return now; });
+    Stages st = on_clock(l, m, now);
     std::vector<Event> none;
     st.apply(none);
     // Then 256 jobs one after the other on GPU 0, with ids that sort before job 9's.
@@ -734,9 +732,8 @@ TEST_CASE(
         if (id != 998) start(id);
     REQUIRE(jobtrail::node::write_job_marker(l, marker("998", 1000, 0, "0000:1b:00.0")).ok);
     int64_t now = 2000;
-    auto cfg = jobtrail::config::default_shipper_config();
     Metrics m;
-    Stages st(cfg, l, m, {}, [&] { return now; });
+    Stages st = on_clock(l, m, now);
     std::vector<Event> none;
     st.apply(none);
     // Jobs 1 to 5002 end: 10000 jobs are known, no more than the table keeps.
