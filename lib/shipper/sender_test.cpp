@@ -763,3 +763,80 @@ TEST_CASE("sender: while a stream waits, the window reads ahead exactly kWindowB
     CHECK(rig.stored_with("a ") == held);
     CHECK(rig.stored_with("b ") == 1);
 }
+
+TEST_CASE(
+    "sender: spooled runs go as they are several to a push: with metadata to a Loki that takes it, none to one "
+    "that does not",
+    "[loki][sender]") {
+    // Three runs of A (B's lines between them) of 10 lines each, in one push either way: runs
+    // with metadata for a Loki that takes it, runs without for one that does not. Neither needs
+    // decompressing entry by entry (which sends one run a push).
+    for (const bool metadata : {true, false}) {
+        INFO((metadata ? "metadata, Loki takes it" : "no metadata, Loki takes none"));
+        Rig rig;
+        rig.cfg.structured_metadata = metadata;
+        const int64_t t = realtime_ns();
+        for (int i = 0; i < 30; ++i) {
+            spool::Record r{t + i, kA, "a " + std::to_string(i), {}};
+            if (metadata) r.metadata = {{"step", std::to_string(i)}};
+            REQUIRE(rig.spool.append(r) == spool::Spool::Append::kOk);
+            if (i % 10 == 9) rig.add(kB, "b " + std::to_string(i), t + i);
+        }
+        rig.script.answer = [](const Request&) { return ok(); };
+        rig.start();
+        REQUIRE(rig.wait_for([&] { return rig.stored_with_locked("a ") == 30; }));
+        REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+        std::lock_guard<std::mutex> lk(rig.script.mu);
+        std::vector<size_t> pushes_of_a, metadata_of_a;
+        for (const auto& r : rig.script.seen)
+            if (r.streams.size() == 1 && r.streams[0] == kA) {
+                pushes_of_a.push_back(r.lines.size());
+                metadata_of_a.push_back(r.metadata);
+            }
+        CHECK(pushes_of_a == std::vector<size_t>{30});
+        CHECK(metadata_of_a == std::vector<size_t>{metadata ? 30u : 0u});
+    }
+}
+
+TEST_CASE("sender: a spooled run that does not decompress is dropped counted and said, the line after it goes",
+          "[loki][sender]") {
+    // A run whose frame is whole (its checksum right) but whose snappy block is not: it cannot
+    // go as it is to a Loki that takes no metadata, and it cannot be decompressed either.
+    Rig rig;
+    rig.cfg.structured_metadata = false;
+    const int64_t t = realtime_ns();
+    {
+        std::string seg;
+        std::vector<spool::Record> run;
+        for (int i = 0; i < 3; ++i) run.push_back({t + i, kA, "a " + std::to_string(i), {{"step", "0"}}});
+        spool::append_compressed_run(seg, run);
+        std::vector<spool::RecordView> views;
+        std::vector<spool::MetadataView> md;
+        std::vector<spool::RunView> runs;
+        size_t used = 0;
+        REQUIRE(spool::decode_frame(seg, views, md, runs, &used) == spool::DecodeStatus::kOk);
+        // Its first element a copy from before the start of the output: snappy refuses it.
+        seg[static_cast<size_t>(runs.back().elements().data() - seg.data())] = '\x01';
+        spool::put_frame_header(seg.data(), seg.size() - spool::kFrameHeader);
+        REQUIRE(spool::decode_frame(seg, views, md, runs, &used) == spool::DecodeStatus::kOk);
+        spool::append_compressed_run(seg, {{t + 3, kA, "a 3", {}}});
+        std::ofstream(rig.dir.path() + "/spool/seg-0000000000000001", std::ios::binary | std::ios::app) << seg;
+    }
+    REQUIRE(rig.spool.open({rig.dir.path() + "/spool"}));
+    rig.script.answer = [](const Request&) { return ok(); };
+    rig.start();
+    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 1; }));
+    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+    {
+        std::lock_guard<std::mutex> lk(rig.script.mu);
+        CHECK(rig.script.stored == std::vector<std::string>{"a 3"});
+        for (const auto& r : rig.script.seen) CHECK(!r.lines.empty());
+    }
+    CHECK(rig.m.group<shipper::Drops>().of("spool_corrupt") == 3);
+    CHECK(rig.m.group<shipper::SenderMetrics>().sent == 1);
+    std::lock_guard<std::mutex> lk(rig.log_mu);
+    CHECK(std::count_if(rig.log.begin(), rig.log.end(), [](const std::string& l) {
+              return l.rfind("error: ", 0) == 0 && l.find("run of 3 records") != l.npos &&
+                     l.find("does not decode") != l.npos;
+          }) == 1);
+}
