@@ -240,3 +240,39 @@ TEST_CASE("a push made of the spool's compressed runs as they are is libprotobuf
         REQUIRE(raw == oracle);
     }
 }
+
+TEST_CASE("a push of runs is libprotobuf's bytes for labels at every literal-length boundary, to the byte", "[loki]") {
+    // The push header goes as one snappy literal before the runs' elements: its length less one in
+    // the tag below 60, else in 1 or 2 bytes after it. Labels of each length around 60, 256 and
+    // 65536 header bytes, one byte at a time, so that each boundary is hit exactly.
+    std::vector<jobtrail::spool::Record> recs;
+    // Lines long enough that the stream's length is a 2-byte varint all through the first two ranges.
+    for (int i = 0; i < 3; ++i) recs.push_back({1795989142146801327 + i, "", "line " + std::string(100, 'l'), {}});
+    for (const auto& [from, to] : {std::pair<size_t, size_t>{40, 70}, {240, 270}, {65'510, 65'540}}) {
+        for (size_t len = from; len <= to; ++len) {
+            const std::string labels = "{job=\"" + std::string(len - 8, 'j') + "\"}";
+            for (auto& r : recs) r.stream = labels;
+            std::string frame;
+            jobtrail::spool::append_compressed_run(frame, recs);
+            std::vector<jobtrail::spool::RecordView> views;
+            std::vector<jobtrail::spool::MetadataView> md;
+            std::vector<jobtrail::spool::RunView> runs;
+            size_t used = 0;
+            REQUIRE(jobtrail::spool::decode_frame(frame, views, md, runs, &used) == jobtrail::spool::DecodeStatus::kOk);
+            const std::vector<std::string_view> elements{runs.back().elements()};
+            Buffer out;
+            size_t size = 0;
+            encode_push_runs(labels, elements, runs.back().raw_size, out, &size);
+            logproto::PushRequest want;
+            auto* ps = want.add_streams();
+            ps->set_labels(labels);
+            for (const auto& r : recs) add_entry(ps, r.ts_ns, r.line, r.metadata);
+            std::string oracle;
+            REQUIRE(want.SerializeToString(&oracle));
+            INFO("labels " << labels.size() << " bytes");
+            std::string raw;
+            REQUIRE(snappy::Uncompress(out.data(), size, &raw));
+            REQUIRE(raw == oracle);
+        }
+    }
+}

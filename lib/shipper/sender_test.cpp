@@ -1,9 +1,12 @@
 #include "shipper/sender.hpp"
 
 #include <snappy.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <fstream>
 #include <functional>
 #include <mutex>
@@ -839,4 +842,105 @@ TEST_CASE("sender: a spooled run that does not decompress is dropped counted and
               return l.rfind("error: ", 0) == 0 && l.find("run of 3 records") != l.npos &&
                      l.find("does not decode") != l.npos;
           }) == 1);
+}
+
+TEST_CASE(
+    "sender: lines a stopped sender had not had answered go when it runs again or with the next sender, each once",
+    "[loki][sender]") {
+    for (const bool same : {false, true}) {
+        INFO((same ? "the same sender run again" : "another sender on that spool"));
+        Rig rig;
+        const int64_t t = realtime_ns();
+        for (int i = 0; i < 20; ++i) rig.add(i % 2 ? kA : kB, (i % 2 ? "a " : "b ") + std::to_string(i), t + i);
+        std::atomic<bool> up{false};
+        rig.script.answer = [&](const Request&) -> HttpResult {
+            if (!up) return {503, "at least 1 live replicas required\n", "", false};
+            return ok();
+        };
+        rig.start();
+        REQUIRE(rig.wait_for([&] { return rig.script.seen.size() >= 4; }));
+        rig.stop = true;
+        rig.thread.join();
+        CHECK(rig.spool.pending_bytes() > 0);
+        // Loki is back; the shipper goes on.
+        up = true;
+        rig.stop = false;
+        if (same)
+            rig.thread = std::thread([&] { rig.sender->run(rig.stop); });
+        else
+            rig.start();
+        REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 20; }));
+        REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+        std::lock_guard<std::mutex> lk(rig.script.mu);
+        std::vector<std::string> want, stored = rig.script.stored;
+        for (int i = 0; i < 20; ++i) want.push_back((i % 2 ? "a " : "b ") + std::to_string(i));
+        std::sort(stored.begin(), stored.end());
+        std::sort(want.begin(), want.end());
+        CHECK(stored == want);
+    }
+}
+
+TEST_CASE("sender: records of an older spool format too old for Loki are dropped and counted, the others go",
+          "[loki][sender]") {
+    Rig rig;
+    const int64_t t = realtime_ns();
+    const int64_t old = t - rig.cfg.max_age_ms * 1'000'000 - 1'000'000'000;
+    {
+        std::string frames;
+        for (int i = 0; i < 4; ++i)
+            spool::append_frame(frames, spool::Record{i % 2 ? t + i : old, kA, "a " + std::to_string(i), {}});
+        std::ofstream(rig.dir.path() + "/spool/seg-0000000000000001", std::ios::binary | std::ios::app) << frames;
+    }
+    REQUIRE(rig.spool.open({rig.dir.path() + "/spool"}));
+    rig.script.answer = [](const Request&) { return ok(); };
+    rig.start();
+    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 2; }));
+    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+    {
+        std::lock_guard<std::mutex> lk(rig.script.mu);
+        CHECK(rig.script.stored == std::vector<std::string>{"a 1", "a 3"});
+    }
+    CHECK(rig.m.group<shipper::Drops>().of("too_old") == 2);
+    CHECK(rig.m.group<shipper::SenderMetrics>().sent == 2);
+}
+
+TEST_CASE("sender: an acknowledgement the spool cannot write is said as a warning and the lines still go",
+          "[loki][sender]") {
+    for (const bool at_drain : {false, true}) {
+        // Every ack written at once: each fails (and is said). Or written at most once a minute:
+        // the first is, the next ones wait for the spool to be drained, and that write fails.
+        INFO((at_drain ? "written when drained" : "written at every ack"));
+        Rig rig;
+        spool::Options o{rig.dir.path() + "/spool"};
+        if (at_drain) o.ack_persist_ms = 60'000;
+        REQUIRE(rig.spool.open(o));
+        rig.script.answer = [](const Request&) { return ok(); };
+        const auto block_ack = [&] {
+            // Where the acknowledged position goes, a directory that a rename cannot replace.
+            const std::string acked = rig.dir.path() + "/spool/acked";
+            ::unlink(acked.c_str());
+            REQUIRE(::mkdir(acked.c_str(), 0700) == 0);
+            std::ofstream(acked + "/x") << "x";
+        };
+        if (at_drain) {
+            rig.add(kA, "a 0", realtime_ns());
+            rig.start();
+            REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+            block_ack();
+            rig.add(kA, "a 1", realtime_ns());
+            REQUIRE(rig.spool.sync());
+        } else {
+            block_ack();
+            rig.add(kA, "a 0", realtime_ns());
+            rig.add(kA, "a 1", realtime_ns());
+            rig.start();
+        }
+        REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 2; }));
+        CHECK(rig.wait_for([&] {
+            std::lock_guard<std::mutex> lk(rig.log_mu);
+            return std::any_of(rig.log.begin(), rig.log.end(), [](const std::string& l) {
+                return l.rfind("warning: spool: ", 0) == 0 && l.find("acked") != l.npos;
+            });
+        }));
+    }
 }
