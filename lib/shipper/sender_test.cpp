@@ -15,6 +15,7 @@
 
 #include "common/time.hpp"
 #include "push.pb.h"
+#include "shipper/lane_metrics.hpp"
 #include "spool_frames.hpp"
 #include "temp_dir.hpp"
 
@@ -943,4 +944,27 @@ TEST_CASE("sender: an acknowledgement the spool cannot write is said as a warnin
             });
         }));
     }
+}
+
+TEST_CASE("sender: the lane's oldest record not acknowledged is the one Loki refuses, none once Loki has it all",
+          "[loki][sender]") {
+    // What jobtrail_shipper_spool_oldest_age_seconds is made of: the node lane's oldest record's
+    // own timestamp while Loki holds it back, 0 once everything is acknowledged.
+    Rig rig;
+    const int64_t t = realtime_ns() - 5'000'000'000;
+    rig.add(kA, "a 0", t);
+    rig.add(kA, "a 1", t + 1);
+    std::atomic<bool> up{false};
+    rig.script.answer = [&](const Request&) -> HttpResult {
+        if (!up) return {503, "at least 1 live replicas required\n", "", false};
+        return ok();
+    };
+    auto& oldest = rig.m.group<shipper::LaneMetrics>().oldest_pending_ns[shipper::lane_index(shipper::Lane::kNode)];
+    rig.start();
+    REQUIRE(rig.wait_for([&] { return rig.script.seen.size() >= 2; }));
+    CHECK(oldest == t);
+    up = true;
+    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 2; }));
+    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+    CHECK(rig.wait_for([&] { return oldest == 0; }));
 }

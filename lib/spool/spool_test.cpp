@@ -1111,3 +1111,64 @@ TEST_CASE("a read stops once its frames reach max_bytes: two frames' bytes exact
     CHECK(s.read(b, 2, 1 << 20, end) == 2);  // and max_records frames of single records exactly
     CHECK(end == Position{1, two});
 }
+
+TEST_CASE("a run takes one stream's records up to 64 KiB of entries exactly, one byte more starts the next frame",
+          "[spool]") {
+    // Two records of one stream whose entries weigh 64 KiB together (the spool's bound on a run,
+    // uncompressed) go in one frame; with one byte more of line, in two.
+    const size_t max_run = 64 << 10;
+    const auto weight = [](const Record& r) {
+        return RunBuilder::entry_size({r.ts_ns, r.stream, r.line, &r.metadata, nullptr});
+    };
+    const Record second = rec(1);
+    Record first = rec(0);
+    while (weight(first) + weight(second) < max_run) first.line += 'x';
+    REQUIRE(weight(first) + weight(second) == max_run);
+    for (const bool over : {false, true}) {
+        INFO((over ? "one byte over" : "exactly the bound"));
+        if (over) first.line += 'x';
+        jobtrail::test::TempDir dir;
+        {
+            Spool s;
+            REQUIRE(s.open({dir.path()}));
+            REQUIRE(s.append(first) == Spool::Append::kOk);
+            REQUIRE(s.append(second) == Spool::Append::kOk);
+            REQUIRE(s.sync());
+        }
+        std::string bytes;
+        {
+            std::ifstream in(dir.path() + "/seg-0000000000000001", std::ios::binary);
+            bytes.assign(std::istreambuf_iterator<char>(in), {});
+        }
+        std::vector<size_t> runs;
+        std::vector<Record> got;
+        for (std::string_view rest = bytes; !rest.empty();) {
+            std::vector<Record> frame;
+            size_t used = 0;
+            REQUIRE(decode_frame(rest, frame, &used) == DecodeStatus::kOk);
+            runs.push_back(frame.size());
+            got.insert(got.end(), frame.begin(), frame.end());
+            rest.remove_prefix(used);
+        }
+        CHECK(runs == (over ? std::vector<size_t>{1, 1} : std::vector<size_t>{2}));
+        CHECK(got == std::vector<Record>{first, second});
+    }
+}
+
+TEST_CASE("an empty spool whose max_bytes is one record's frame takes that record, one byte less refuses it",
+          "[spool]") {
+    // A record is counted at its frame's bound (what its run may take, compressed) until synced.
+    const Record r = rec(0, 300);
+    const uint64_t bound =
+        RunBuilder::frame_bound(r.stream, RunBuilder::entry_size({r.ts_ns, r.stream, r.line, &r.metadata, nullptr}));
+    for (const uint64_t max_bytes : {bound, bound - 1}) {
+        INFO("max_bytes " << max_bytes << ", the record's bound " << bound);
+        jobtrail::test::TempDir dir;
+        Spool s;
+        REQUIRE(s.open({dir.path(), 16 << 20, max_bytes}));
+        CHECK(s.append(r) == (max_bytes == bound ? Spool::Append::kOk : Spool::Append::kFull));
+        REQUIRE(s.sync());
+        Position end;
+        CHECK(read_all(s, end).size() == (max_bytes == bound ? 1u : 0u));
+    }
+}
