@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -161,36 +162,38 @@ TEST_CASE("jobtrail node --local: the window's edges and the jobs' two days befo
     CHECK(v.events()[0].ts_ns == from);
 }
 
-TEST_CASE("jobtrail node from Loki: DCGM events on the job's GPU, in time order with the kernel's",
+TEST_CASE("jobtrail node from Loki: DCGM events of two streams on the job's GPU, in time order with the kernel's",
           "[forensics][cli][double]") {
     test::LokiDouble loki;
     loki::Endpoint ep;
     ep.url = loki.url();
     loki::Client c(ep);
     const int64_t t = realtime_ns() - 3600 * kSecond;
-    std::vector<loki::Stream> streams(3);
+    std::vector<loki::Stream> streams(4);
     streams[0].labels = {{"job", "slurm-prolog-epilog"}, {"node", "gpu01"}, {"job_id", "7"}};
     streams[0].entries = {{t, "prolog meta user=alice", {}},
                           {t + 1, "prolog device kind=gpu index=0 bdf=0000:18:00.0", {}},
                           {t + 300 * kSecond, "epilog end status=0 duration_ms=1", {}}};
     streams[1].labels = {{"job", "kmsg"}, {"node", "gpu01"}};
-    streams[1].entries = {{t + 50 * kSecond, kXidOn18, {}}};
-    // DCGM's events before and after the kernel's, on GPU 0 by the entries' structured metadata.
-    streams[2].labels = {{"job", "dcgm"}, {"node", "gpu01"}};
+    streams[1].entries = {{t + 50 * kSecond, kXidOn18, {}}, {t + 70 * kSecond, kXidOn18, {}}};
+    // DCGM's events before and after the kernel's, in two streams of the node, two of one instant
+    // with the kernel's second (listed after it); on GPU 0 by the entries' structured metadata.
     const std::vector<std::pair<std::string, std::string>> gpu0 = {{"gpu", "0"}, {"pci_bdf", "00000000:18:00.0"}};
+    streams[2].labels = {{"job", "dcgm"}, {"node", "gpu01"}, {"instance", "a"}};
     streams[2].entries = {{t + 40 * kSecond, "Thermal violation on GPU 0: 95 C", gpu0},
-                          {t + 60 * kSecond, "XID 79 on GPU 0", gpu0}};
+                          {t + 70 * kSecond, "Thermal violation on GPU 0: 96 C", gpu0},
+                          {t + 70 * kSecond, "XID 79 on GPU 0", gpu0}};
+    streams[3].labels = {{"job", "dcgm"}, {"node", "gpu01"}, {"instance", "b"}};
+    streams[3].entries = {{t + 60 * kSecond, "XID 79 on GPU 0", gpu0}};
     REQUIRE(c.push(loki::encode_push(streams, true)).status == 204);
 
     NodeView v("gpu01");
     CHECK(node_from_loki(c, Scope{}, "gpu01", t - 1000 * kSecond, realtime_ns(), {}, v).empty());
-    REQUIRE(v.events().size() == 3);
-    CHECK(v.events()[0].ts_ns == t + 40 * kSecond);
-    CHECK(v.events()[0].source == "dcgm");
-    CHECK(v.events()[1].ts_ns == t + 50 * kSecond);
-    CHECK(v.events()[1].source == "kernel");
-    CHECK(v.events()[2].ts_ns == t + 60 * kSecond);
-    CHECK(v.events()[2].source == "dcgm");
+    std::vector<std::string> listed;
+    for (const auto& e : v.events())
+        listed.push_back(std::to_string((e.ts_ns - t) / kSecond) + " " + e.source + " " + e.event.kind);
+    CHECK(listed == std::vector<std::string>{"40 dcgm dcgm-thermal", "50 kernel xid", "60 dcgm xid", "70 kernel xid",
+                                             "70 dcgm dcgm-thermal", "70 dcgm xid"});
     for (const auto& e : v.events()) {
         CHECK(e.basis == "device");
         CHECK(e.jobs == std::vector<std::string>{"7"});
@@ -255,4 +258,146 @@ TEST_CASE("jobtrail node --local: kernel records by their time across a reboot t
                                                                  {250 * kSecond, "0000:18:00"},
                                                                  {250 * kSecond, "0000:2a:00"},
                                                                  {300 * kSecond, "0000:2a:00"}});
+}
+
+TEST_CASE("jobtrail node from Loki without --cluster: of a node in many clusters' records, 16 others are named",
+          "[forensics][cli][double]") {
+    test::LokiDouble loki;
+    loki::Endpoint ep;
+    ep.url = loki.url();
+    loki::Client c(ep);
+    const int64_t t = realtime_ns() - 3600 * kSecond;
+    std::vector<loki::Stream> streams(18);
+    streams[0].labels = {{"job", "kmsg"}, {"node", "gpu01"}, {"cluster", "a"}};
+    streams[0].entries = {{t + 50 * kSecond, kXidOn18, {}}};
+    // 17 other clusters: b to r.
+    for (int i = 1; i < 18; ++i) {
+        streams[i].labels = {{"job", "slurm-prolog-epilog"},
+                             {"node", "gpu01"},
+                             {"job_id", std::to_string(i)},
+                             {"cluster", std::string(1, static_cast<char>('a' + i))}};
+        streams[i].entries = {{t + i, "prolog meta user=bob", {}}};
+    }
+    REQUIRE(c.push(loki::encode_push(streams, false)).status == 204);
+
+    NodeView v("gpu01");
+    const auto errors = node_from_loki(c, Scope{}, "gpu01", t - 1000 * kSecond, realtime_ns(), {}, v);
+    REQUIRE(errors.size() == 1);
+    const std::string head = "node gpu01 is in the records of several clusters: a, ";
+    REQUIRE(errors[0].substr(0, head.size()) == head);
+    const std::string names = errors[0].substr(head.size(), errors[0].find(';') - head.size());
+    // Each a single letter of b to r, 16 of them.
+    CHECK(names.size() == 16 * 3 - 2);
+    CHECK(std::count(names.begin(), names.end(), ',') == 15);
+    CHECK(v.jobs().empty());
+}
+
+TEST_CASE(
+    "jobtrail node from Loki: kernel events of days apart are listed oldest first, those of one instant in "
+    "the order sent",
+    "[forensics][cli][double]") {
+    test::LokiDouble loki;
+    loki::Endpoint ep;
+    ep.url = loki.url();
+    loki::Client c(ep);
+    const int64_t now = realtime_ns();
+    const std::string xid_on_2a = "NVRM: Xid (PCI:0000:2a:00): 79, pid=1, GPU has fallen off the bus.";
+    std::vector<loki::Stream> streams(1);
+    // A day apart: in two of the pieces asked for newest first.
+    streams[0].labels = {{"job", "kmsg"}, {"node", "gpu01"}};
+    streams[0].entries = {{now - 30 * 3600 * kSecond, kXidOn18, {}},
+                          {now - 3600 * kSecond, kXidOn18, {}},
+                          {now - 3600 * kSecond, xid_on_2a, {}}};
+    REQUIRE(c.push(loki::encode_push(streams, false)).status == 204);
+
+    NodeView v("gpu01");
+    CHECK(node_from_loki(c, Scope{}, "gpu01", now - 3 * 86'400 * kSecond, now, {}, v).empty());
+    // Every day of the window looked through: no limit said.
+    CHECK_FALSE(v.json(now - 3 * 86'400 * kSecond, now, "loki").contains("not_looked_before"));
+    std::vector<std::pair<int64_t, std::string>> listed;
+    for (const auto& e : v.events()) listed.emplace_back(now - e.ts_ns, e.event.pci_bdf);
+    CHECK(listed == std::vector<std::pair<int64_t, std::string>>{{30 * 3600 * kSecond, "0000:18:00"},
+                                                                 {3600 * kSecond, "0000:18:00"},
+                                                                 {3600 * kSecond, "0000:2a:00"}});
+}
+
+namespace {
+
+// Xids on GPU 18 at `at` - i ms, i < n, each a kernel record of the node's stream.
+void push_xids(loki::Client& c, int64_t at, size_t n, int64_t step_ns) {
+    std::vector<loki::Stream> streams(1);
+    streams[0].labels = {{"job", "kmsg"}, {"node", "gpu01"}};
+    for (size_t i = 0; i < n; ++i) streams[0].entries.push_back({at + static_cast<int64_t>(i) * step_ns, kXidOn18, {}});
+    const auto r = c.push(loki::encode_push(streams, false));
+    INFO(r.body);
+    REQUIRE(r.status == 204);
+}
+
+}  // namespace
+
+TEST_CASE("jobtrail node from Loki: a flood of older Xids leaves the newest listed and counts the rest once",
+          "[forensics][cli][double]") {
+    test::LokiDouble loki;
+    loki::Endpoint ep;
+    ep.url = loki.url();
+    loki::Client c(ep);
+    const int64_t to = realtime_ns(), from = to - 3 * 86'400 * kSecond;
+    const size_t flood = 2 * NodeView::kMaxEvents - 1;
+    // The day before the newest a flood of Xids on GPU 18; the newest day holds one Xid on GPU 2a.
+    const int64_t first = to - 50 * 3600 * kSecond;
+    push_xids(c, first, flood, 1'000'000);
+    std::vector<loki::Stream> newest(1);
+    newest[0].labels = {{"job", "kmsg"}, {"node", "gpu01"}};
+    newest[0].entries = {
+        {to - 3600 * kSecond, "NVRM: Xid (PCI:0000:2a:00): 79, pid=1, GPU has fallen off the bus.", {}}};
+    REQUIRE(c.push(loki::encode_push(newest, false)).status == 204);
+
+    NodeView v("gpu01");
+    CHECK(node_from_loki(c, Scope{}, "gpu01", from, to, {}, v).empty());
+    REQUIRE(v.events().size() == NodeView::kMaxEvents);
+    CHECK(v.events().back().ts_ns == to - 3600 * kSecond);
+    CHECK(v.events().back().event.pci_bdf == "0000:2a:00");
+    // The flood's newest kMaxEvents - 1 listed before it, the others counted once.
+    CHECK(v.events().front().ts_ns == first + static_cast<int64_t>(NodeView::kMaxEvents) * 1'000'000);
+    CHECK(v.json(from, to, "loki")["events_not_listed"] == NodeView::kMaxEvents);
+}
+
+TEST_CASE("jobtrail node from Loki: a day that fills the view is the last asked for, and the listing says so",
+          "[forensics][cli][double]") {
+    test::LokiDouble loki;
+    loki::Endpoint ep;
+    ep.url = loki.url();
+    loki::Client c(ep);
+    const int64_t to = realtime_ns(), from = to - 3 * 86'400 * kSecond;
+    // The day before the newest: one Xid. The newest day: exactly the view's events.
+    push_xids(c, to - 30 * 3600 * kSecond, 1, 1);
+    push_xids(c, to - 20 * 3600 * kSecond, NodeView::kMaxEvents, 1'000'000);
+
+    NodeView v("gpu01");
+    CHECK(node_from_loki(c, Scope{}, "gpu01", from, to, {}, v).empty());
+    CHECK(v.events().size() == NodeView::kMaxEvents);
+    CHECK(v.events().front().ts_ns == to - 20 * 3600 * kSecond);
+    const auto j = v.json(from, to, "loki");
+    CHECK(j["events_not_listed"] == 0);
+    CHECK(j["not_looked_before"] == format_rfc3339_ns(to - 86'400 * kSecond));
+}
+
+TEST_CASE("jobtrail node from Loki: past the view's limit the newest DCGM events are listed, the older one counted",
+          "[forensics][cli][double]") {
+    test::LokiDouble loki;
+    loki::Endpoint ep;
+    ep.url = loki.url();
+    loki::Client c(ep);
+    const int64_t to = realtime_ns(), from = to - 3600 * kSecond;
+    std::vector<loki::Stream> streams(1);
+    streams[0].labels = {{"job", "dcgm"}, {"node", "gpu01"}};
+    for (size_t i = 0; i <= NodeView::kMaxEvents; ++i)
+        streams[0].entries.push_back({from + static_cast<int64_t>(i) * 1'000'000, "XID 79 on GPU 0", {}});
+    REQUIRE(c.push(loki::encode_push(streams, false)).status == 204);
+
+    NodeView v("gpu01");
+    CHECK(node_from_loki(c, Scope{}, "gpu01", from, to, {}, v).empty());
+    REQUIRE(v.events().size() == NodeView::kMaxEvents);
+    CHECK(v.events().front().ts_ns == from + 1'000'000);
+    CHECK(v.json(from, to, "loki")["events_not_listed"] == 1);
 }
