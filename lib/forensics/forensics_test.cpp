@@ -932,3 +932,27 @@ TEST_CASE("a local file of exactly the cap is bundled whole, one byte more is cu
         }
     }
 }
+
+TEST_CASE("jobtrail node: an event's title says Xid or SXid with its code, its device when known, and its meaning",
+          "[forensics]") {
+    NodeView v("n1");
+    v.add_kernel(100, "NVRM: Xid (PCI:0000:2a:00): 79, pid=1, GPU has fallen off the bus.");
+    v.add_kernel(200,
+                 "nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 32 egress non-posted PRIV error "
+                 "(First)");
+    v.add_kernel(300,
+                 "a.out[123]: segfault at 0 ip 00007f0000000000 sp 00007ffc00000000 error 4 in a.out[400000+1000]");
+    REQUIRE(v.events().size() == 3);
+    const std::string xid = "Xid 79 on 0000:2a:00: " + v.events()[0].event.meaning;
+    const std::string sxid = "SXid 12028 on 0000:05:00.0: NVSwitch error (SXid)";
+    const std::string segv = "segfault: A user process crashed (segmentation fault)";
+    CHECK(v.events()[0].event.meaning.find("fallen off the bus") != std::string::npos);
+    const std::string t = v.text(0, 1000, "test");
+    CHECK(t.find("] " + xid + "\n") != std::string::npos);
+    CHECK(t.find("] " + sxid + "\n") != std::string::npos);
+    CHECK(t.find("] " + segv + "\n") != std::string::npos);
+    const auto j = v.json(0, 1000, "test");
+    CHECK(j["events"][0]["title"] == xid);
+    CHECK(j["events"][1]["title"] == sxid);
+    CHECK(j["events"][2]["title"] == segv);
+}
