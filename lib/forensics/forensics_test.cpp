@@ -956,3 +956,29 @@ TEST_CASE("jobtrail node: an event's title says Xid or SXid with its code, its d
     CHECK(j["events"][1]["title"] == sxid);
     CHECK(j["events"][2]["title"] == segv);
 }
+
+TEST_CASE("jobtrail node: a job's user and uid are its meta lines', not a script's output that says user= or uid=",
+          "[forensics]") {
+    NodeView v("n1");
+    v.add_job_line("1", "prolog", 100, "meta", "", "user=alice");
+    v.add_job_line("1", "prolog", 100, "meta", "", "uid=1000");
+    v.add_job_line("1", "prolog", 101, "stdout", "10-site.sh", "user=mallory");
+    v.add_job_line("1", "prolog", 101, "stdout", "10-site.sh", "uid=0");
+    CHECK(v.jobs().at("1").user == "alice");
+    CHECK(v.jobs().at("1").uid == "1000");
+    CHECK(v.text(0, 1000, "test").find("\n1 user=alice ") != std::string::npos);
+}
+
+TEST_CASE("jobtrail node: a job's GPUs are its prolog's device lines, not an epilog's nor a script's output",
+          "[forensics]") {
+    NodeView v("n1");
+    v.add_job_line("1", "prolog", 100, "device", "", "kind=gpu index=0 bdf=0000:18:00.0");
+    v.add_job_line("1", "prolog", 101, "stdout", "", "kind=gpu index=1 bdf=0000:2a:00.0");
+    v.add_job_line("1", "epilog", 900, "device", "", "kind=gpu index=2 bdf=0000:3b:00.0");
+    REQUIRE(v.jobs().at("1").devices.size() == 1);
+    CHECK(v.jobs().at("1").devices[0].bdf == "0000:18:00.0");
+    // An Xid on the GPU an epilog named is no hit of the job's.
+    v.add_kernel(500, "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.");
+    REQUIRE(v.events().size() == 1);
+    CHECK(v.events()[0].basis == "node");
+}
