@@ -982,3 +982,13 @@ TEST_CASE("jobtrail node: a job's GPUs are its prolog's device lines, not an epi
     REQUIRE(v.events().size() == 1);
     CHECK(v.events()[0].basis == "node");
 }
+
+TEST_CASE("jobtrail node: a prolog device line whose index is not all digits adds no GPU", "[forensics]") {
+    NodeView v("n1");
+    v.add_job_line("1", "prolog", 100, "device", "", "kind=gpu index=1a bdf=0000:18:00.0");
+    v.add_job_line("1", "prolog", 100, "device", "", "kind=gpu index=+1 bdf=0000:2a:00.0");
+    v.add_job_line("1", "prolog", 100, "device", "", "kind=gpu index=9 bdf=0000:3b:00.0");
+    REQUIRE(v.jobs().at("1").devices.size() == 1);
+    CHECK(v.jobs().at("1").devices[0].index == 9);
+    CHECK(v.text(0, 1000, "test").find("    GPU 9 (0000:3b:00.0)\n") != std::string::npos);
+}
