@@ -323,11 +323,11 @@ TEST_CASE(
 
 namespace {
 
-// Xids on GPU 18 at `at` - i ms, i < n, each a kernel record of the node's stream.
-void push_xids(loki::Client& c, int64_t at, size_t n, int64_t step_ns) {
+// n kernel records of the node's stream at `at` + i steps (Xids on GPU 18 unless said).
+void push_xids(loki::Client& c, int64_t at, size_t n, int64_t step_ns, const std::string& message = kXidOn18) {
     std::vector<loki::Stream> streams(1);
     streams[0].labels = {{"job", "kmsg"}, {"node", "gpu01"}};
-    for (size_t i = 0; i < n; ++i) streams[0].entries.push_back({at + static_cast<int64_t>(i) * step_ns, kXidOn18, {}});
+    for (size_t i = 0; i < n; ++i) streams[0].entries.push_back({at + static_cast<int64_t>(i) * step_ns, message, {}});
     const auto r = c.push(loki::encode_push(streams, false));
     INFO(r.body);
     REQUIRE(r.status == 204);
@@ -400,4 +400,22 @@ TEST_CASE("jobtrail node from Loki: past the view's limit the newest DCGM events
     REQUIRE(v.events().size() == NodeView::kMaxEvents);
     CHECK(v.events().front().ts_ns == from + 1'000'000);
     CHECK(v.json(from, to, "loki")["events_not_listed"] == 1);
+}
+
+TEST_CASE("jobtrail node from Loki: a day of kernel lines that are no event does not stop the older days being read",
+          "[forensics][cli][double]") {
+    test::LokiDouble loki;
+    loki::Endpoint ep;
+    ep.url = loki.url();
+    loki::Client c(ep);
+    const int64_t to = realtime_ns(), from = to - 3 * 86'400 * kSecond;
+    // The day before the newest: an Xid. The newest day: as many lines as the view's events, none one.
+    push_xids(c, to - 30 * 3600 * kSecond, 1, 1);
+    push_xids(c, to - 20 * 3600 * kSecond, NodeView::kMaxEvents, 1'000'000, "usb 1-1: new high-speed USB device");
+
+    NodeView v("gpu01");
+    CHECK(node_from_loki(c, Scope{}, "gpu01", from, to, {}, v).empty());
+    REQUIRE(v.events().size() == 1);
+    CHECK(v.events()[0].ts_ns == to - 30 * 3600 * kSecond);
+    CHECK_FALSE(v.json(from, to, "loki").contains("not_looked_before"));
 }
