@@ -1111,3 +1111,27 @@ TEST_CASE("a read stops once its frames reach max_bytes: two frames' bytes exact
     CHECK(s.read(b, 2, 1 << 20, end) == 2);  // and max_records frames of single records exactly
     CHECK(end == Position{1, two});
 }
+
+TEST_CASE("a spool opened again reads on after what was acknowledged, each record once", "[spool]") {
+    jobtrail::test::TempDir dir;
+    Spool s;
+    Options o{dir.path(), 4096};
+    o.ack_persist_ms = 3'600'000;  // never due within the test: only the reopen writes it
+    REQUIRE(s.open(o));
+    for (int i = 0; i < 60; ++i) s.append(alt(i, 100));
+    REQUIRE(s.sync());
+    REQUIRE(count_segments(dir.path()) > 1);
+    std::vector<Record> got;
+    Position p;
+    REQUIRE(s.read(got, 2, 1 << 20, p) == 2);
+    REQUIRE(s.ack(p));
+    REQUIRE(acked_file(dir.path()) != pos_text(p));
+
+    REQUIRE(s.open(o));
+    CHECK(acked_file(dir.path()) == pos_text(p));
+    Position end;
+    const auto rest = read_all(s, end);
+    REQUIRE(rest.size() == 58);
+    CHECK(rest.front() == alt(2, 100));
+    CHECK(rest.back() == alt(59, 100));
+}
