@@ -1135,3 +1135,21 @@ TEST_CASE("a spool opened again reads on after what was acknowledged, each recor
     CHECK(rest.front() == alt(2, 100));
     CHECK(rest.back() == alt(59, 100));
 }
+
+TEST_CASE("a spool closed whole opens again with nothing to recover and nothing said", "[spool]") {
+    jobtrail::test::TempDir dir;
+    {
+        Spool s;
+        REQUIRE(s.open({dir.path(), 4096}));
+        for (int i = 0; i < 3; ++i) s.append(rec(i));
+        REQUIRE(s.sync());
+    }
+    Spool s;
+    Spool::Recovery rv;
+    REQUIRE(s.open({dir.path(), 4096}, &rv));
+    CHECK(rv.note.empty());
+    CHECK(rv.truncated_bytes == 0);
+    CHECK(rv.segments_removed == 0);
+    Position end;
+    CHECK(read_all(s, end).size() == 3);
+}
