@@ -1153,3 +1153,24 @@ TEST_CASE("a spool closed whole opens again with nothing to recover and nothing 
     Position end;
     CHECK(read_all(s, end).size() == 3);
 }
+
+TEST_CASE("a spool cut back to exactly the acknowledged point keeps nothing after it", "[spool]") {
+    jobtrail::test::TempDir dir;
+    Spool s;
+    REQUIRE(s.open({dir.path(), 4096}));
+    for (int i = 0; i < 6; ++i) s.append(alt(i));
+    REQUIRE(s.sync());
+    std::vector<Record> got;
+    Position p;
+    REQUIRE(s.read(got, 2, 1 << 20, p) == 2);
+    REQUIRE(s.ack(p));
+    REQUIRE(s.discard_after(p));
+    CHECK(s.pending_bytes() == 0);
+    s.append(alt(100));
+    REQUIRE(s.sync());
+    s.rewind();
+    Position end;
+    got = read_all(s, end);
+    REQUIRE(got.size() == 1);
+    CHECK(got[0] == alt(100));
+}
