@@ -932,3 +932,63 @@ TEST_CASE("a local file of exactly the cap is bundled whole, one byte more is cu
         }
     }
 }
+
+TEST_CASE("jobtrail node: an event's title says Xid or SXid with its code, its device when known, and its meaning",
+          "[forensics]") {
+    NodeView v("n1");
+    v.add_kernel(100, "NVRM: Xid (PCI:0000:2a:00): 79, pid=1, GPU has fallen off the bus.");
+    v.add_kernel(200,
+                 "nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 32 egress non-posted PRIV error "
+                 "(First)");
+    v.add_kernel(300,
+                 "a.out[123]: segfault at 0 ip 00007f0000000000 sp 00007ffc00000000 error 4 in a.out[400000+1000]");
+    REQUIRE(v.events().size() == 3);
+    const std::string xid = "Xid 79 on 0000:2a:00: " + v.events()[0].event.meaning;
+    const std::string sxid = "SXid 12028 on 0000:05:00.0: NVSwitch error (SXid)";
+    const std::string segv = "segfault: A user process crashed (segmentation fault)";
+    CHECK(v.events()[0].event.meaning.find("fallen off the bus") != std::string::npos);
+    const std::string t = v.text(0, 1000, "test");
+    CHECK(t.find("] " + xid + "\n") != std::string::npos);
+    CHECK(t.find("] " + sxid + "\n") != std::string::npos);
+    CHECK(t.find("] " + segv + "\n") != std::string::npos);
+    const auto j = v.json(0, 1000, "test");
+    CHECK(j["events"][0]["title"] == xid);
+    CHECK(j["events"][1]["title"] == sxid);
+    CHECK(j["events"][2]["title"] == segv);
+}
+
+TEST_CASE("jobtrail node: a job's user and uid are its meta lines', not a script's output that says user= or uid=",
+          "[forensics]") {
+    NodeView v("n1");
+    v.add_job_line("1", "prolog", 100, "meta", "", "user=alice");
+    v.add_job_line("1", "prolog", 100, "meta", "", "uid=1000");
+    v.add_job_line("1", "prolog", 101, "stdout", "10-site.sh", "user=mallory");
+    v.add_job_line("1", "prolog", 101, "stdout", "10-site.sh", "uid=0");
+    CHECK(v.jobs().at("1").user == "alice");
+    CHECK(v.jobs().at("1").uid == "1000");
+    CHECK(v.text(0, 1000, "test").find("\n1 user=alice ") != std::string::npos);
+}
+
+TEST_CASE("jobtrail node: a job's GPUs are its prolog's device lines, not an epilog's nor a script's output",
+          "[forensics]") {
+    NodeView v("n1");
+    v.add_job_line("1", "prolog", 100, "device", "", "kind=gpu index=0 bdf=0000:18:00.0");
+    v.add_job_line("1", "prolog", 101, "stdout", "", "kind=gpu index=1 bdf=0000:2a:00.0");
+    v.add_job_line("1", "epilog", 900, "device", "", "kind=gpu index=2 bdf=0000:3b:00.0");
+    REQUIRE(v.jobs().at("1").devices.size() == 1);
+    CHECK(v.jobs().at("1").devices[0].bdf == "0000:18:00.0");
+    // An Xid on the GPU an epilog named is no hit of the job's.
+    v.add_kernel(500, "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.");
+    REQUIRE(v.events().size() == 1);
+    CHECK(v.events()[0].basis == "node");
+}
+
+TEST_CASE("jobtrail node: a prolog device line whose index is not all digits adds no GPU", "[forensics]") {
+    NodeView v("n1");
+    v.add_job_line("1", "prolog", 100, "device", "", "kind=gpu index=1a bdf=0000:18:00.0");
+    v.add_job_line("1", "prolog", 100, "device", "", "kind=gpu index=+1 bdf=0000:2a:00.0");
+    v.add_job_line("1", "prolog", 100, "device", "", "kind=gpu index=9 bdf=0000:3b:00.0");
+    REQUIRE(v.jobs().at("1").devices.size() == 1);
+    CHECK(v.jobs().at("1").devices[0].index == 9);
+    CHECK(v.text(0, 1000, "test").find("    GPU 9 (0000:3b:00.0)\n") != std::string::npos);
+}

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "common/fs.hpp"
 #include "common/text.hpp"
@@ -30,7 +31,9 @@ int node_from_local(const node::Layout& layout, NodeView& v, int64_t from, int64
         uint64_t seq;
         std::string message;
     };
-    std::map<uint64_t, Rec> kernel;  // by seq: every epilog after it holds the same record
+    // By seq and time since boot: every epilog after it holds the same record, and after a reboot
+    // the kernel numbers its records from 0 again (seq alone would let one boot's hide the other's).
+    std::map<std::pair<uint64_t, uint64_t>, Rec> kernel;
     const int64_t job_from = from - kJobLookbackNs;
     int files = 0;
     for (const auto phase : {node::Phase::kProlog, node::Phase::kEpilog}) {
@@ -59,7 +62,7 @@ int node_from_local(const node::Layout& layout, NodeView& v, int64_t from, int64
                     const auto k = joblog::decode_kernel_line(l.text, l.ts_ns);
                     if (!k.record || k.record->facility != 0) continue;
                     if (k.ts_ns >= from && kernel.size() < 1'000'000)
-                        kernel[k.record->seq] = Rec{k.ts_ns, k.record->seq, k.record->message};
+                        kernel[{k.record->seq, k.record->usec}] = Rec{k.ts_ns, k.record->seq, k.record->message};
                     continue;
                 }
                 v.add_job_line(parsed->job_id, node::phase_name(parsed->phase), l.ts_ns, l.tag, l.name, l.text);

@@ -1172,3 +1172,69 @@ TEST_CASE("an empty spool whose max_bytes is one record's frame takes that recor
         CHECK(read_all(s, end).size() == (max_bytes == bound ? 1u : 0u));
     }
 }
+
+TEST_CASE("a spool opened again reads on after what was acknowledged, each record once", "[spool]") {
+    jobtrail::test::TempDir dir;
+    Spool s;
+    Options o{dir.path(), 4096};
+    o.ack_persist_ms = 3'600'000;  // never due within the test: only the reopen writes it
+    REQUIRE(s.open(o));
+    for (int i = 0; i < 60; ++i) s.append(alt(i, 100));
+    REQUIRE(s.sync());
+    REQUIRE(count_segments(dir.path()) > 1);
+    std::vector<Record> got;
+    Position p;
+    REQUIRE(s.read(got, 2, 1 << 20, p) == 2);
+    REQUIRE(s.ack(p));
+    REQUIRE(acked_file(dir.path()) != pos_text(p));
+
+    REQUIRE(s.open(o));
+    CHECK(acked_file(dir.path()) == pos_text(p));
+    Position end;
+    const auto rest = read_all(s, end);
+    REQUIRE(rest.size() == 58);
+    CHECK(rest.front() == alt(2, 100));
+    CHECK(rest.back() == alt(59, 100));
+}
+
+TEST_CASE("a spool closed whole opens again with nothing to recover and nothing said", "[spool]") {
+    jobtrail::test::TempDir dir;
+    {
+        Spool s;
+        REQUIRE(s.open({dir.path(), 4096}));
+        for (int i = 0; i < 3; ++i) s.append(rec(i));
+        REQUIRE(s.sync());
+    }
+    Spool s;
+    Spool::Recovery rv;
+    REQUIRE(s.open({dir.path(), 4096}, &rv));
+    CHECK(rv.note.empty());
+    CHECK(rv.truncated_bytes == 0);
+    CHECK(rv.segments_removed == 0);
+    Position end;
+    CHECK(read_all(s, end).size() == 3);
+}
+
+TEST_CASE("a spool cut back to exactly the acknowledged point keeps nothing after it, synced or not", "[spool]") {
+    jobtrail::test::TempDir dir;
+    Spool s;
+    REQUIRE(s.open({dir.path(), 4096}));
+    for (int i = 0; i < 6; ++i) s.append(alt(i));
+    REQUIRE(s.sync());
+    std::vector<Record> got;
+    Position p;
+    REQUIRE(s.read(got, 2, 1 << 20, p) == 2);
+    REQUIRE(s.ack(p));
+    // Appended but not yet synced: cut too.
+    s.append(alt(50));
+    s.append(alt(51));
+    REQUIRE(s.discard_after(p));
+    CHECK(s.pending_bytes() == 0);
+    s.append(alt(100));
+    REQUIRE(s.sync());
+    s.rewind();
+    Position end;
+    got = read_all(s, end);
+    REQUIRE(got.size() == 1);
+    CHECK(got[0] == alt(100));
+}
