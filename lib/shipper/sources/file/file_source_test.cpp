@@ -1455,3 +1455,26 @@ TEST_CASE("a checkpoint of an older or damaged shipper is used for what it holds
         }
     }
 }
+
+TEST_CASE("a link refused in a directory at its cap is not one file too many: no cap said and its files ship",
+          "[shipper]") {
+    Fixture f;
+    f.cfg.max_files_per_dir = 2;
+    const std::string logs = f.dir.path() + "/logs/";
+    std::ofstream(f.dir.path() + "/outside") << "not ours\n";
+    REQUIRE(::symlink((f.dir.path() + "/outside").c_str(), (logs + "c.log").c_str()) == 0);
+    f.append("a.log", "a one\n");
+    auto s = f.source();
+    CHECK(f.lines(*s) == std::vector<std::string>{"a one"});
+    f.append("b.log", "b one\n");
+    CHECK(f.lines(*s) == std::vector<std::string>{"b one"});
+    // Two files tracked, the directory listed again: the refused link is known, not counted.
+    for (int pass = 0; pass < 3; ++pass) {
+        std::ofstream(logs + "x" + std::to_string(pass) + ".txt") << "\n";  // the directory changes
+        f.append("a.log", "a " + std::to_string(pass) + "\n");
+        CHECK(f.lines(*s) == std::vector<std::string>{"a " + std::to_string(pass)});
+    }
+    const auto& refused = f.m.group<FileSourceMetrics>().files_refused;
+    CHECK(refused.value({"symlink"}) == 1);
+    CHECK(refused.value({"too_many_files_in_directory"}) == 0);
+}
