@@ -91,6 +91,13 @@ TEST_CASE("the default address is checked on port 5555, from the tables given", 
           "   0: 00000000000000000000000000000000:15B3 00000000000000000000000000000000:0000 0A "
           "00000000:00000000 00:00000000 00000000     0        0 3 1\n");
     CHECK(untrusted_holder("", false, dir).empty());
+    // A user's outgoing connection bound to local port 5555 (01: established) is not a listener:
+    // root's host engine listening on it is still taken.
+    write("tcp",
+          "   0: 0100007F:15B3 0A00000A:0050 01 00000000:00000000 00:00000000 00000000  1001        0 4 1\n"
+          "   1: 00000000:15B3 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 5 1\n");
+    write("tcp6", "");
+    CHECK(untrusted_holder("", false, dir).empty());
     std::filesystem::remove_all(dir);
 }
 

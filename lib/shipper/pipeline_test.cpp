@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -18,6 +20,7 @@
 #include "loki/client.hpp"
 #include "loki_double.hpp"
 #include "shipper/recovery.hpp"
+#include "shipper/sources/file/file_source.hpp"
 #include "temp_dir.hpp"
 
 using namespace jobtrail::shipper;
@@ -738,4 +741,108 @@ TEST_CASE("pipeline: --once leaves the metrics port alone: a running shipper's p
     CHECK(run_once(p) == 0);
     CHECK(said(p, "metrics_listen_failed") == 0);
     ::close(held);
+}
+
+namespace {
+
+// What `run` printed on stdout (the dry run's output), stdout put back after.
+std::string stdout_of(const std::function<void()>& run) {
+    std::fflush(stdout);  // the reporter's pending output stays the reporter's
+    const int saved = ::dup(1);
+    FILE* tmp = std::tmpfile();
+    REQUIRE((saved >= 0 && tmp != nullptr));
+    ::dup2(::fileno(tmp), 1);
+    run();
+    std::fflush(stdout);
+    ::dup2(saved, 1);
+    ::close(saved);
+    std::string out;
+    std::rewind(tmp);
+    for (int ch; (ch = std::fgetc(tmp)) != EOF;) out += static_cast<char>(ch);
+    std::fclose(tmp);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("pipeline: --dry-run prints the lines the stages keep with their time and stream and changes nothing",
+          "[shipper]") {
+    jobtrail::test::TempDir d;
+    auto c = config(d.path());
+    c.shipper.drop = {{"noise", "noise"}};
+    std::atomic<bool> stop{false};
+    RunOptions o;
+    o.dry_run = true;
+    const std::string printed = stdout_of([&] {
+        Pipeline p(c, [](const SourceContext&) {
+            std::vector<std::unique_ptr<Source>> v;
+            v.push_back(std::make_unique<TwoFilesSource>());
+            return v;
+        });
+        CHECK(p.run(o, stop) == 0);
+    });
+    std::vector<std::string> ours;
+    for (size_t at = 0, nl; (nl = printed.find('\n', at)) != std::string::npos; at = nl + 1)
+        if (printed.compare(at + 31, 13, "{job=\"nccl\"} ") == 0) ours.push_back(printed.substr(at, nl - at));
+    // The noise dropped; each file's first line kept says its step, and again ten minutes on.
+    CHECK(ours == std::vector<std::string>{
+                      "2023-11-14T22:13:20.000000001Z {job=\"nccl\"} a 1 |step=0",
+                      "2023-11-14T22:13:20.000000003Z {job=\"nccl\"} b 1 |step=1",
+                      "2023-11-14T22:15:00.000000000Z {job=\"nccl\"} a at 100",
+                      "2023-11-14T22:21:40.000000000Z {job=\"nccl\"} a at 500",
+                      "2023-11-14T22:25:00.000000000Z {job=\"nccl\"} a at 700 |step=0",
+                  });
+    // Nothing spooled, no position kept, no lock: a shipper running beside it is not disturbed.
+    CHECK_FALSE(std::filesystem::exists(d.path() + "/spool"));
+    CHECK_FALSE(std::filesystem::exists(d.path() + "/shipper-checkpoint.json"));
+    CHECK_FALSE(std::filesystem::exists(d.path() + "/shipper.lock"));
+}
+
+TEST_CASE("pipeline: --dry-run starts where the running shipper's checkpoint stands and leaves it as it was",
+          "[shipper]") {
+    jobtrail::test::TempDir d;
+    const auto c = config(d.path());
+    REQUIRE(run(c, 3) == 0);  // lines 0 to 2 shipped for real
+    const std::string checkpoint = d.path() + "/shipper-checkpoint.json";
+    const auto before = jobtrail::read_small_file(checkpoint);
+    REQUIRE(before);
+    std::atomic<bool> stop{false};
+    RunOptions o;
+    o.dry_run = true;
+    const std::string printed = stdout_of([&] {
+        Pipeline p(c, [](const SourceContext& ctx) {
+            std::vector<std::unique_ptr<Source>> v;
+            v.push_back(std::make_unique<CountingSource>(5, ctx.node));
+            return v;
+        });
+        CHECK(p.run(o, stop) == 0);
+    });
+    CHECK(printed.find(" line 2\n") == std::string::npos);
+    CHECK(printed.find(" line 3\n") != std::string::npos);
+    CHECK(printed.find(" line 4\n") != std::string::npos);
+    CHECK(jobtrail::read_small_file(checkpoint) == before);
+    const auto spool = spooled(d.path());
+    CHECK(spool.count("line 2") == 1);
+    CHECK(spool.count("line 3") == 0);  // printed, not spooled
+}
+
+TEST_CASE("pipeline: --dry-run prints a file's last line that has no newline yet", "[shipper]") {
+    jobtrail::test::TempDir d;
+    const auto c = config(d.path());
+    const std::string log = d.path() + "/job.log";
+    std::ofstream(log) << "first\nlast without its newline";
+    std::atomic<bool> stop{false};
+    RunOptions o;
+    o.dry_run = true;
+    const std::string printed = stdout_of([&] {
+        Pipeline p(c, [&log](const SourceContext& ctx) {
+            std::vector<std::unique_ptr<Source>> v;
+            v.push_back(std::make_unique<FileSource>(FileSourceConfig{"t", {log}, "test", LineFormat::kPlain, {}},
+                                                     FileSourceOptions::of(ctx), ctx.metrics));
+            return v;
+        });
+        CHECK(p.run(o, stop) == 0);
+    });
+    CHECK(printed.find(" first\n") != std::string::npos);
+    CHECK(printed.find(" last without its newline\n") != std::string::npos);
 }

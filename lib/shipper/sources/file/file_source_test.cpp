@@ -1405,3 +1405,76 @@ TEST_CASE("a released file rewritten in place to the same size is read again fro
     CHECK(f.lines(*s) == std::vector<std::string>{"again run"});
     CHECK(f.lines(*s).empty());
 }
+
+TEST_CASE("a checkpoint of an older or damaged shipper is used for what it holds and no line is read twice",
+          "[shipper]") {
+    SECTION("a released file's entry without its owner or with an owner that is not a number") {
+        for (const nlohmann::json& owner : {nlohmann::json(), nlohmann::json("root")}) {
+            Fixture f;
+            f.cfg.idle_close_ms = 0;
+            f.cfg.release_after_ms = 0;  // released once read to its end and closed
+            f.append("a.log", "a one\n");
+            {
+                auto s = f.source();
+                CHECK(f.lines(*s) == std::vector<std::string>{"a one"});
+                CHECK(f.lines(*s).empty());
+            }
+            auto& entry = f.saved["files"].at(0);
+            REQUIRE(entry.contains("released"));
+            if (owner.is_null())
+                entry["released"].erase("uid");  // written before owners were kept
+            else
+                entry["released"]["uid"] = owner;
+            auto s = f.source();
+            CHECK(f.lines(*s).empty());
+            f.append("a.log", "a two\n");
+            CHECK(f.lines(*s) == std::vector<std::string>{"a two"});
+        }
+    }
+    SECTION("a tracked file's entry without its path or with a path that is not text, and one of a file gone") {
+        for (const nlohmann::json& path : {nlohmann::json(), nlohmann::json(7)}) {
+            Fixture f;
+            f.append("b.log", "b one\n");
+            {
+                auto s = f.source();
+                CHECK(f.lines(*s) == std::vector<std::string>{"b one"});
+            }
+            auto& entry = f.saved["files"].at(0);
+            REQUIRE_FALSE(entry.contains("released"));
+            if (path.is_null())
+                entry.erase("path");
+            else
+                entry["path"] = path;
+            // A file deleted while the shipper was down, its entry without a path either.
+            f.saved["files"].push_back({{"key", "1:2"}, {"fp", entry["fp"]}, {"offset", 3}});
+            auto s = f.source();
+            CHECK(f.lines(*s).empty());
+            f.append("b.log", "b two\n");
+            CHECK(f.lines(*s) == std::vector<std::string>{"b two"});
+            CHECK(f.saved.dump().find("\"1:2\"") == std::string::npos);  // the gone file's entry dropped
+        }
+    }
+}
+
+TEST_CASE("a link refused in a directory at its cap is not one file too many: no cap said and its files ship",
+          "[shipper]") {
+    Fixture f;
+    f.cfg.max_files_per_dir = 2;
+    const std::string logs = f.dir.path() + "/logs/";
+    std::ofstream(f.dir.path() + "/outside") << "not ours\n";
+    REQUIRE(::symlink((f.dir.path() + "/outside").c_str(), (logs + "c.log").c_str()) == 0);
+    f.append("a.log", "a one\n");
+    auto s = f.source();
+    CHECK(f.lines(*s) == std::vector<std::string>{"a one"});
+    f.append("b.log", "b one\n");
+    CHECK(f.lines(*s) == std::vector<std::string>{"b one"});
+    // Two files tracked, the directory listed again: the refused link is known, not counted.
+    for (int pass = 0; pass < 3; ++pass) {
+        std::ofstream(logs + "x" + std::to_string(pass) + ".txt") << "\n";  // the directory changes
+        f.append("a.log", "a " + std::to_string(pass) + "\n");
+        CHECK(f.lines(*s) == std::vector<std::string>{"a " + std::to_string(pass)});
+    }
+    const auto& refused = f.m.group<FileSourceMetrics>().files_refused;
+    CHECK(refused.value({"symlink"}) == 1);
+    CHECK(refused.value({"too_many_files_in_directory"}) == 0);
+}
