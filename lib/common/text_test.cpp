@@ -62,6 +62,10 @@ TEST_CASE("a UTF-8 prefix is cut at the limit or before the character the limit 
     const Exact whole("abc");
     CHECK(utf8_prefix(whole.view(), 3) == "abc");
     CHECK(utf8_prefix(whole.view(), 0) == "");
+    // A text no longer than the limit is kept as it is, whatever byte follows it in memory (here
+    // a character's continuation bytes, past the end of the view).
+    const std::string_view in_buffer = std::string_view("ab\xe2\x82\xac").substr(0, 4);
+    CHECK(utf8_prefix(in_buffer, 4) == in_buffer);
 }
 
 TEST_CASE("starts_with and trim", "[common]") {
