@@ -13,6 +13,7 @@
 #include <thread>
 #include <utility>
 
+#include "common/fs.hpp"
 #include "common/time.hpp"
 #include "push.pb.h"
 #include "shipper/lane_metrics.hpp"
@@ -908,8 +909,8 @@ TEST_CASE("sender: records of an older spool format too old for Loki are dropped
 TEST_CASE("sender: an acknowledgement the spool cannot write is said as a warning and the lines still go",
           "[loki][sender]") {
     for (const bool at_drain : {false, true}) {
-        // Every ack written at once: each fails (and is said). Or written at most once a minute:
-        // the first is, the next ones wait for the spool to be drained, and that write fails.
+        // Every ack written at once: each fails (and is said). Or written at most once a minute
+        // and when the spool is drained: the first drain's is, the next drain's fails.
         INFO((at_drain ? "written when drained" : "written at every ack"));
         Rig rig;
         spool::Options o{rig.dir.path() + "/spool"};
@@ -924,9 +925,14 @@ TEST_CASE("sender: an acknowledgement the spool cannot write is said as a warnin
             std::ofstream(acked + "/x") << "x";
         };
         if (at_drain) {
+            const std::string acked = rig.dir.path() + "/spool/acked";
+            const auto before = read_small_file(acked);
             rig.add(kA, "a 0", realtime_ns());
             rig.start();
             REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+            // The drained spool's acknowledgement written before it is blocked: the one that
+            // fails is the next.
+            REQUIRE(rig.wait_for([&] { return read_small_file(acked) != before; }));
             block_ack();
             rig.add(kA, "a 1", realtime_ns());
             REQUIRE(rig.spool.sync());
