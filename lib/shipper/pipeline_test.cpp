@@ -6,13 +6,19 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <stop_token>
+#include <thread>
 
 #include "common/fs.hpp"
 #include "common/time.hpp"
@@ -745,22 +751,50 @@ TEST_CASE("pipeline: --once leaves the metrics port alone: a running shipper's p
 
 namespace {
 
-// What `run` printed on stdout (the dry run's output), stdout put back after.
-std::string stdout_of(const std::function<void()>& run) {
+// What `--dry-run` of config c with these sources printed on stdout, its exit status, and
+// whether it had to be stopped: a dry run that does not end by itself (it went on shipping) is
+// stopped after 60 s. stdout is put back whatever happens in the run.
+struct DryRun {
+    int status = -1;
+    bool stopped = false;
+    std::string printed;
+};
+
+DryRun dry_run(const jobtrail::config::Config& c, Pipeline::SourceFactory sources) {
+    DryRun r;
     std::fflush(stdout);  // the reporter's pending output stays the reporter's
-    const int saved = ::dup(1);
-    FILE* tmp = std::tmpfile();
-    REQUIRE((saved >= 0 && tmp != nullptr));
-    ::dup2(::fileno(tmp), 1);
-    run();
-    std::fflush(stdout);
-    ::dup2(saved, 1);
-    ::close(saved);
-    std::string out;
-    std::rewind(tmp);
-    for (int ch; (ch = std::fgetc(tmp)) != EOF;) out += static_cast<char>(ch);
-    std::fclose(tmp);
-    return out;
+    const std::unique_ptr<FILE, int (*)(FILE*)> tmp(std::tmpfile(), &std::fclose);
+    REQUIRE(tmp);
+    {
+        struct Restore {
+            int saved = ::dup(1);
+            ~Restore() {
+                std::fflush(stdout);
+                ::dup2(saved, 1);
+                ::close(saved);
+            }
+        } restore;
+        REQUIRE(restore.saved >= 0);
+        ::dup2(::fileno(tmp.get()), 1);
+        std::atomic<bool> stop{false};
+        {
+            std::jthread watchdog([&stop](std::stop_token ended) {
+                std::mutex mu;
+                std::condition_variable_any cv;
+                std::unique_lock lk(mu);
+                cv.wait_for(lk, ended, std::chrono::seconds(60), [] { return false; });
+                if (!ended.stop_requested()) stop = true;
+            });
+            RunOptions o;
+            o.dry_run = true;
+            Pipeline p(c, std::move(sources));
+            r.status = p.run(o, stop);
+        }
+        r.stopped = stop;
+    }
+    std::rewind(tmp.get());
+    for (int ch; (ch = std::fgetc(tmp.get())) != EOF;) r.printed += static_cast<char>(ch);
+    return r;
 }
 
 }  // namespace
@@ -770,17 +804,14 @@ TEST_CASE("pipeline: --dry-run prints the lines the stages keep with their time 
     jobtrail::test::TempDir d;
     auto c = config(d.path());
     c.shipper.drop = {{"noise", "noise"}};
-    std::atomic<bool> stop{false};
-    RunOptions o;
-    o.dry_run = true;
-    const std::string printed = stdout_of([&] {
-        Pipeline p(c, [](const SourceContext&) {
-            std::vector<std::unique_ptr<Source>> v;
-            v.push_back(std::make_unique<TwoFilesSource>());
-            return v;
-        });
-        CHECK(p.run(o, stop) == 0);
+    const auto dry = dry_run(c, [](const SourceContext&) {
+        std::vector<std::unique_ptr<Source>> v;
+        v.push_back(std::make_unique<TwoFilesSource>());
+        return v;
     });
+    CHECK(dry.status == 0);
+    CHECK_FALSE(dry.stopped);
+    const std::string& printed = dry.printed;
     std::vector<std::string> ours;
     for (size_t at = 0, nl; (nl = printed.find('\n', at)) != std::string::npos; at = nl + 1)
         if (printed.compare(at + 31, 13, "{job=\"nccl\"} ") == 0) ours.push_back(printed.substr(at, nl - at));
@@ -806,17 +837,14 @@ TEST_CASE("pipeline: --dry-run starts where the running shipper's checkpoint sta
     const std::string checkpoint = d.path() + "/shipper-checkpoint.json";
     const auto before = jobtrail::read_small_file(checkpoint);
     REQUIRE(before);
-    std::atomic<bool> stop{false};
-    RunOptions o;
-    o.dry_run = true;
-    const std::string printed = stdout_of([&] {
-        Pipeline p(c, [](const SourceContext& ctx) {
-            std::vector<std::unique_ptr<Source>> v;
-            v.push_back(std::make_unique<CountingSource>(5, ctx.node));
-            return v;
-        });
-        CHECK(p.run(o, stop) == 0);
+    const auto dry = dry_run(c, [](const SourceContext& ctx) {
+        std::vector<std::unique_ptr<Source>> v;
+        v.push_back(std::make_unique<CountingSource>(5, ctx.node));
+        return v;
     });
+    CHECK(dry.status == 0);
+    CHECK_FALSE(dry.stopped);
+    const std::string& printed = dry.printed;
     CHECK(printed.find(" line 2\n") == std::string::npos);
     CHECK(printed.find(" line 3\n") != std::string::npos);
     CHECK(printed.find(" line 4\n") != std::string::npos);
@@ -831,18 +859,15 @@ TEST_CASE("pipeline: --dry-run prints a file's last line that has no newline yet
     const auto c = config(d.path());
     const std::string log = d.path() + "/job.log";
     std::ofstream(log) << "first\nlast without its newline";
-    std::atomic<bool> stop{false};
-    RunOptions o;
-    o.dry_run = true;
-    const std::string printed = stdout_of([&] {
-        Pipeline p(c, [&log](const SourceContext& ctx) {
-            std::vector<std::unique_ptr<Source>> v;
-            v.push_back(std::make_unique<FileSource>(FileSourceConfig{"t", {log}, "test", LineFormat::kPlain, {}},
-                                                     FileSourceOptions::of(ctx), ctx.metrics));
-            return v;
-        });
-        CHECK(p.run(o, stop) == 0);
+    const auto dry = dry_run(c, [&log](const SourceContext& ctx) {
+        std::vector<std::unique_ptr<Source>> v;
+        v.push_back(std::make_unique<FileSource>(FileSourceConfig{"t", {log}, "test", LineFormat::kPlain, {}},
+                                                 FileSourceOptions::of(ctx), ctx.metrics));
+        return v;
     });
+    CHECK(dry.status == 0);
+    CHECK_FALSE(dry.stopped);
+    const std::string& printed = dry.printed;
     CHECK(printed.find(" first\n") != std::string::npos);
     CHECK(printed.find(" last without its newline\n") != std::string::npos);
 }
