@@ -70,7 +70,7 @@ int node_from_local(const node::Layout& layout, NodeView& v, int64_t from, int64
         }
     }
     std::vector<Rec> recs;
-    for (auto& [seq, r] : kernel) recs.push_back(std::move(r));
+    for (auto& [key, r] : kernel) recs.push_back(std::move(r));
     std::stable_sort(recs.begin(), recs.end(), [](const Rec& a, const Rec& b) { return a.ts < b.ts; });
     for (const auto& r : recs) v.add_kernel(r.ts, r.message);
     return files;

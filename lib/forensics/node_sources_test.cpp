@@ -340,6 +340,7 @@ TEST_CASE("jobtrail node from Loki: a flood of older Xids leaves the newest list
     test::LokiDouble loki;
     loki::Endpoint ep;
     ep.url = loki.url();
+    ep.timeout_ms = 60'000;  // tens of thousands of entries from the double: ASan on a loaded machine
     loki::Client c(ep);
     const int64_t to = realtime_ns(), from = to - 3 * 86'400 * kSecond;
     const size_t flood = 2 * NodeView::kMaxEvents - 1;
@@ -367,6 +368,7 @@ TEST_CASE("jobtrail node from Loki: a day that fills the view is the last asked 
     test::LokiDouble loki;
     loki::Endpoint ep;
     ep.url = loki.url();
+    ep.timeout_ms = 60'000;  // tens of thousands of entries from the double: ASan on a loaded machine
     loki::Client c(ep);
     const int64_t to = realtime_ns(), from = to - 3 * 86'400 * kSecond;
     // The day before the newest: one Xid. The newest day: exactly the view's events.
@@ -387,6 +389,7 @@ TEST_CASE("jobtrail node from Loki: past the view's limit the newest DCGM events
     test::LokiDouble loki;
     loki::Endpoint ep;
     ep.url = loki.url();
+    ep.timeout_ms = 60'000;  // tens of thousands of entries from the double: ASan on a loaded machine
     loki::Client c(ep);
     const int64_t to = realtime_ns(), from = to - 3600 * kSecond;
     std::vector<loki::Stream> streams(1);
@@ -407,6 +410,7 @@ TEST_CASE("jobtrail node from Loki: a day of kernel lines that are no event does
     test::LokiDouble loki;
     loki::Endpoint ep;
     ep.url = loki.url();
+    ep.timeout_ms = 60'000;  // tens of thousands of entries from the double: ASan on a loaded machine
     loki::Client c(ep);
     const int64_t to = realtime_ns(), from = to - 3 * 86'400 * kSecond;
     // The day before the newest: an Xid. The newest day: as many lines as the view's events, none one.
