@@ -23,6 +23,19 @@ namespace {
 constexpr int64_t kSecond = 1'000'000'000;
 constexpr const char* kXidOn18 = "NVRM: Xid (PCI:0000:18:00): 79, pid=1, GPU has fallen off the bus.";
 
+loki::Endpoint endpoint_of(const std::string& url) {
+    loki::Endpoint ep;
+    ep.url = url;
+    ep.timeout_ms = 60'000;  // some tests read tens of thousands of entries back: ASan on a loaded machine
+    return ep;
+}
+
+// A Loki test double and a client of it.
+struct Double {
+    test::LokiDouble loki;
+    loki::Client client{endpoint_of(loki.url())};
+};
+
 // A job log line holding a kernel record, as the collectors write it (usec: since boot, seq ms by default).
 std::string kernel_line(int64_t stamped, std::string_view tag, uint8_t facility, uint64_t seq, int64_t at,
                         const std::string& message, uint64_t usec = 0) {
@@ -78,10 +91,8 @@ TEST_CASE("jobtrail node --local: jobs from their logs, each kernel record once 
 
 TEST_CASE("jobtrail node from Loki: the job lines the shipper sent and the node's kernel records",
           "[forensics][cli][double]") {
-    test::LokiDouble loki;
-    loki::Endpoint ep;
-    ep.url = loki.url();
-    loki::Client c(ep);
+    Double d;
+    loki::Client& c = d.client;
     const Scope schema;
     const int64_t t = realtime_ns() - 3600 * kSecond;
     std::vector<loki::Stream> streams(2);
@@ -164,10 +175,8 @@ TEST_CASE("jobtrail node --local: the window's edges and the jobs' two days befo
 
 TEST_CASE("jobtrail node from Loki: DCGM events of two streams on the job's GPU, in time order with the kernel's",
           "[forensics][cli][double]") {
-    test::LokiDouble loki;
-    loki::Endpoint ep;
-    ep.url = loki.url();
-    loki::Client c(ep);
+    Double d;
+    loki::Client& c = d.client;
     const int64_t t = realtime_ns() - 3600 * kSecond;
     std::vector<loki::Stream> streams(4);
     streams[0].labels = {{"job", "slurm-prolog-epilog"}, {"node", "gpu01"}, {"job_id", "7"}};
@@ -204,10 +213,8 @@ TEST_CASE("jobtrail node from Loki: DCGM events of two streams on the job's GPU,
 TEST_CASE(
     "jobtrail node from Loki without --cluster: a node in two clusters' records shows the first one's and names both",
     "[forensics][cli][double]") {
-    test::LokiDouble loki;
-    loki::Endpoint ep;
-    ep.url = loki.url();
-    loki::Client c(ep);
+    Double d;
+    loki::Client& c = d.client;
     const int64_t t = realtime_ns() - 3600 * kSecond;
     std::vector<loki::Stream> streams(3);
     // The kernel's records are read first: cluster a is the node's.
@@ -262,10 +269,8 @@ TEST_CASE("jobtrail node --local: kernel records by their time across a reboot t
 
 TEST_CASE("jobtrail node from Loki without --cluster: of a node in many clusters' records, 16 others are named",
           "[forensics][cli][double]") {
-    test::LokiDouble loki;
-    loki::Endpoint ep;
-    ep.url = loki.url();
-    loki::Client c(ep);
+    Double d;
+    loki::Client& c = d.client;
     const int64_t t = realtime_ns() - 3600 * kSecond;
     std::vector<loki::Stream> streams(18);
     streams[0].labels = {{"job", "kmsg"}, {"node", "gpu01"}, {"cluster", "a"}};
@@ -296,10 +301,8 @@ TEST_CASE(
     "jobtrail node from Loki: kernel events of days apart are listed oldest first, those of one instant in "
     "the order sent",
     "[forensics][cli][double]") {
-    test::LokiDouble loki;
-    loki::Endpoint ep;
-    ep.url = loki.url();
-    loki::Client c(ep);
+    Double d;
+    loki::Client& c = d.client;
     const int64_t now = realtime_ns();
     const std::string xid_on_2a = "NVRM: Xid (PCI:0000:2a:00): 79, pid=1, GPU has fallen off the bus.";
     std::vector<loki::Stream> streams(1);
@@ -337,11 +340,8 @@ void push_xids(loki::Client& c, int64_t at, size_t n, int64_t step_ns, const std
 
 TEST_CASE("jobtrail node from Loki: a flood of older Xids leaves the newest listed and counts the rest once",
           "[forensics][cli][double]") {
-    test::LokiDouble loki;
-    loki::Endpoint ep;
-    ep.url = loki.url();
-    ep.timeout_ms = 60'000;  // tens of thousands of entries from the double: ASan on a loaded machine
-    loki::Client c(ep);
+    Double d;
+    loki::Client& c = d.client;
     const int64_t to = realtime_ns(), from = to - 3 * 86'400 * kSecond;
     const size_t flood = 2 * NodeView::kMaxEvents - 1;
     // The day before the newest a flood of Xids on GPU 18; the newest day holds one Xid on GPU 2a.
@@ -365,11 +365,8 @@ TEST_CASE("jobtrail node from Loki: a flood of older Xids leaves the newest list
 
 TEST_CASE("jobtrail node from Loki: a day that fills the view is the last asked for, and the listing says so",
           "[forensics][cli][double]") {
-    test::LokiDouble loki;
-    loki::Endpoint ep;
-    ep.url = loki.url();
-    ep.timeout_ms = 60'000;  // tens of thousands of entries from the double: ASan on a loaded machine
-    loki::Client c(ep);
+    Double d;
+    loki::Client& c = d.client;
     const int64_t to = realtime_ns(), from = to - 3 * 86'400 * kSecond;
     // The day before the newest: one Xid. The newest day: exactly the view's events.
     push_xids(c, to - 30 * 3600 * kSecond, 1, 1);
@@ -386,11 +383,8 @@ TEST_CASE("jobtrail node from Loki: a day that fills the view is the last asked 
 
 TEST_CASE("jobtrail node from Loki: past the view's limit the newest DCGM events are listed, the older one counted",
           "[forensics][cli][double]") {
-    test::LokiDouble loki;
-    loki::Endpoint ep;
-    ep.url = loki.url();
-    ep.timeout_ms = 60'000;  // tens of thousands of entries from the double: ASan on a loaded machine
-    loki::Client c(ep);
+    Double d;
+    loki::Client& c = d.client;
     const int64_t to = realtime_ns(), from = to - 3600 * kSecond;
     std::vector<loki::Stream> streams(1);
     streams[0].labels = {{"job", "dcgm"}, {"node", "gpu01"}};
@@ -407,11 +401,8 @@ TEST_CASE("jobtrail node from Loki: past the view's limit the newest DCGM events
 
 TEST_CASE("jobtrail node from Loki: a day of kernel lines that are no event does not stop the older days being read",
           "[forensics][cli][double]") {
-    test::LokiDouble loki;
-    loki::Endpoint ep;
-    ep.url = loki.url();
-    ep.timeout_ms = 60'000;  // tens of thousands of entries from the double: ASan on a loaded machine
-    loki::Client c(ep);
+    Double d;
+    loki::Client& c = d.client;
     const int64_t to = realtime_ns(), from = to - 3 * 86'400 * kSecond;
     // The day before the newest: an Xid. The newest day: as many lines as the view's events, none one.
     push_xids(c, to - 30 * 3600 * kSecond, 1, 1);
