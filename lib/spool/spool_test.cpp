@@ -69,6 +69,26 @@ std::vector<const RecordView*> views_of(ReadBatch& b) {
     return out;
 }
 
+// A segment's records frame by frame: how many records each frame holds, and all of them in order.
+std::pair<std::vector<size_t>, std::vector<Record>> segment_frames(const std::string& path) {
+    std::string bytes;
+    {
+        std::ifstream in(path, std::ios::binary);
+        bytes.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    std::vector<size_t> runs;
+    std::vector<Record> got;
+    for (std::string_view rest = bytes; !rest.empty();) {
+        std::vector<Record> frame;
+        size_t used = 0;
+        REQUIRE(decode_frame(rest, frame, &used) == DecodeStatus::kOk);
+        runs.push_back(frame.size());
+        got.insert(got.end(), frame.begin(), frame.end());
+        rest.remove_prefix(used);
+    }
+    return {runs, got};
+}
+
 }  // namespace
 
 TEST_CASE("the frame checksum is the standard CRC-32", "[spool]") {
@@ -262,21 +282,7 @@ TEST_CASE("a run holds one stream's consecutive records: another stream starts a
         }
         REQUIRE(s.sync());
     }
-    std::string bytes;
-    {
-        std::ifstream in(dir.path() + "/seg-0000000000000001", std::ios::binary);
-        bytes.assign(std::istreambuf_iterator<char>(in), {});
-    }
-    std::vector<size_t> runs;
-    std::vector<Record> got;
-    for (std::string_view rest = bytes; !rest.empty();) {
-        std::vector<Record> frame;
-        size_t used = 0;
-        REQUIRE(decode_frame(rest, frame, &used) == DecodeStatus::kOk);
-        runs.push_back(frame.size());
-        got.insert(got.end(), frame.begin(), frame.end());
-        rest.remove_prefix(used);
-    }
+    const auto [runs, got] = segment_frames(dir.path() + "/seg-0000000000000001");
     CHECK(runs == std::vector<size_t>{10, 10, 10});
     CHECK(got == want);
 }
@@ -1135,21 +1141,7 @@ TEST_CASE("a run takes one stream's records up to 64 KiB of entries exactly, one
             REQUIRE(s.append(second) == Spool::Append::kOk);
             REQUIRE(s.sync());
         }
-        std::string bytes;
-        {
-            std::ifstream in(dir.path() + "/seg-0000000000000001", std::ios::binary);
-            bytes.assign(std::istreambuf_iterator<char>(in), {});
-        }
-        std::vector<size_t> runs;
-        std::vector<Record> got;
-        for (std::string_view rest = bytes; !rest.empty();) {
-            std::vector<Record> frame;
-            size_t used = 0;
-            REQUIRE(decode_frame(rest, frame, &used) == DecodeStatus::kOk);
-            runs.push_back(frame.size());
-            got.insert(got.end(), frame.begin(), frame.end());
-            rest.remove_prefix(used);
-        }
+        const auto [runs, got] = segment_frames(dir.path() + "/seg-0000000000000001");
         CHECK(runs == (over ? std::vector<size_t>{1, 1} : std::vector<size_t>{2}));
         CHECK(got == std::vector<Record>{first, second});
     }
