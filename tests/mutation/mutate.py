@@ -20,7 +20,8 @@ each stopping at its first failure; the e2e modules --e2e-shards at a time, the 
 none started once one failed. A failed case or module is run again alone to confirm it; one that
 fails only beside the others is no kill (the whole suite is then run serially). Prints each mutant
 with its seconds, then the kill rate, the mean seconds a mutant and every survivor's file:line and
-change. A mutant that does not compile is said and not counted. The tree it is run from is only
+change (one listed in equivalent.txt, shown to change nothing a user could observe, with its
+reason, and the kill rate over the others too). A mutant that does not compile is said and not counted. The tree it is run from is only
 read. Exits 1 if the unmutated copy fails its tests."""
 import argparse, glob, html, os, random, re, shutil, signal, subprocess, sys, tempfile, time
 
@@ -77,6 +78,38 @@ def sites(src):
             if m and not NOT_CALL.match(code) and "=" not in code.split("(")[0]:
                 out.append((path, i + 1, "removed " + ("return" if m.group(2) == "return;" else "call"), line,
                             m.group(1) + ";"))
+    return out
+
+
+EQUIVALENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "equivalent.txt")
+
+
+def equivalents(path=EQUIVALENT):
+    """{(file, line before, line after): why} of the mutants shown equivalent (equivalent.txt: an
+    entry is the mutant as printed, `file: before  ->  after`, stripped; its reason on the next,
+    indented line). Exits at an entry it cannot read, naming its line."""
+    out, key = {}, None
+    if not os.path.exists(path):
+        return out
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip() or line.startswith("#"):
+                continue
+            if line[0] in " \t":
+                if key is None or out[key]:
+                    sys.exit("mutate: %s:%d: a reason without its mutant above it" % (path, n))
+                out[key] = line.strip()
+                continue
+            if key is not None and not out[key]:
+                sys.exit("mutate: %s:%d: the mutant above has no reason" % (path, n - 1))
+            where, colon, change = line.rstrip("\n").partition(": ")
+            before, arrow, after = change.partition("  ->  ")
+            if not colon or not arrow or not where.startswith("lib/"):
+                sys.exit("mutate: %s:%d: not `lib/<file>: <line before>  ->  <line after>`" % (path, n))
+            key = (where, before.strip(), after.strip())
+            out[key] = ""
+    if key is not None and not out[key]:
+        sys.exit("mutate: %s: its last mutant has no reason" % path)
     return out
 
 
@@ -298,6 +331,11 @@ def main():
     candidates = [c for c in sites(SRC) if not args.only or any(c[0].startswith(o) for o in args.only)]
     if not candidates:
         sys.exit("mutate: no mutation site in a file under " + " or ".join(args.only))
+    known = equivalents()
+    stale = set(known) - {(c[0], c[3].strip(), c[4].strip()) for c in sites(SRC)}
+    if stale and not args.list:
+        print("mutate: %d entries of %s match no mutant of lib/ now (the code changed): %s" %
+              (len(stale), os.path.relpath(EQUIVALENT, SRC), "; ".join("%s: %s" % (k[0], k[1]) for k in sorted(stale))))
     if args.list:
         for path, line_no, kind, before, after in candidates:
             print("%s:%d: %s: %s  ->  %s" % (path, line_no, kind, before.strip(), after.strip()))
@@ -391,16 +429,23 @@ def main():
                 killed[verdict] += 1
                 print("  killed (%s)  %s (%s)" % (verdict, where, took_s), flush=True)
             else:
-                survivors.append(where)
-                print("  SURVIVED     %s (%s)" % (where, took_s), flush=True)
+                why = known.get((path, before.strip(), after.strip()))
+                survivors.append((where, why))
+                print("  SURVIVED     %s (%s)%s" % (where, took_s, "; known equivalent: " + why if why else ""),
+                      flush=True)
         total = killed["unit"] + killed["e2e"]
         pct = lambda k: 100.0 * k / max(1, judged)
         print("mutate: seed %d: %d of %d mutants killed (%.0f%%): %d by the unit tests (%.0f%%), %d more by "
               "e2e; %d did not compile; %.0f s a mutant" % (args.seed, total, judged, pct(total), killed["unit"],
                                                            pct(killed["unit"]), killed["e2e"], stillborn,
                                                            seconds / max(1, judged)))
-        for s in survivors:
-            print("survivor: " + s)
+        equivalent = sum(1 for _, why in survivors if why)
+        if equivalent:
+            print("mutate: %d of the %d survivors are known equivalent (%s): %d of the other %d mutants killed "
+                  "(%.0f%%)" % (equivalent, len(survivors), os.path.relpath(EQUIVALENT, SRC), total,
+                                judged - equivalent, 100.0 * total / max(1, judged - equivalent)))
+        for where, why in survivors:
+            print("survivor: " + where + ("\n    known equivalent: " + why if why else ""))
     finally:
         if args.keep:
             print("mutate: copy kept in " + tree)
