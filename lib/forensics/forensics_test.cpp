@@ -155,10 +155,15 @@ TEST_CASE("a value from Loki or a user's directory becomes one clean file name, 
     CHECK(la.size() <= 128);
     CHECK(la != lb);
     CHECK(la.find('~') != std::string::npos);
-    // Cut between escapes, never inside one.
-    const std::string slashes = path_component(std::string(200, '/'));
-    CHECK(slashes.size() <= 128);
-    CHECK(slashes.substr(0, slashes.find('~')).size() % 3 == 0);
+    // Cut between escapes, never inside one, wherever the escapes fall against the cut.
+    for (const std::string lead : {"", "a", "aa"}) {
+        INFO("'" << lead << "' then 200 slashes");
+        const std::string cut = path_component(lead + std::string(200, '/'));
+        CHECK(cut.size() <= 128);
+        const std::string kept = cut.substr(0, cut.find('~'));
+        CHECK(kept.size() <= 96);
+        CHECK((kept.size() - lead.size()) % 3 == 0);
+    }
     CHECK(jobtrail::node::valid_job_id("4242"));
     for (const char* bad : {"", "42_1", "42+1", "-1", "4 2", "../42", "123456789012345678901"})
         CHECK_FALSE(jobtrail::node::valid_job_id(bad));
