@@ -113,6 +113,9 @@ struct Rig {
         if (reprobe_ns) sender->set_reprobe_after(reprobe_ns);
         thread = std::thread([this] { sender->run(stop); });
     }
+    // A Loki that takes everything: the sender started, and waited for until Loki holds n lines
+    // and the spool is all acknowledged.
+    void ship_all(size_t n);
     // Waits (up to a minute: a bound on a hang, not a performance figure) for pred.
     bool wait_for(const std::function<bool()>& pred) {
         for (int i = 0; i < 6000; ++i) {
@@ -141,6 +144,13 @@ HttpResult ok() {
     return {204, "", "", false};
 }
 
+void Rig::ship_all(size_t n) {
+    script.answer = [](const Request&) { return ok(); };
+    start();
+    REQUIRE(wait_for([&] { return script.stored.size() == n; }));
+    REQUIRE(wait_for([&] { return spool.pending_bytes() == 0; }));
+}
+
 // Loki 3.4's per-stream 429 for the first entry lines of a request (reference §1), naming
 // `limit` (§12: "8EB" right after a restart).
 HttpResult per_stream_429(const Request& r, const std::string& limit = "64KB") {
@@ -164,10 +174,7 @@ TEST_CASE("sender: each push carries one stream, and everything is acknowledged"
     const int64_t t = realtime_ns();
     // Interleaved line by line: two streams whose labels are as long as each other's.
     for (int i = 0; i < 300; ++i) rig.add(i % 3 ? kA : kB, "line " + std::to_string(i), t + i);
-    rig.script.answer = [](const Request&) { return ok(); };
-    rig.start();
-    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 300; }));
-    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+    rig.ship_all(300);
     std::lock_guard<std::mutex> lk(rig.script.mu);
     for (const auto& r : rig.script.seen) {
         REQUIRE(r.streams.size() == 1);
@@ -187,10 +194,7 @@ TEST_CASE("sender: streams sent and acknowledged leave no state behind, however 
     const int64_t t = realtime_ns();
     // A node sees a new NCCL stream per job, for months: here 50 jobs' streams of one line each.
     for (int i = 0; i < 50; ++i) rig.add("{job=\"j" + std::to_string(i) + "\", service_name=\"j\"}", "line", t + i);
-    rig.script.answer = [](const Request&) { return ok(); };
-    rig.start();
-    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 50; }));
-    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+    rig.ship_all(50);
     // One more line read after all 50 were settled: the sender has gone round since.
     rig.add(kA, "later", realtime_ns());
     REQUIRE(rig.spool.sync());
@@ -410,10 +414,7 @@ TEST_CASE(
     }
     REQUIRE(rig.spool.open({rig.dir.path() + "/spool"}));
     for (int i = 50; i < 300; ++i) rig.add(i % 5 ? kA : kB, (i % 5 ? "a " : "b ") + std::to_string(i), t + i);
-    rig.script.answer = [](const Request&) { return ok(); };
-    rig.start();
-    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 301; }));
-    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+    rig.ship_all(301);
     std::lock_guard<std::mutex> lk(rig.script.mu);
     std::vector<int> a, b;
     for (const auto& l : rig.script.stored) (l[0] == 'a' ? a : b).push_back(std::stoi(l.substr(2)));
@@ -434,10 +435,7 @@ TEST_CASE("sender: a huge line's run, then a run that goes entry by entry: each 
     rig.add(kA, huge, t);
     for (int i = 0; i < 20; ++i)
         rig.add(kA, "small " + std::to_string(i), i < 5 ? t - rig.cfg.max_age_ms * 1'000'000 - 1'000'000'000 : t + i);
-    rig.script.answer = [](const Request&) { return ok(); };
-    rig.start();
-    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 16; }));
-    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+    rig.ship_all(16);
     std::lock_guard<std::mutex> lk(rig.script.mu);
     CHECK(rig.script.stored[0] == huge);
     for (int i = 5; i < 20; ++i) CHECK(rig.script.stored[static_cast<size_t>(i - 4)] == "small " + std::to_string(i));
@@ -449,10 +447,7 @@ TEST_CASE("sender: too-old lines strewn through a run are dropped in passing, no
     const int64_t t = realtime_ns();
     const int64_t old = t - rig.cfg.max_age_ms * 1'000'000 - 1'000'000'000;
     for (int i = 0; i < 300; ++i) rig.add(kA, "line " + std::to_string(i), i % 2 ? old : t + i);
-    rig.script.answer = [](const Request&) { return ok(); };
-    rig.start();
-    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 150; }));
-    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+    rig.ship_all(150);
     std::lock_guard<std::mutex> lk(rig.script.mu);
     CHECK(rig.script.seen.size() <= 2);
     for (size_t i = 0; i < 150; ++i) CHECK(rig.script.stored[i] == "line " + std::to_string(2 * i));
@@ -661,10 +656,7 @@ TEST_CASE("sender: a record of an older spool format larger than the stream's re
         std::ofstream(rig.dir.path() + "/spool/seg-0000000000000001", std::ios::binary | std::ios::app) << old;
     }
     REQUIRE(rig.spool.open({rig.dir.path() + "/spool"}));
-    rig.script.answer = [](const Request&) { return ok(); };
-    rig.start();
-    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 2; }));
-    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+    rig.ship_all(2);
     std::lock_guard<std::mutex> lk(rig.script.mu);
     for (const auto& r : rig.script.seen) CHECK(!r.lines.empty());
     CHECK(rig.script.seen.size() == 2);
@@ -719,10 +711,7 @@ TEST_CASE("sender: a run over the request cap goes entry by entry, each push fil
     rig.cfg.max_stream_rate = 90 * 4;
     const int64_t t = realtime_ns();
     for (int i = 0; i < 31; ++i) rig.add(kA, "a" + std::to_string(i % 10), t + i);
-    rig.script.answer = [](const Request&) { return ok(); };
-    rig.start();
-    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 31; }));
-    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+    rig.ship_all(31);
     std::lock_guard<std::mutex> lk(rig.script.mu);
     std::vector<size_t> pushes;
     for (const auto& r : rig.script.seen) pushes.push_back(r.lines.size());
@@ -828,10 +817,7 @@ TEST_CASE("sender: a spooled run that does not decompress is dropped counted and
         std::ofstream(rig.dir.path() + "/spool/seg-0000000000000001", std::ios::binary | std::ios::app) << seg;
     }
     REQUIRE(rig.spool.open({rig.dir.path() + "/spool"}));
-    rig.script.answer = [](const Request&) { return ok(); };
-    rig.start();
-    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 1; }));
-    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+    rig.ship_all(1);
     {
         std::lock_guard<std::mutex> lk(rig.script.mu);
         CHECK(rig.script.stored == std::vector<std::string>{"a 3"});
@@ -894,10 +880,7 @@ TEST_CASE("sender: records of an older spool format too old for Loki are dropped
         std::ofstream(rig.dir.path() + "/spool/seg-0000000000000001", std::ios::binary | std::ios::app) << frames;
     }
     REQUIRE(rig.spool.open({rig.dir.path() + "/spool"}));
-    rig.script.answer = [](const Request&) { return ok(); };
-    rig.start();
-    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 2; }));
-    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+    rig.ship_all(2);
     {
         std::lock_guard<std::mutex> lk(rig.script.mu);
         CHECK(rig.script.stored == std::vector<std::string>{"a 1", "a 3"});
