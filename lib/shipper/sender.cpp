@@ -168,6 +168,10 @@ void Sender::run(const std::atomic<bool>& stop) {
         ack_done();
     }
     stop_workers();
+    // Pushes answered while stopping are acknowledged all the same: the lines Loki stored are
+    // not sent again at the next start (Loki keeps a duplicate whose chunk was flushed).
+    for (auto& job : done_) handle(job);
+    ack_done();
     // Whatever was not answered for stays in the spool; read it again from the acknowledged point.
     todo_.clear();
     done_.clear();

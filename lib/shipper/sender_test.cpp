@@ -868,6 +868,57 @@ TEST_CASE(
     }
 }
 
+TEST_CASE("sender: a push Loki answers while the sender stops is acknowledged and not sent again", "[loki][sender]") {
+    // SIGTERM while a push is in flight: the sender waits for Loki's answer (within the client's
+    // timeout) and keeps it, so the next start does not push those lines a second time.
+    Rig rig;
+    const int64_t t = realtime_ns();
+    for (int i = 0; i < 10; ++i) rig.add(kA, "a " + std::to_string(i), t + i);
+    std::mutex gate_mu;
+    std::condition_variable gate_cv;
+    bool open = false;
+    std::atomic<bool> entered{false};
+    rig.script.answer = [&](const Request&) -> HttpResult {
+        entered = true;
+        std::unique_lock<std::mutex> lk(gate_mu);
+        gate_cv.wait(lk, [&] { return open; });
+        return ok();
+    };
+    rig.start();
+    for (int i = 0; i < 6000 && !entered; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    REQUIRE(entered);
+    rig.stop = true;
+    // Loki answers late: a sender that returned before the answer had forgotten the push.
+    std::atomic<bool> returned{false};
+    std::thread joiner([&] {
+        rig.thread.join();
+        returned = true;
+    });
+    for (int i = 0; i < 50 && !returned; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    {
+        std::lock_guard<std::mutex> lk(gate_mu);
+        open = true;
+    }
+    gate_cv.notify_all();
+    joiner.join();
+    {
+        std::lock_guard<std::mutex> lk(rig.script.mu);
+        REQUIRE(rig.script.seen.size() == 1);
+        CHECK(rig.script.stored.size() == 10);
+    }
+    CHECK(rig.spool.pending_bytes() == 0);
+    // The next start sends the line written since, and only it.
+    rig.stop = false;
+    rig.sender.reset();
+    rig.add(kA, "a 10", t + 10);
+    rig.script.answer = [](const Request&) { return ok(); };
+    rig.start();
+    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+    std::lock_guard<std::mutex> lk(rig.script.mu);
+    CHECK(rig.script.stored.size() == 11);
+    CHECK(rig.script.stored.back() == "a 10");
+}
+
 TEST_CASE("sender: records of an older spool format too old for Loki are dropped and counted, the others go",
           "[loki][sender]") {
     Rig rig;

@@ -416,6 +416,25 @@ TEST_CASE("dcgm source: a host engine that takes connections but fails every hea
     r.poll_checks(3);
 }
 
+TEST_CASE("dcgm source: a host engine whose health check fails is let go while the shipper waits to retry",
+          "[shipper][dcgm]") {
+    Rig r;
+    r.timing = {10, 60'000, 60'000};  // the retry is a minute away: the test looks inside the wait
+    r.engine->fail_health = 1;
+    r.start();
+    REQUIRE(r.poll_until([&] { return r.notices.count(event::kDcgmLost) == 1; }));
+    // The shipper has said DCGM is lost and that violations are not watched: the connection and
+    // its registration are closed, not left for the host engine to call into during the gap.
+    bool registered = true;
+    int registrations = 0;
+    r.engine->set([&](Engine& e) {
+        registered = static_cast<bool>(e.sink);
+        registrations = e.registrations;
+    });
+    CHECK(registrations == 1);
+    CHECK_FALSE(registered);
+}
+
 TEST_CASE("dcgm source: the connected notice lists 16 GPUs, and past 16 counts the rest", "[shipper][dcgm]") {
     const size_t n = GENERATE(16, 17);
     INFO(n << " GPUs");

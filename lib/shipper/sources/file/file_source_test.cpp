@@ -1232,6 +1232,32 @@ TEST_CASE("copytruncate of a CRI log holding a P piece ships the piece as it is 
     CHECK(f.lines(*s) == std::vector<std::string>{"held piece", "new line"});
 }
 
+TEST_CASE("a CRI log restarted from a held piece then rewritten while closed is read whole from its start",
+          "[shipper]") {
+    // A restart from a held P piece replays the file's start, skipping the lines shipped before
+    // it. The file rewritten later in its inode (closed as idle meanwhile) is another file: none
+    // of its lines are taken for the old file's, whatever their offsets.
+    Fixture f(LineFormat::kCri);
+    f.cfg.idle_close_ms = 0;
+    f.append("pod.log",
+             "2026-11-29T21:52:22.000000000Z stdout P held \n"
+             "2026-11-29T21:52:22.100000000Z stderr F old one\n"
+             "2026-11-29T21:52:22.200000000Z stderr F old two\n");
+    {
+        auto s = f.source();
+        CHECK(f.lines(*s) == std::vector<std::string>{"old one", "old two"});
+    }
+    auto s = f.source();
+    CHECK(f.lines(*s).empty());  // the replay: nothing twice, the piece held again
+    {
+        std::ofstream(f.dir.path() + "/logs/pod.log", std::ios::trunc)
+            << "2026-11-29T22:00:00.000000000Z stderr F new one\n"
+               "2026-11-29T22:00:00.100000000Z stderr F new two\n"
+               "2026-11-29T22:00:00.200000000Z stdout F new three\n";
+    }
+    CHECK(f.lines(*s) == std::vector<std::string>{"held ", "new one", "new two", "new three"});
+}
+
 TEST_CASE("at shutdown a last line without end is shipped but not a line a pass's budget cut short", "[shipper]") {
     Fixture f;
     f.append("a.log", "0123456789abcdef\n");
