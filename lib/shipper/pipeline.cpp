@@ -267,11 +267,9 @@ int Pipeline::run(const RunOptions& opts, const std::atomic<bool>& stop) {
             return 1;
         }
         // What a lane holds from before (the single spool before lanes, a larger max_size) does
-        // not count against its share: its sources, the kernel's included, keep being read.
-        if (const uint64_t left = l.spool.pending_bytes(); left > l.max_bytes / 4) {
-            l.max_bytes += left;
-            l.spool.set_max_bytes(l.max_bytes);
-        }
+        // not count against its share: its sources, the kernel's included, keep being read. The
+        // share is the pass's own reckoning (it appends past the spool's cap).
+        if (const uint64_t left = l.spool.pending_bytes(); left > l.max_bytes / 4) l.max_bytes += left;
     }
     return main_loop(opts, stop);
 }

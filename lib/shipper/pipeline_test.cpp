@@ -254,6 +254,45 @@ TEST_CASE("pipeline: a job's NCCL flood fills only the jobs lane, the node's rec
     REQUIRE(cp.end(Lane::kJobs));
 }
 
+TEST_CASE("pipeline: a lane holding more than its share from before keeps reading its sources, bounded anew",
+          "[shipper]") {
+    // The spool's max_size made smaller (or the single spool before lanes) while Loki was
+    // away: what the lane holds already does not stop its sources until Loki takes it.
+    jobtrail::test::TempDir d;
+    auto flood = [](const SourceContext& ctx) {
+        std::vector<std::unique_ptr<Source>> v;
+        v.push_back(std::make_unique<FloodSource>(ctx.node, /*incompressible=*/true));
+        return v;
+    };
+    auto c = config(d.path());
+    c.shipper.nccl_budget_bytes = 0;
+    c.shipper.spool_max_bytes = 12 << 20;  // 6 MiB a lane
+    {
+        Pipeline p(c, flood);
+        CHECK(run_once(p, 3'000) == 2);  // no Loki: the lane fills
+    }
+    const auto pending = [&] {
+        jobtrail::spool::Spool s;
+        REQUIRE(s.open({d.path() + "/spool/jobs"}));
+        return s.pending_bytes();
+    };
+    const uint64_t before = pending();
+    REQUIRE(before > (5u << 19));  // more than the 2 MiB share below
+    const uint64_t read_before = read_checkpoint(d.path() + "/shipper-checkpoint.json").sources["flood"]["next"];
+
+    c.shipper.spool_max_bytes = 4 << 20;  // 2 MiB a lane now, less than the lane holds
+    {
+        Pipeline p(c, flood);
+        CHECK(run_once(p, 3'000) == 2);
+    }
+    const uint64_t read_after = read_checkpoint(d.path() + "/shipper-checkpoint.json").sources["flood"]["next"];
+    INFO("lines read before the restart " << read_before << ", after " << read_after);
+    CHECK(read_after > read_before + 10'000);  // about another 2 MiB of 100-byte lines
+    const uint64_t after = pending();
+    CHECK(after > before + (1u << 20));
+    CHECK(after <= before + (2u << 20));  // its share again on top of what it held
+}
+
 TEST_CASE("pipeline: a lane full until the end is said once as a warning in the shipper's own stream", "[shipper]") {
     jobtrail::test::TempDir d;
     auto c = config(d.path());

@@ -919,6 +919,26 @@ TEST_CASE("sender: a push Loki answers while the sender stops is acknowledged an
     CHECK(rig.script.stored.back() == "a 10");
 }
 
+TEST_CASE("sender: a spool segment it cannot open for a while is read once it can, and no line is lost",
+          "[loki][sender]") {
+    // The shipper out of descriptors, say: the segment is there but its open fails. The sender
+    // tries again after batch_wait, not in a spin, and not only when it is stopped.
+    Rig rig;
+    const int64_t t = realtime_ns();
+    for (int i = 0; i < 5; ++i) rig.add(kA, "a " + std::to_string(i), t + i);
+    REQUIRE(rig.spool.sync());
+    const std::string seg = rig.dir.path() + "/spool/seg-0000000000000001";
+    REQUIRE(::rename(seg.c_str(), (seg + ".away").c_str()) == 0);
+    rig.script.answer = [](const Request&) { return ok(); };
+    rig.start();
+    // Several of its 20 ms waits fail to open it (how many does not matter for what is checked).
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    CHECK(rig.stored_with("a ") == 0);
+    REQUIRE(::rename((seg + ".away").c_str(), seg.c_str()) == 0);
+    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 5; }));
+    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+}
+
 TEST_CASE("sender: records of an older spool format too old for Loki are dropped and counted, the others go",
           "[loki][sender]") {
     Rig rig;

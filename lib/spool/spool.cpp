@@ -146,11 +146,6 @@ Position Spool::durable_end() const {
     return {segments_.back(), durable_size_.back()};
 }
 
-void Spool::set_max_bytes(uint64_t max) {
-    std::lock_guard<std::mutex> lk(mu_);
-    opts_.max_bytes = max;
-}
-
 void Spool::set_readable_end(const Position& p) {
     std::lock_guard<std::mutex> lk(mu_);
     readable_end_ = p;

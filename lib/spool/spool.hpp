@@ -146,7 +146,6 @@ public:
     // At start: drops durable records after p (the sources will read them again).
     Status discard_after(const Position& p);
 
-    void set_max_bytes(uint64_t max);
     uint64_t pending_bytes() const;   // durable, not yet acknowledged
     uint64_t used_bytes_now() const;  // what counts against max_bytes: pending plus not yet synced
     Position acked() const;

@@ -1230,3 +1230,24 @@ TEST_CASE("a spool cut back to exactly the acknowledged point keeps nothing afte
     REQUIRE(got.size() == 1);
     CHECK(got[0] == alt(100));
 }
+
+TEST_CASE("a spool opened again keeps only what was synced: what was appended after is read again by its source",
+          "[spool]") {
+    // Opened again (after a failed write-back, or a restart): records appended but not synced
+    // were never durable, so their sources did not move their checkpoints past them and read
+    // them again. Written now as well, each would be sent twice.
+    jobtrail::test::TempDir dir;
+    Spool s;
+    REQUIRE(s.open({dir.path(), 1 << 20}));
+    for (int i = 0; i < 3; ++i) s.append(alt(i));
+    REQUIRE(s.sync());
+    s.append(alt(3));  // its own frame, waiting in the buffer
+    s.append(rec(4));  // a run of one stream, being built
+    s.append(rec(5));
+    REQUIRE(s.open({dir.path(), 1 << 20}));
+    s.append(alt(10));
+    REQUIRE(s.sync());
+    Position end;
+    const auto got = read_all(s, end);
+    CHECK(got == std::vector<Record>{alt(0), alt(1), alt(2), alt(10)});
+}
