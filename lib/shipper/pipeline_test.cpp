@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -20,6 +22,7 @@
 #include <stop_token>
 #include <thread>
 
+#include "captured.hpp"
 #include "common/fs.hpp"
 #include "common/time.hpp"
 #include "file_size_limit.hpp"
@@ -27,6 +30,7 @@
 #include "loki_double.hpp"
 #include "shipper/recovery.hpp"
 #include "shipper/sources/file/file_source.hpp"
+#include "skip.hpp"
 #include "temp_dir.hpp"
 
 using namespace jobtrail::shipper;
@@ -338,6 +342,57 @@ TEST_CASE("pipeline: a restart with nothing new keeps every spooled line, the ch
     const auto lines = spooled(d.path());
     CHECK(lines.size() == 100);
     for (const auto& [l, n] : lines) CHECK(n == 1);
+}
+
+TEST_CASE("pipeline: a spool that cannot be cut back to the checkpoint stops the start and says which file",
+          "[shipper]") {
+    // Records spooled after the last checkpoint (a crash between the two) are cut at start: the
+    // sources read them again. A segment that cannot be cut (a read-only file, a failing disk)
+    // would send them twice: the shipper stops, saying what it could not do, for systemd to retry.
+    jobtrail::test::TempDir d;
+    const auto c = config(d.path());
+    REQUIRE(run(c, 100) == 0);
+    const Checkpoint cp = read_checkpoint(d.path() + "/shipper-checkpoint.json");
+    REQUIRE(cp.end(Lane::kNode));
+    const std::string seg = d.path() + "/spool/seg-" + [&] {
+        char id[32];
+        std::snprintf(id, sizeof id, "%016llu", static_cast<unsigned long long>(cp.end(Lane::kNode)->segment));
+        return std::string(id);
+    }();
+    {
+        // Spooled after the checkpoint: some in its segment, then more in the next one.
+        jobtrail::spool::Spool s;
+        REQUIRE(s.open({d.path() + "/spool"}).ok);
+        REQUIRE(s.append(jobtrail::spool::Record{1, "{job=\"test\"}", "after", {}}) ==
+                jobtrail::spool::Spool::Append::kOk);
+        REQUIRE(s.sync());
+        REQUIRE(s.open({d.path() + "/spool", 1}).ok);  // one byte a segment: the next append rolls over
+        REQUIRE(s.append(jobtrail::spool::Record{2, "{job=\"test\"}", "next", {}}) ==
+                jobtrail::spool::Spool::Append::kOk);
+        REQUIRE(s.sync());
+    }
+    if (::mount(seg.c_str(), seg.c_str(), nullptr, MS_BIND, nullptr) != 0)
+        JOBTRAIL_SKIP(std::string("cannot bind-mount here: ") + std::strerror(errno));
+    struct Unmount {
+        std::string at;
+        ~Unmount() { ::umount2(at.c_str(), MNT_DETACH); }
+    } unmount{seg};
+    REQUIRE(::mount(nullptr, seg.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) == 0);
+    int code = -1;
+    uint64_t said = 0;
+    const std::string err = jobtrail::test::captured(2, [&] {
+        Pipeline p(c, [](const SourceContext& ctx) {
+            std::vector<std::unique_ptr<Source>> v;
+            v.push_back(std::make_unique<CountingSource>(100, ctx.node));
+            return v;
+        });
+        code = run_once(p);
+        said = p.metrics().group<PipelineMetrics>().events.value({"pipeline", "spool_recovery_failed"});
+    });
+    INFO(err);
+    CHECK(code == 1);
+    CHECK(said == 1);
+    CHECK(err.find("cannot truncate " + seg + ": Read-only file system") != std::string::npos);
 }
 
 TEST_CASE("pipeline: a torn spool tail cut at start is said, a clean start says nothing", "[shipper]") {
