@@ -92,6 +92,14 @@ int run(const jobtrail::config::Config& c, uint64_t lines) {
     return run_once(p);
 }
 
+// A --once run of `lines`, and the checkpoint it left, which names the node lane's spool end.
+Checkpoint run_checkpointed(const jobtrail::config::Config& c, uint64_t lines) {
+    REQUIRE(run(c, lines) == 0);
+    Checkpoint cp = read_checkpoint(c.collector.state_dir + "/shipper-checkpoint.json");
+    REQUIRE(cp.end(Lane::kNode));
+    return cp;
+}
+
 // Every line in the spool, with how often it is there.
 std::map<std::string, int> spooled(const std::string& state) {
     jobtrail::spool::Spool s;
@@ -109,9 +117,7 @@ std::map<std::string, int> spooled(const std::string& state) {
 TEST_CASE("pipeline: a line is in the spool once, and the checkpoint covers exactly what is spooled", "[shipper]") {
     jobtrail::test::TempDir d;
     const auto c = config(d.path());
-    REQUIRE(run(c, 100) == 0);
-    const Checkpoint cp = read_checkpoint(d.path() + "/shipper-checkpoint.json");
-    REQUIRE(cp.end(Lane::kNode));
+    const Checkpoint cp = run_checkpointed(c, 100);
     CHECK(cp.sources["count"]["next"] == 100);
     auto lines = spooled(d.path());
     CHECK(lines.size() == 100);
@@ -330,9 +336,7 @@ TEST_CASE("pipeline: a restart with nothing new keeps every spooled line, the ch
     // restart would cut lines whose sources have moved past them.
     jobtrail::test::TempDir d;
     const auto c = config(d.path());
-    REQUIRE(run(c, 100) == 0);
-    const Checkpoint cp = read_checkpoint(d.path() + "/shipper-checkpoint.json");
-    REQUIRE(cp.end(Lane::kNode));
+    const Checkpoint cp = run_checkpointed(c, 100);
     {
         jobtrail::spool::Spool s;
         REQUIRE(s.open({d.path() + "/spool"}).ok);
@@ -351,9 +355,7 @@ TEST_CASE("pipeline: a spool that cannot be cut back to the checkpoint stops the
     // would send them twice: the shipper stops, saying what it could not do, for systemd to retry.
     jobtrail::test::TempDir d;
     const auto c = config(d.path());
-    REQUIRE(run(c, 100) == 0);
-    const Checkpoint cp = read_checkpoint(d.path() + "/shipper-checkpoint.json");
-    REQUIRE(cp.end(Lane::kNode));
+    const Checkpoint cp = run_checkpointed(c, 100);
     const std::string seg = d.path() + "/spool/seg-" + [&] {
         char id[32];
         std::snprintf(id, sizeof id, "%016llu", static_cast<unsigned long long>(cp.end(Lane::kNode)->segment));

@@ -15,26 +15,35 @@ using namespace jobtrail::forensics;
 
 namespace {
 
-// A node's job log with its kernel lines written after the lines around them, hours earlier in
-// time: staged out of order, put in order at close. 129 other files in between: the 128 open
-// streams are closed, so what was written so far is on disk before the close.
-void stage_unordered(bundle::Staging& st) {
-    for (int i = 300; i > 0; --i)
-        st.write("nodes/n1/job.log", 1'795'989'142'000'000'000 + int64_t{i} * 1'000'000'000,
-                 "kernel: line " + std::to_string(i) + std::string(40 + i % 7, '.'));
-    for (int i = 0; i < 129; ++i) st.write("other/" + std::to_string(i) + ".log", 1'795'989'142'000'000'000, "x");
+// A staging directory holding a node's job log with its kernel lines written after the lines
+// around them, hours earlier in time: staged out of order, put in order at close. 129 other
+// files in between: the 128 open streams are closed, so what was written so far is on disk
+// before the close.
+StagingDir made(const std::string& out) {
+    auto made = StagingDir::create(out, ".jobtrail-t");
+    REQUIRE(made.ok);
+    return std::move(made.value);
 }
+
+struct Unordered {
+    jobtrail::test::TempDir d;
+    StagingDir dir = made(d.path() + "/out");
+    bundle::Staging st{dir};
+    const std::string path = dir.path() + "/nodes/n1/job.log";
+    Unordered() {
+        for (int i = 300; i > 0; --i)
+            st.write("nodes/n1/job.log", 1'795'989'142'000'000'000 + int64_t{i} * 1'000'000'000,
+                     "kernel: line " + std::to_string(i) + std::string(40 + i % 7, '.'));
+        for (int i = 0; i < 129; ++i) st.write("other/" + std::to_string(i) + ".log", 1'795'989'142'000'000'000, "x");
+    }
+};
 
 }  // namespace
 
 TEST_CASE("staged lines written out of time order are put in order at close", "[forensics]") {
-    const jobtrail::test::TempDir d;
-    auto made = StagingDir::create(d.path() + "/out", ".jobtrail-t");
-    REQUIRE(made.ok);
-    bundle::Staging st(made.value);
-    stage_unordered(st);
-    st.close();
-    std::ifstream in(made.value.path() + "/nodes/n1/job.log");
+    Unordered u;
+    u.st.close();
+    std::ifstream in(u.path);
     std::vector<std::string> lines;
     for (std::string l; std::getline(in, l);) lines.push_back(l);
     REQUIRE(lines.size() == 300);
@@ -46,14 +55,9 @@ TEST_CASE("staged lines written out of time order are put in order at close", "[
 TEST_CASE("a staged file the disk cuts while it is put in order fails the close, naming it", "[forensics]") {
     // Its first write got through; the rewrite in order is refused its last byte. A bundle
     // with the file cut short must fail, never go out as complete.
-    const jobtrail::test::TempDir d;
-    auto made = StagingDir::create(d.path() + "/out", ".jobtrail-t");
-    REQUIRE(made.ok);
-    bundle::Staging st(made.value);
-    stage_unordered(st);
-    const std::string path = made.value.path() + "/nodes/n1/job.log";
+    Unordered u;
     struct stat sb {};
-    REQUIRE(::stat(path.c_str(), &sb) == 0);
+    REQUIRE(::stat(u.path.c_str(), &sb) == 0);
     const auto size = static_cast<rlim_t>(sb.st_size);
     REQUIRE(size % 8192 != 0);  // the last bytes wait in the stream's buffer until it is flushed
     REQUIRE(size % 4096 != 0);
@@ -61,12 +65,12 @@ TEST_CASE("a staged file the disk cuts while it is put in order fails the close,
     {
         const jobtrail::test::FileSizeLimit full(size - 1);
         try {
-            st.close();
+            u.st.close();
         } catch (const std::exception& e) {
             error = e.what();
         }
     }
     INFO(error);
-    CHECK(error.find("cannot write " + path) != std::string::npos);
+    CHECK(error.find("cannot write " + u.path) != std::string::npos);
     CHECK(error.find("File too large") != std::string::npos);
 }
