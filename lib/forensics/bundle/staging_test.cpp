@@ -19,7 +19,7 @@ namespace {
 // around them, hours earlier in time: staged out of order, put in order at close. 129 other
 // files in between: the 128 open streams are closed, so what was written so far is on disk
 // before the close.
-StagingDir made(const std::string& out) {
+StagingDir staging_dir(const std::string& out) {
     auto made = StagingDir::create(out, ".jobtrail-t");
     REQUIRE(made.ok);
     return std::move(made.value);
@@ -27,7 +27,7 @@ StagingDir made(const std::string& out) {
 
 struct Unordered {
     jobtrail::test::TempDir d;
-    StagingDir dir = made(d.path() + "/out");
+    StagingDir dir = staging_dir(d.path() + "/out");
     bundle::Staging st{dir};
     const std::string path = dir.path() + "/nodes/n1/job.log";
     Unordered() {
