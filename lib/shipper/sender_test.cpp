@@ -871,12 +871,25 @@ TEST_CASE(
 TEST_CASE("sender: a push Loki answers while the sender stops is acknowledged and not sent again", "[loki][sender]") {
     // SIGTERM while a push is in flight: the sender waits for Loki's answer (within the client's
     // timeout) and keeps it, so the next start does not push those lines a second time.
-    Rig rig;
-    const int64_t t = realtime_ns();
-    for (int i = 0; i < 10; ++i) rig.add(kA, "a " + std::to_string(i), t + i);
+    // Loki's gate outlives the Rig (whose end joins the worker waiting at it), and is opened
+    // however the case ends.
     std::mutex gate_mu;
     std::condition_variable gate_cv;
     bool open = false;
+    const auto open_gate = [&] {
+        {
+            std::lock_guard<std::mutex> lk(gate_mu);
+            open = true;
+        }
+        gate_cv.notify_all();
+    };
+    Rig rig;
+    struct Opener {
+        std::function<void()> f;
+        ~Opener() { f(); }
+    } opener{open_gate};
+    const int64_t t = realtime_ns();
+    for (int i = 0; i < 10; ++i) rig.add(kA, "a " + std::to_string(i), t + i);
     std::atomic<bool> entered{false};
     rig.script.answer = [&](const Request&) -> HttpResult {
         entered = true;
@@ -895,11 +908,7 @@ TEST_CASE("sender: a push Loki answers while the sender stops is acknowledged an
         returned = true;
     });
     for (int i = 0; i < 50 && !returned; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    {
-        std::lock_guard<std::mutex> lk(gate_mu);
-        open = true;
-    }
-    gate_cv.notify_all();
+    open_gate();
     joiner.join();
     {
         std::lock_guard<std::mutex> lk(rig.script.mu);
@@ -922,7 +931,7 @@ TEST_CASE("sender: a push Loki answers while the sender stops is acknowledged an
 TEST_CASE("sender: a spool segment it cannot open for a while is read once it can, and no line is lost",
           "[loki][sender]") {
     // The shipper out of descriptors, say: the segment is there but its open fails. The sender
-    // tries again after batch_wait, not in a spin, and not only when it is stopped.
+    // tries again after batch_wait, not only when it is stopped.
     Rig rig;
     const int64_t t = realtime_ns();
     for (int i = 0; i < 5; ++i) rig.add(kA, "a " + std::to_string(i), t + i);
@@ -931,7 +940,7 @@ TEST_CASE("sender: a spool segment it cannot open for a while is read once it ca
     REQUIRE(::rename(seg.c_str(), (seg + ".away").c_str()) == 0);
     rig.script.answer = [](const Request&) { return ok(); };
     rig.start();
-    // Several of its 20 ms waits fail to open it (how many does not matter for what is checked).
+    // Several of its tries fail to open it (how many does not matter for what is checked).
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     CHECK(rig.stored_with("a ") == 0);
     REQUIRE(::rename((seg + ".away").c_str(), seg.c_str()) == 0);
