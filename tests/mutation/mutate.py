@@ -128,6 +128,23 @@ def sh(cmd, cwd, timeout=None, env=None, log=None):
             return "timeout"
 
 
+def reap(under):
+    """Kills whatever still runs a program from `under` (a test's child that left its process
+    group, which killpg misses); how many."""
+    n = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            if not os.readlink("/proc/%s/exe" % pid).startswith(under + "/"):
+                continue
+            os.kill(int(pid), signal.SIGKILL)
+            n += 1
+        except OSError:
+            continue
+    return n
+
+
 def tail(n=25, log=None):
     with open(log or LOG, errors="replace") as f:
         return "".join(f.readlines()[-n:])
@@ -412,6 +429,8 @@ def main():
             finally:
                 with open(full, "w") as f:
                     f.write(original)
+                if reap(work):
+                    print("  (processes this mutant left running were killed)", flush=True)
             took = time.monotonic() - start
             if "e2e from" in phase:
                 took_s = "%.0f s: %.0f s build and unit, %.0f s e2e" % (took, phase["e2e from"] - start,
