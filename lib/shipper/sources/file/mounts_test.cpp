@@ -1,11 +1,17 @@
 #include "shipper/sources/file/mounts.hpp"
 
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
+#include <string>
+#include <vector>
 
+#include "skip.hpp"
 #include "temp_dir.hpp"
 
 using namespace jobtrail::shipper;
@@ -61,4 +67,29 @@ TEST_CASE("a mount table's escapes are undone only where three octal digits foll
     CHECK(m.contains(t + "/short\\04"));   // too few digits: as written
     CHECK(m.contains(t + "/not\\089"));    // 8 is no octal digit
     CHECK_FALSE(m.contains(t + "/notI"));  // not read as \0 8 9
+}
+
+TEST_CASE("a mount point unmounted since is no longer one, and one mounted since is", "[shipper]") {
+    // The kernel's own table: it says when it changed, and the next refresh reads it anew.
+    const jobtrail::test::TempDir d("mounts");
+    const std::string a = d.path() + "/a", b = d.path() + "/b";
+    REQUIRE(::mkdir(a.c_str(), 0755) == 0);
+    REQUIRE(::mkdir(b.c_str(), 0755) == 0);
+    if (::mount("jobtrail-test", a.c_str(), "tmpfs", 0, "size=64k") != 0)
+        JOBTRAIL_SKIP(std::string("cannot mount a tmpfs here: ") + std::strerror(errno));
+    struct Unmount {
+        std::vector<std::string> at;
+        ~Unmount() {
+            for (const auto& p : at) ::umount2(p.c_str(), MNT_DETACH);
+        }
+    } unmount{{a, b}};
+    MountPoints m("/proc/self/mountinfo");
+    m.refresh();
+    CHECK(m.contains(a));
+    CHECK_FALSE(m.contains(b));
+    REQUIRE(::umount2(a.c_str(), 0) == 0);
+    REQUIRE(::mount("jobtrail-test", b.c_str(), "tmpfs", 0, "size=64k") == 0);
+    m.refresh();
+    CHECK_FALSE(m.contains(a));
+    CHECK(m.contains(b));
 }
