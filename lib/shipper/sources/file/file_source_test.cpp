@@ -20,6 +20,7 @@
 
 #include "common/fs.hpp"
 #include "node/nccl_file.hpp"
+#include "shipper/sources/file/labels.hpp"
 #include "skip.hpp"
 #include "temp_dir.hpp"
 
@@ -98,6 +99,32 @@ TEST_CASE("file lines are read once, across restarts, and a partial line waits f
     f.append("a.log", "four\n");
     auto again = f.source();  // restart: resumes after "three"
     CHECK(f.lines(*again) == std::vector<std::string>{"four"});
+}
+
+TEST_CASE("a file replaced between the scan's look at it and its open is read once, as the file it is", "[shipper]") {
+    // A job's user renames another file over the name in that instant. The open finds another
+    // inode than the scan saw: not taken then, but at the next scan as the file it is. Taken
+    // under the inode the scan saw, it was taken again by the next scan: every line twice.
+    Fixture f;
+    f.append("a.log", "seen by the scan\n");
+    f.append("b.tmp", "one\ntwo\n");  // outside the glob until renamed
+    const std::string a = f.dir.path() + "/logs/a.log", b = f.dir.path() + "/logs/b.tmp";
+    int swaps = 0;
+    auto o = f.options();
+    o.labeler = [&, contract = contract_labeler(LineFormat::kPlain, jobtrail::node::StreamKind::kOther)](
+                    const std::string& path) {
+        if (path == a && swaps++ == 0) REQUIRE(::rename(b.c_str(), a.c_str()) == 0);
+        return contract(path);
+    };
+    FileSource s(f.cfg, std::move(o), f.m);
+    s.restore(f.saved);
+    std::vector<std::string> lines;
+    for (int pass = 0; pass < 3; ++pass) {
+        auto got = f.lines(s);
+        lines.insert(lines.end(), got.begin(), got.end());
+    }
+    CHECK(swaps >= 1);
+    CHECK(lines == std::vector<std::string>{"one", "two"});  // the first file is gone unread: deleted before its open
 }
 
 TEST_CASE("an idle last line without newline is shipped as it is", "[shipper]") {
