@@ -122,6 +122,43 @@ TEST_CASE("report.html escapes what the logs say and fetches nothing", "[forensi
     CHECK(h.find("<link") == std::string::npos);
 }
 
+TEST_CASE(
+    "report.html draws each finding in its legend's shape: kernel and DCGM circles, NCCL squares, scripts triangles",
+    "[forensics]") {
+    JobFacts j;
+    j.job_id = "1";
+    j.nodes = {"n1"};
+    std::vector<Finding> fs;
+    const std::vector<std::pair<std::string, std::string>> by_source = {
+        {"kmsg", "circle"}, {"dcgm", "circle"}, {"nccl", "rect"}, {"epilog", "polygon"}, {"fabric-manager", "polygon"}};
+    for (size_t i = 0; i < by_source.size(); ++i) {
+        Finding f;
+        f.ts_ns = 1'795'989'142'000'000'000 + static_cast<int64_t>(i) * 1'000'000'000;
+        f.node = "n1";
+        f.source = by_source[i].first;
+        f.title = "finding of " + by_source[i].first;
+        fs.push_back(f);
+    }
+    const std::string h = render_report_html(j, fs, nullptr);
+    for (const auto& [source, shape] : by_source) {
+        INFO(source);
+        const size_t title = h.find("finding of " + source + "</title>");
+        REQUIRE(title != std::string::npos);
+        // The element the title is in: the last one opened before it.
+        size_t open = std::string::npos;
+        std::string drawn;
+        for (const std::string s : {"<circle ", "<rect ", "<polygon "})
+            if (const size_t at = h.rfind(s, title);
+                at != std::string::npos && (open == std::string::npos || at > open)) {
+                open = at;
+                drawn = s.substr(1, s.size() - 2);
+            }
+        CHECK(drawn == shape);
+    }
+    CHECK(h.find("circle: kernel or DCGM event, square: NCCL, triangle: prolog/epilog or fabric manager") !=
+          std::string::npos);
+}
+
 TEST_CASE("Xid queries and the bundle's analysis match only lines the kernel starts", "[forensics][hostile]") {
     CHECK(xid_query(Scope(), {}) == R"({job="kmsg"} |~ "^NVRM: Xid|^nvidia-nvswitch[0-9]*: SXid")");
     for (const auto& q : job_queries(Scope(), "77", {"n1"}, false))
