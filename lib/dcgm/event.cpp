@@ -46,12 +46,6 @@ std::string_view kind_name(Kind k) {
     return kNames[static_cast<size_t>(k)];
 }
 
-std::optional<Kind> parse_kind_name(std::string_view s) {
-    for (size_t i = 0; i < kNames.size(); ++i)
-        if (kNames[i] == s) return static_cast<Kind>(i);
-    return std::nullopt;
-}
-
 std::string format_line(const Event& e) {
     const std::string v = std::to_string(e.value), v2 = std::to_string(e.value2);
     switch (e.kind) {

@@ -30,7 +30,6 @@ inline constexpr size_t kKinds = 8;
 // The `event` metadata value of each kind: xid, ecc_dbe, pcie_replay, retired_pages, thermal,
 // power, nvlink, health.
 std::string_view kind_name(Kind k);
-std::optional<Kind> parse_kind_name(std::string_view s);
 
 struct Event {
     Kind kind = Kind::kXid;
