@@ -1259,6 +1259,34 @@ TEST_CASE("copytruncate of a CRI log holding a P piece ships the piece as it is 
     CHECK(f.lines(*s) == std::vector<std::string>{"held piece", "new line"});
 }
 
+TEST_CASE("lines cut for max_partial_bytes are said at most once in 10 s, and what was cut meanwhile after",
+          "[shipper]") {
+    // A job printing without newlines keeps the warning on the shipper's own stream to one in
+    // 10 s; the cuts in between are counted into the next one, not dropped from it.
+    Fixture f;
+    f.cfg.max_partial_bytes = 100;
+    std::vector<std::string> said;
+    const Events events([&](const InternalEvent& e) {
+        if (e.name == "partial_lines_cut") said.push_back(e.message);
+    });
+    FileSource s(f.cfg, f.options(events), f.m);
+    const auto cut = [&](const std::string& name) {
+        f.append(name, std::string(150, 'x'));  // one line without end, past the cap
+        std::vector<Event> ev;
+        while (s.poll(ev, 1 << 20)) {
+        }
+    };
+    cut("a.log");
+    cut("b.log");
+    REQUIRE(said.size() == 1);
+    CHECK(said[0].rfind("shipped 1 unterminated lines (150 bytes)", 0) == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10'100));  // the warning's own interval
+    cut("c.log");
+    REQUIRE(said.size() == 2);
+    CHECK(said[1].rfind("shipped 2 unterminated lines (300 bytes)", 0) == 0);  // b's, then c's
+    CHECK(f.m.group<FileSourceMetrics>().partial_lines_cut == 3);
+}
+
 TEST_CASE("a CRI log restarted from a held piece then rewritten while closed is read whole from its start",
           "[shipper]") {
     // A restart from a held P piece replays the file's start, skipping the lines shipped before
