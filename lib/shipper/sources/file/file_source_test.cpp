@@ -1333,6 +1333,21 @@ TEST_CASE("at shutdown a last line without end is shipped but not a line a pass'
     CHECK(ev[0].line == "tail");
 }
 
+TEST_CASE("CRI P pieces held past max_partial_bytes are shipped before their F line, which follows as its own",
+          "[shipper]") {
+    // A container writing one endless line in 16 KiB pieces: what waits for its F counts
+    // against the same bound as a plain file's line without end.
+    Fixture f(LineFormat::kCri);
+    f.cfg.max_partial_bytes = 100;
+    const std::string piece(150, 'p');
+    f.append("pod.log", "2026-11-29T21:52:22.000000000Z stdout P " + piece + "\n");
+    auto s = f.source();
+    CHECK(f.lines(*s) == std::vector<std::string>{piece});
+    CHECK(f.m.group<FileSourceMetrics>().partial_lines_cut == 1);
+    f.append("pod.log", "2026-11-29T21:52:23.000000000Z stdout F end\n");
+    CHECK(f.lines(*s) == std::vector<std::string>{"end"});
+}
+
 TEST_CASE("at shutdown a CRI P piece waiting for its F line is shipped as it is", "[shipper]") {
     Fixture f(LineFormat::kCri);
     f.append("pod.log",
