@@ -33,6 +33,7 @@
 #include "shipper/sources/file/file_source.hpp"
 #include "skip.hpp"
 #include "temp_dir.hpp"
+#include "unmount.hpp"
 
 using namespace jobtrail::shipper;
 
@@ -376,10 +377,7 @@ TEST_CASE("pipeline: a spool that cannot be cut back to the checkpoint stops the
     }
     if (::mount(seg.c_str(), seg.c_str(), nullptr, MS_BIND, nullptr) != 0)
         JOBTRAIL_SKIP(std::string("cannot bind-mount here: ") + std::strerror(errno));
-    struct Unmount {
-        std::string at;
-        ~Unmount() { ::umount2(at.c_str(), MNT_DETACH); }
-    } unmount{seg};
+    const jobtrail::test::Unmount unmount{seg};
     // Read-only, keeping the flags a user namespace may not drop (nosuid, nodev...).
     struct statvfs vfs {};
     REQUIRE(::statvfs(seg.c_str(), &vfs) == 0);

@@ -23,6 +23,7 @@
 #include "shipper/sources/file/labels.hpp"
 #include "skip.hpp"
 #include "temp_dir.hpp"
+#include "unmount.hpp"
 
 using namespace jobtrail::shipper;
 
@@ -921,10 +922,7 @@ MountRun poll_beside_a_mount(Fixture& f, const std::string& real) {
     ::mkdir(mnt.c_str(), 0755);
     if (::mount("jobtrail-test", mnt.c_str(), "tmpfs", 0, "size=64k") != 0)
         return {std::string("cannot mount a tmpfs here: ") + std::strerror(errno), {}, {}};
-    struct Unmount {
-        std::string at;
-        ~Unmount() { ::umount2(at.c_str(), MNT_DETACH); }
-    } unmount{mnt};
+    const jobtrail::test::Unmount unmount{mnt};
     std::ofstream(mnt + "/0.n.1.log") << "inside the mount\n";
     std::ofstream(real + "/1/0.n.2.log") << "a job beside it\n";
     const Events events([&](const InternalEvent& e) { r.said.push_back(e.message); });
@@ -1415,10 +1413,7 @@ TEST_CASE("a file mounted over a log's name is not read, and the files beside it
     const std::string target = f.dir.path() + "/logs/m.log";
     if (::mount(secret.c_str(), target.c_str(), nullptr, MS_BIND, nullptr) != 0)
         JOBTRAIL_SKIP(std::string("cannot bind-mount here: ") + std::strerror(errno));
-    struct Unmount {
-        std::string at;
-        ~Unmount() { ::umount2(at.c_str(), MNT_DETACH); }
-    } unmount{target};
+    const jobtrail::test::Unmount unmount{target};
     auto s = f.source();
     auto l = f.lines(*s);
     std::sort(l.begin(), l.end());

@@ -13,6 +13,7 @@
 
 #include "skip.hpp"
 #include "temp_dir.hpp"
+#include "unmount.hpp"
 
 using namespace jobtrail::shipper;
 
@@ -77,12 +78,7 @@ TEST_CASE("a mount point unmounted since is no longer one, and one mounted since
     REQUIRE(::mkdir(b.c_str(), 0755) == 0);
     if (::mount("jobtrail-test", a.c_str(), "tmpfs", 0, "size=64k") != 0)
         JOBTRAIL_SKIP(std::string("cannot mount a tmpfs here: ") + std::strerror(errno));
-    struct Unmount {
-        std::vector<std::string> at;
-        ~Unmount() {
-            for (const auto& p : at) ::umount2(p.c_str(), MNT_DETACH);
-        }
-    } unmount{{a, b}};
+    const jobtrail::test::Unmount unmount{a, b};
     MountPoints m("/proc/self/mountinfo");
     m.refresh();
     CHECK(m.contains(a));
