@@ -169,7 +169,8 @@ void Sender::run(const std::atomic<bool>& stop) {
     }
     stop_workers();
     // Pushes answered while stopping are acknowledged all the same: the lines Loki stored are
-    // not sent again at the next start (Loki keeps a duplicate whose chunk was flushed).
+    // not sent again at the next start (each would cost the tenant's rate, and lean on Loki's
+    // de-duplication to be stored once).
     for (auto& job : done_) handle(job);
     ack_done();
     // Whatever was not answered for stays in the spool; read it again from the acknowledged point.
