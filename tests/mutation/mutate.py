@@ -6,10 +6,10 @@
 Makes N mutants of lib/'s non-test .cpp files, chosen from every site of these changes with the
 seed (another seed, other mutants): a comparison turned (== !=, < <=, > >=), a boolean condition
 turned (&& ||, `if (!x)` -> `if (x)`), a boundary moved (+ 1 / - 1), a return value flipped
-(true/false), a call or a `return;` removed. Each mutant is built in a throwaway copy of the tree
-(tracked and untracked files, not ignored ones; under $MUTATE_DIR, default /var/tmp: put it under
-ccache's base_dir to reuse the cache), incrementally: only the mutated file is compiled again, and
-only the targets the tests run: a Debug build, or with --sanitize the build CI runs its tests in
+(true/false), a call or a `return;` removed (not `reserve` or `shrink_to_fit`: memory only). Each
+mutant is built in a throwaway copy of the tree (tracked and untracked files, not ignored ones;
+under $MUTATE_DIR, default /var/tmp: put it under ccache's base_dir to reuse the cache),
+incrementally: only the mutated file is compiled again, and only the targets the tests run: a Debug build, or with --sanitize the build CI runs its tests in
 (cmake/sanitize-build.cmake: ASan, UBSan and libstdc++'s assertions, which see a read past a buffer
 that leaves the output as it was). It is judged by the unit tests, then, if it survives them, by the
 end-to-end tests (default: tests/shipper/e2e_*.py and tests/cli/test_bundle.py; --unit-only: none).
@@ -40,6 +40,8 @@ SWAPS = [
 ]
 # A statement that is only a call (`f(x);`, `a.b(c);`, `p->q();`), or a bare `return;`.
 CALL = re.compile(r"^(\s*)((?:[A-Za-z_][\w:]*(?:\.|->))*[A-Za-z_][\w:]*\(.*\);|return;)\s*$")
+# Calls whose removal changes only memory use, never a result: not mutants worth judging.
+MEMORY_ONLY = re.compile(r"(?:\.|->)(?:reserve|shrink_to_fit)\(")
 NOT_CALL = re.compile(r"^\s*(return|if|for|while|switch|case|else|do|delete|throw|using|typedef|static_assert)\b")
 
 
@@ -71,11 +73,13 @@ def sites(src):
             for kind, a, b in SWAPS:
                 col = code.find(a)
                 while col >= 0:
-                    if outside_strings(code, col):
+                    # A boundary moves by one: ` + 1` in `+ 10` or `+ 1'000` is another number.
+                    whole = kind != "boundary" or not re.match(r"[\w'.]", code[col + len(a):col + len(a) + 1])
+                    if outside_strings(code, col) and whole:
                         out.append((path, i + 1, kind, line, line[:col] + b + line[col + len(a):]))
                     col = code.find(a, col + 1)
             m = CALL.match(code)
-            if m and not NOT_CALL.match(code) and "=" not in code.split("(")[0]:
+            if m and not NOT_CALL.match(code) and "=" not in code.split("(")[0] and not MEMORY_ONLY.search(code):
                 out.append((path, i + 1, "removed " + ("return" if m.group(2) == "return;" else "call"), line,
                             m.group(1) + ";"))
     return out
