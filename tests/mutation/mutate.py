@@ -12,7 +12,8 @@ under $MUTATE_DIR, default /var/tmp: put it under ccache's base_dir to reuse the
 incrementally: only the mutated file is compiled again, and only the targets the tests run: a
 Debug build, or with --sanitize the build CI runs its tests in (cmake/sanitize-build.cmake: ASan,
 UBSan and libstdc++'s assertions, which see a read past a buffer that leaves the output as it was).
-It is judged by the unit tests, then, if it survives them, by the end-to-end tests (default: tests/shipper/e2e_*.py and tests/cli/test_bundle.py; --unit-only: none).
+It is judged by the unit tests, then, if it survives them, by the end-to-end tests (default:
+tests/shipper/e2e_*.py and tests/cli/test_bundle.py; --unit-only: none).
 
 Both run side by side, as a 2-CPU machine allows for tests that mostly wait: the unit tests as
 --shards processes, each a share of the cases balanced by their durations on the unmutated copy,
