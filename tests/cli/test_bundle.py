@@ -572,6 +572,35 @@ class Bundle(unittest.TestCase):
         finally:
             loki.close()
 
+    def test_a_failing_nccl_step_query_still_bundles_the_nccl_lines_and_says_the_bundle_is_partial(self):
+        # Only the query for the lines that name a process's step fails: the NCCL lines come
+        # anyway (their files named less well), and the bundle must not claim to be complete.
+        loki = Loki()
+        try:
+            loki.push(job_streams(nccl_lines=10))
+            http("POST", loki.url + "/-/fault",
+                 json.dumps({"mode": "status", "status": 500, "body": "rpc error: code = Unavailable\n",
+                             "target": "query", "query_contains": 'step!=""'}).encode())
+            r = self.run_cli("--loki-url", loki.url, "bundle", "4242", "-o", self.out)
+            self.assertEqual(r.returncode, 3, r.stderr)  # partial
+            (archive,) = glob.glob(self.out + "/*.tar.zst")
+            top = extract(archive, self.out + "/x")
+            m = json.load(open(top + "/manifest.json"))
+            self.assertFalse(m["complete"])
+            failed = {q["name"]: q for q in m["queries"] if q["failed"]}
+            self.assertEqual(sorted(failed), ["NCCL gpu01", "NCCL gpu02"])
+            for q in failed.values():
+                self.assertTrue(q["error"].startswith("steps ("), q["error"])
+                self.assertIn("HTTP 500", q["error"])
+            lines = 0
+            for d, _, fs in os.walk(top + "/nccl"):
+                for f in fs:
+                    with open(os.path.join(d, f)) as fh:
+                        lines += len(fh.read().splitlines())
+            self.assertEqual(lines, 2 * 2 * 10 + 2)  # both ranks of both nodes, and gpu01's two WARNs
+        finally:
+            loki.close()
+
     def test_unknown_job_is_not_found_and_writes_nothing(self):
         loki = Loki()
         try:
