@@ -117,6 +117,26 @@ TEST_CASE("query_range reports Loki's refusal and parse errors instead of an emp
         streams, entries);
     CHECK_FALSE(st.ok);
     CHECK(st.error.find("nanoseconds") != std::string::npos);
+
+    // A proxy in front of Loki that answers 200 with its own page: a failed query that says
+    // so, never an empty success (a bundle would call itself complete with nothing in it).
+    CURL* h = curl_easy_init();
+    const std::string url = loki.url() + "/-/fault";
+    const std::string fault =
+        R"({"mode": "status", "status": 200, "body": "<html>sign in</html>", "target": "query"})";
+    curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, fault.c_str());
+    REQUIRE(curl_easy_perform(h) == CURLE_OK);
+    curl_easy_cleanup(h);
+    size_t got = 0;
+    // 40 days: pieces of Loki's 721 h. The query stops at the garbled one, as at any failure.
+    const int64_t now = jobtrail::realtime_ns();
+    const auto page =
+        query_range(c, "{job=\"t\"}", now - 40 * 86'400LL * 1'000'000'000, now, {}, [&](const QueryEntry&) { ++got; });
+    CHECK(page.failed);
+    CHECK(page.error.rfind("unexpected response: ", 0) == 0);
+    CHECK(page.requests == 1);
+    CHECK(got == 0);
 }
 
 TEST_CASE("a response with fields of the wrong type is refused, not thrown", "[loki]") {
