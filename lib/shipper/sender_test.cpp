@@ -454,6 +454,26 @@ TEST_CASE("sender: too-old lines strewn through a run are dropped in passing, no
     CHECK(rig.m.group<shipper::Drops>().of("too_old") == 150);
 }
 
+TEST_CASE("sender: a stream whose spooled lines are all too old for Loki sends nothing, counts them, and moves on",
+          "[loki][sender]") {
+    // No push at all: not an empty one, and not one Loki would refuse as too old, again and again.
+    Rig rig;
+    const int64_t old = realtime_ns() - rig.cfg.max_age_ms * 1'000'000 - 1'000'000'000;
+    for (int i = 0; i < 100; ++i) rig.add(kA, "stale " + std::to_string(i), old + i);
+    rig.script.answer = [](const Request&) { return ok(); };
+    rig.start();
+    REQUIRE(rig.wait_for([&] { return rig.spool.pending_bytes() == 0; }));
+    CHECK(rig.m.group<shipper::Drops>().of("too_old") == 100);
+    // Then a fresh line goes alone.
+    rig.add(kA, "fresh", realtime_ns());
+    REQUIRE(rig.spool.sync());
+    REQUIRE(rig.wait_for([&] { return rig.script.stored.size() == 1; }));
+    std::lock_guard<std::mutex> lk(rig.script.mu);
+    CHECK(rig.script.stored[0] == "fresh");
+    REQUIRE(rig.script.seen.size() == 1);
+    CHECK(rig.script.seen[0].lines.size() == 1);
+}
+
 TEST_CASE("sender: a 413 for a push of blank lines halves it until it fits: every line goes", "[loki][sender]") {
     // Blank lines weigh nothing to Loki's limits; a cap in their bytes alone would stay where it was.
     Rig rig;
