@@ -194,6 +194,7 @@ class Unit:
         self.binary, self.work, self.n, self.timeout, self.env = binary, work, shards, timeout, env
         self.files = []
         self.why = ""
+        self.last_failed = None
 
     def plan(self, tree):
         """Runs the whole suite serially on the unmutated copy (it must pass), measuring each case,
@@ -251,7 +252,7 @@ class Unit:
 
     def judge(self, tree):
         """'unit' if the mutant fails a unit test, else None."""
-        failed = self.run(tree)
+        failed = self.last_failed = self.run(tree)
         if failed == 0:
             return None
         if not isinstance(failed, str):
@@ -270,6 +271,7 @@ class E2E:
     def __init__(self, modules, work, shards, timeout, env):
         self.modules, self.work, self.n, self.timeout, self.env = list(modules), work, shards, timeout, env
         self.seconds = {}
+        self.last_failed = None
 
     def run(self, tree, modules):
         """The first module that failed, or None; modules not started once one failed."""
@@ -302,7 +304,7 @@ class E2E:
 
     def judge(self, tree):
         """'e2e' if the mutant fails an end-to-end test, else None."""
-        failed = self.run(tree, self.modules)
+        failed = self.last_failed = self.run(tree, self.modules)
         if failed is None:
             return None
         saved = self.n
@@ -414,8 +416,13 @@ def main():
             sys.exit("mutate: the unmutated tree does not build:\n" + tail())
         if not unit.plan(tree):
             sys.exit("mutate: the unmutated tree fails its unit tests (" + unit.why + "): nothing can be judged")
-        if unit.judge(tree) or (args.e2e and e2e.run(tree, args.e2e)):
-            sys.exit("mutate: the unmutated tree fails its tests: nothing can be judged:\n" + tail())
+        # Judged as a mutant is: a case or module that fails only beside the others is run again.
+        if unit.judge(tree):
+            sys.exit("mutate: the unmutated tree fails its unit tests (%s): nothing can be judged:\n%s" %
+                     (unit.last_failed, tail()))
+        if args.e2e and e2e.judge(tree):
+            sys.exit("mutate: the unmutated tree fails the end-to-end module %s: nothing can be judged:\n%s" %
+                     (e2e.last_failed, tail(log="%s/e2e-%s.log" % (e2e.work, e2e.last_failed))))
         judged, killed, survivors, stillborn, seconds = 0, {"unit": 0, "e2e": 0}, [], 0, 0.0
         for path, line_no, kind, before, after in candidates:
             if judged == args.n:
