@@ -229,6 +229,33 @@ TEST_CASE("the epilog reads the kernel records from the prolog's mark on and sum
     CHECK_FALSE(std::filesystem::exists(mark));  // used once: a later job with this id starts afresh
 }
 
+TEST_CASE("a kernel ring past what the epilog holds for judging: every Xid counted once, before and past the bound",
+          "[collector][fixture]") {
+    // The epilog holds the job's records (up to 32 MiB) to judge them after its scan; a larger
+    // ring (log_buf_len can be set so) is judged as it goes past that. An Xid before the bound
+    // and two past it: each in the summary, none twice, none missing.
+    test::KmsgfsMount fs(size_t{48} << 20);
+    test::CollectorJob job("  kmsg: " + fs.kmsg() + "\n  kmsg_budget: 60s\n  max_log_bytes: 64KiB\n");
+    prolog(job);
+    const std::string filler(1000, 'f');
+    std::string batch = "4;" + kXid79 + "\n";
+    for (int i = 0; i < 32'000; ++i) {
+        batch += "6;filler " + std::to_string(i) + " " + filler + "\n";
+        if (batch.size() > (64 << 10)) {
+            fs.ctl(batch);
+            batch.clear();
+        }
+    }
+    batch += "4;" + kXid79 + "\n3;NVRM: Xid (PCI:0000:3b:00): 13, pid=1, Graphics Exception\n";
+    fs.ctl(batch);
+    const auto hits = epilog(job);
+    REQUIRE(hits.size() == 2);
+    CHECK(hits[0].event.xid == 79);
+    CHECK(hits[0].count == 2);
+    CHECK(hits[1].event.xid == 13);
+    CHECK(hits[1].count == 1);
+}
+
 TEST_CASE("the epilog says how many records the ring lost before it read them and from which sequence number",
           "[collector][fixture]") {
     test::KmsgfsMount fs;
