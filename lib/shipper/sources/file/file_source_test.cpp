@@ -1404,6 +1404,30 @@ TEST_CASE("a closed file rewritten in place to the same size is read again from 
     CHECK(f.lines(*s) == std::vector<std::string>{"BBBB"});
 }
 
+TEST_CASE("a log the config names without a pattern, with a filesystem mounted over it, is refused and said",
+          "[shipper]") {
+    // The site's path names the file itself: no listing, the name looked up alone. A user who can
+    // mount there (a FUSE daemon) must not have it read, or stat'ed, through the mount.
+    Fixture f;
+    const std::string secret = f.dir.path() + "/secret";
+    std::ofstream(secret) << "another filesystem's file\n";
+    f.append("m.log", "");
+    f.append("plain.log", "the named log beside it\n");
+    const std::string target = f.dir.path() + "/logs/m.log";
+    f.cfg.paths = {target, f.dir.path() + "/logs/plain.log"};
+    if (::mount(secret.c_str(), target.c_str(), nullptr, MS_BIND, nullptr) != 0)
+        JOBTRAIL_SKIP(std::string("cannot bind-mount here: ") + std::strerror(errno));
+    const jobtrail::test::Unmount unmount{target};
+    std::vector<std::string> said;
+    FileSource s(f.cfg, Fixture::options(Events([&](const InternalEvent& e) { said.push_back(e.message); })), f.m);
+    std::vector<Event> ev;
+    for (int pass = 0; pass < 3; ++pass) s.poll(ev, 1 << 20);
+    REQUIRE(ev.size() == 1);
+    CHECK(ev[0].line == "the named log beside it");
+    CHECK(f.m.group<FileSourceMetrics>().files_refused.value({"mount_point"}) == 1);
+    CHECK(said == std::vector<std::string>{"not reading " + target + ": a mount point"});
+}
+
 TEST_CASE("a file mounted over a log's name is not read, and the files beside it are", "[shipper]") {
     Fixture f;
     const std::string secret = f.dir.path() + "/secret";
