@@ -94,3 +94,37 @@ TEST_CASE("the Xid table lists rows by node whichever source saw them", "[forens
     CHECK(j[0]["source"] == "dcgm");
     CHECK(j[1]["node"] == "gpu02");
 }
+
+TEST_CASE("an Xid both sources saw past the sightings kept: the rest counted as DCGM's, within DCGM's own times",
+          "[forensics][cli][dcgm]") {
+    // A GPU flapping for hours: 5,000 Xids the kernel and DCGM both report. The first 4,096 of
+    // DCGM's are matched against the kernel's; the rest cannot be, and go in a DCGM row whose
+    // times are DCGM's, never the epoch.
+    constexpr int64_t kS = 1'000'000'000;
+    const loki::LabelSet gpu3 = {{"gpu", "3"}, {"pci_bdf", "00000000:3B:00.0"}};
+    XidTable t;
+    for (int64_t i = 0; i < 5000; ++i) {
+        t.add("gpu01", (1000 + i) * kS, "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.");
+        t.add_dcgm("gpu01", (1000 + i) * kS + kS / 2, "XID 79 on GPU 3", &gpu3);
+    }
+    const auto j = t.json();
+    REQUIRE(j.size() == 2);
+    CHECK(j[0]["source"] == "kernel+dcgm");
+    CHECK(j[0]["count"] == 5000);
+    CHECK(j[1]["source"] == "dcgm");
+    CHECK(j[1]["count"] == 5000 - XidTable::kMaxSightings);
+    CHECK(j[1]["first"] == jobtrail::format_rfc3339_ns(1000 * kS + kS / 2));
+    CHECK(j[1]["last"] == jobtrail::format_rfc3339_ns(5999 * kS + kS / 2));
+    // Within the sightings kept, the DCGM row's times are those of its own sightings only: not
+    // the time of a later one the kernel matched.
+    XidTable u;
+    u.add_dcgm("gpu02", 100 * kS, "XID 79 on GPU 3", &gpu3);
+    u.add("gpu02", 200 * kS, "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.");
+    u.add_dcgm("gpu02", 200 * kS, "XID 79 on GPU 3", &gpu3);
+    const auto k = u.json();
+    REQUIRE(k.size() == 2);
+    CHECK(k[1]["source"] == "dcgm");
+    CHECK(k[1]["count"] == 1);
+    CHECK(k[1]["first"] == jobtrail::format_rfc3339_ns(100 * kS));
+    CHECK(k[1]["last"] == jobtrail::format_rfc3339_ns(100 * kS));
+}
