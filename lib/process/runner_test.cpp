@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -253,6 +254,22 @@ TEST_CASE("a line of exactly the cap is one line, its newline coming later adds 
     REQUIRE(c.lines.size() == 2);
     CHECK(c.lines[0].second == std::string(1000, 'x'));
     CHECK(c.lines[1].second == "next");
+}
+
+TEST_CASE("an errno left from before the run is not taken for the kernel saying the script is gone", "[process]") {
+    // The caller's last failed call may have left ECHILD (a waitpid of its own, a script run with
+    // SIGCHLD ignored): a script still running must still run to its end and give its status.
+    for (const int stale : {ECHILD, EAGAIN}) {
+        INFO("errno before the run: " << stale);
+        Captured c;
+        errno = stale;
+        auto r = run({"/bin/sh", "-c", "sleep 0.3; echo done; exit 3"}, opts(), c.sink());
+        CHECK(r.exited);
+        CHECK(r.exit_code == 3);
+        CHECK(r.error.empty());
+        REQUIRE(c.lines.size() == 1);
+        CHECK(c.lines[0].second == "done");
+    }
 }
 
 TEST_CASE("what the script leaves running in its process group is killed when it exits", "[process]") {
