@@ -122,8 +122,7 @@ TEST_CASE("query_range reports Loki's refusal and parse errors instead of an emp
     // so, never an empty success (a bundle would call itself complete with nothing in it).
     CURL* h = curl_easy_init();
     const std::string url = loki.url() + "/-/fault";
-    const std::string fault =
-        R"({"mode": "status", "status": 200, "body": "<html>sign in</html>", "target": "query"})";
+    const std::string fault = R"({"mode": "status", "status": 200, "body": "<html>sign in</html>", "target": "query"})";
     curl_easy_setopt(h, CURLOPT_URL, url.c_str());
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, fault.c_str());
     REQUIRE(curl_easy_perform(h) == CURLE_OK);
