@@ -22,7 +22,9 @@ none started once one failed. A failed case or module is run again alone to conf
 fails only beside the others is no kill (the whole suite is then run serially). Prints each mutant
 with its seconds, then the kill rate, the mean seconds a mutant and every survivor's file:line and
 change (one listed in equivalent.txt, shown to change nothing a user could observe, with its
-reason, and the kill rate over the others too). A mutant that does not compile is said and not counted. The tree it is run from is only
+reason, and the kill rate over the others too). A mutant that does not compile is said and not
+counted. After each mutant, what its tests left running is killed and what they left mounted under
+/tmp/jobtrail-* unmounted: run it alone, not beside other tests. The tree it is run from is only
 read. Exits 1 if the unmutated copy fails its tests."""
 import argparse, glob, html, os, random, re, shutil, signal, subprocess, sys, tempfile, time
 
@@ -147,6 +149,26 @@ def reap(under):
             n += 1
         except OSError:
             continue
+    return n
+
+
+def unmount_left(since):
+    """Unmounts (lazily) what the tests mounted under /tmp/jobtrail-* since `since` (time.time())
+    and left there: a shard killed at its first failure never ran its guard. How many."""
+    n = 0
+    with open("/proc/self/mountinfo") as f:
+        points = [line.split()[4] for line in f]
+    for point in reversed(points):  # the newest first: one mounted over another
+        top = "/".join(point.split("/")[:3])
+        if not point.startswith("/tmp/jobtrail-"):
+            continue
+        try:
+            if os.stat(top).st_ctime < since:
+                continue
+        except OSError:
+            continue
+        if subprocess.run(["umount", "-l", point], capture_output=True).returncode == 0:
+            n += 1
     return n
 
 
@@ -434,7 +456,7 @@ def main():
             lines[line_no - 1] = after
             with open(full, "w") as f:
                 f.write("\n".join(lines))
-            start = time.monotonic()
+            start, start_wall = time.monotonic(), time.time()
             phase.clear()
             try:
                 verdict = judge()
@@ -443,6 +465,8 @@ def main():
                     f.write(original)
                 if reap(work):
                     print("  (processes this mutant left running were killed)", flush=True)
+                if unmount_left(start_wall):
+                    print("  (mounts this mutant's tests left were unmounted)", flush=True)
             took = time.monotonic() - start
             if "e2e from" in phase:
                 took_s = "%.0f s: %.0f s build and unit, %.0f s e2e" % (took, phase["e2e from"] - start,
