@@ -6,12 +6,12 @@
 Makes N mutants of lib/'s non-test .cpp files, chosen from every site of these changes with the
 seed (another seed, other mutants): a comparison turned (== !=, < <=, > >=), a boolean condition
 turned (&& ||, `if (!x)` -> `if (x)`), a boundary moved (+ 1 / - 1), a return value flipped
-(true/false), a call or a `return;` removed (not `reserve` or `shrink_to_fit`: memory only). Each
-mutant is built in a throwaway copy of the tree (tracked and untracked files, not ignored ones;
-under $MUTATE_DIR, default /var/tmp: put it under ccache's base_dir to reuse the cache),
-incrementally: only the mutated file is compiled again, and only the targets the tests run: a
-Debug build, or with --sanitize the build CI runs its tests in (cmake/sanitize-build.cmake: ASan,
-UBSan and libstdc++'s assertions, which see a read past a buffer that leaves the output as it was).
+(true/false), a call or a `return;` removed. Each mutant is built in a throwaway copy of the tree
+(tracked and untracked files, not ignored ones; under $MUTATE_DIR, default /var/tmp: put it under
+ccache's base_dir to reuse the cache), incrementally: only the mutated file is compiled again, and
+only the targets the tests run: a Debug build, or with --sanitize the build CI runs its tests in
+(cmake/sanitize-build.cmake: ASan, UBSan and libstdc++'s assertions, which see a read past a
+buffer that leaves the output as it was).
 It is judged by the unit tests, then, if it survives them, by the end-to-end tests (default:
 tests/shipper/e2e_*.py and tests/cli/test_bundle.py; --unit-only: none).
 
@@ -23,8 +23,8 @@ fails only beside the others is no kill (the whole suite is then run serially). 
 with its seconds, then the kill rate, the mean seconds a mutant and every survivor's file:line and
 change (one listed in equivalent.txt, shown to change nothing a user could observe, with its
 reason, and the kill rate over the others too). A mutant that does not compile is said and not
-counted. After each mutant, what its tests left running is killed and what they left mounted under
-/tmp/jobtrail-* unmounted: run it alone, not beside other tests. The tree it is run from is only
+counted. After each mutant, what its tests left running is killed and what they left mounted in
+/tmp unmounted: run it alone, not beside other tests. The tree it is run from is only
 read. Exits 1 if the unmutated copy fails its tests."""
 import argparse, glob, html, os, random, re, shutil, signal, subprocess, sys, tempfile, time
 
@@ -43,8 +43,6 @@ SWAPS = [
 ]
 # A statement that is only a call (`f(x);`, `a.b(c);`, `p->q();`), or a bare `return;`.
 CALL = re.compile(r"^(\s*)((?:[A-Za-z_][\w:]*(?:\.|->))*[A-Za-z_][\w:]*\(.*\);|return;)\s*$")
-# Calls whose removal changes only memory use, never a result: not mutants worth judging.
-MEMORY_ONLY = re.compile(r"(?:\.|->)(?:reserve|shrink_to_fit)\(")
 NOT_CALL = re.compile(r"^\s*(return|if|for|while|switch|case|else|do|delete|throw|using|typedef|static_assert)\b")
 
 
@@ -76,13 +74,13 @@ def sites(src):
             for kind, a, b in SWAPS:
                 col = code.find(a)
                 while col >= 0:
-                    # A boundary moves by one: ` + 1` in `+ 10` or `+ 1'000` is another number.
-                    whole = kind != "boundary" or not re.match(r"[\w'.]", code[col + len(a):col + len(a) + 1])
+                    # A boundary moves by one: ` + 1` in `+ 10`, `+ 1'000` or `+ 1.5` is another number.
+                    whole = kind != "boundary" or not re.match(r"[0-9'.]", code[col + len(a):col + len(a) + 1])
                     if outside_strings(code, col) and whole:
                         out.append((path, i + 1, kind, line, line[:col] + b + line[col + len(a):]))
                     col = code.find(a, col + 1)
             m = CALL.match(code)
-            if m and not NOT_CALL.match(code) and "=" not in code.split("(")[0] and not MEMORY_ONLY.search(code):
+            if m and not NOT_CALL.match(code) and "=" not in code.split("(")[0]:
                 out.append((path, i + 1, "removed " + ("return" if m.group(2) == "return;" else "call"), line,
                             m.group(1) + ";"))
     return out
@@ -152,23 +150,26 @@ def reap(under):
     return n
 
 
-def unmount_left(since):
-    """Unmounts (lazily) what the tests mounted under /tmp/jobtrail-* since `since` (time.time())
-    and left there: a shard killed at its first failure never ran its guard. How many."""
-    n = 0
+def mount_ids():
+    """{mount id: mount point} of this mount namespace."""
     with open("/proc/self/mountinfo") as f:
-        points = [line.split()[4] for line in f]
-    for point in reversed(points):  # the newest first: one mounted over another
-        top = "/".join(point.split("/")[:3])
-        if not point.startswith("/tmp/jobtrail-"):
-            continue
-        try:
-            if os.stat(top).st_ctime < since:
+        return {int(line.split()[0]): line.split()[4] for line in f}
+
+
+def unmount_left(before, work):
+    """Unmounts (lazily) what the tests mounted since `before` (mount_ids()) in their temporary
+    directories (/tmp, `work`) and left mounted: a shard that crashed or was killed at its timeout
+    never ran its guard. How many."""
+    n = 0
+    left = [p for i, p in mount_ids().items() if i not in before and p.startswith(("/tmp/", work + "/"))]
+    for point in sorted(left, key=len, reverse=True):  # one below another first
+        for cmd in (["umount", "-l", point], ["fusermount3", "-uz", point]):
+            try:
+                if subprocess.run(cmd, capture_output=True).returncode == 0:
+                    n += 1
+                    break
+            except OSError:
                 continue
-        except OSError:
-            continue
-        if subprocess.run(["umount", "-l", point], capture_output=True).returncode == 0:
-            n += 1
     return n
 
 
@@ -216,7 +217,7 @@ class Unit:
         self.binary, self.work, self.n, self.timeout, self.env = binary, work, shards, timeout, env
         self.files = []
         self.why = ""
-        self.last_failed = None
+        self.last_failed = self.failed_log = None
 
     def plan(self, tree):
         """Runs the whole suite serially on the unmutated copy (it must pass), measuring each case,
@@ -265,6 +266,8 @@ class Unit:
                 p.wait()
                 rc = "timeout"
             out.close()
+            if rc not in (0, 77) and not failed:
+                self.failed_log = log
             if rc == "timeout":
                 failed.append(None)  # a hang: no case to run again
             elif rc not in (0, 77):
@@ -281,6 +284,7 @@ class Unit:
             return "unit"  # a shard hung, or crashed outside any case
         alone = self.work + "/alone.txt"
         write_names(alone, [failed])
+        self.failed_log = None  # what follows is in LOG
         if sh([self.binary, "-f", alone], tree, self.timeout, self.env) not in (0, 77):
             return "unit"
         print("    (%s failed only beside the others: the whole suite serially)" % failed, flush=True)
@@ -335,7 +339,8 @@ class E2E:
             if self.run(tree, [failed]) is not None:
                 return "e2e"
             print("    (%s failed only beside the others: every module serially)" % failed, flush=True)
-            return "e2e" if self.run(tree, self.modules) is not None else None
+            self.last_failed = self.run(tree, self.modules)
+            return "e2e" if self.last_failed is not None else None
         finally:
             self.n = saved
 
@@ -440,8 +445,10 @@ def main():
             sys.exit("mutate: the unmutated tree fails its unit tests (" + unit.why + "): nothing can be judged")
         # Judged as a mutant is: a case or module that fails only beside the others is run again.
         if unit.judge(tree):
+            what = (unit.last_failed if isinstance(unit.last_failed, str) else
+                    "a shard hung or crashed outside any case (%s)" % unit.last_failed)
             sys.exit("mutate: the unmutated tree fails its unit tests (%s): nothing can be judged:\n%s" %
-                     (unit.last_failed, tail()))
+                     (what, tail(log=unit.failed_log)))
         if args.e2e and e2e.judge(tree):
             sys.exit("mutate: the unmutated tree fails the end-to-end module %s: nothing can be judged:\n%s" %
                      (e2e.last_failed, tail(log="%s/e2e-%s.log" % (e2e.work, e2e.last_failed))))
@@ -456,7 +463,7 @@ def main():
             lines[line_no - 1] = after
             with open(full, "w") as f:
                 f.write("\n".join(lines))
-            start, start_wall = time.monotonic(), time.time()
+            start, mounted = time.monotonic(), mount_ids()
             phase.clear()
             try:
                 verdict = judge()
@@ -465,7 +472,7 @@ def main():
                     f.write(original)
                 if reap(work):
                     print("  (processes this mutant left running were killed)", flush=True)
-                if unmount_left(start_wall):
+                if unmount_left(mounted, work):
                     print("  (mounts this mutant's tests left were unmounted)", flush=True)
             took = time.monotonic() - start
             if "e2e from" in phase:
