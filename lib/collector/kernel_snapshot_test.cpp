@@ -239,7 +239,8 @@ TEST_CASE("a kernel ring past what the epilog holds for judging: every Xid count
     prolog(job);
     const std::string filler(1000, 'f');
     std::string batch = "4;" + kXid79 + "\n";
-    for (int i = 0; i < 32'000; ++i) {
+    // 40,000 records of 1 KB: past the 32 MiB with room, however a record is reckoned.
+    for (int i = 0; i < 40'000; ++i) {
         batch += "6;filler " + std::to_string(i) + " " + filler + "\n";
         if (batch.size() > (64 << 10)) {
             fs.ctl(batch);
@@ -254,6 +255,8 @@ TEST_CASE("a kernel ring past what the epilog holds for judging: every Xid count
     CHECK(hits[0].count == 2);
     CHECK(hits[1].event.xid == 13);
     CHECK(hits[1].count == 1);
+    // Every record read: none left to a spent budget.
+    CHECK(job.text("epilog", joblog::kEvent, "summary").find(" kmsg_records=40003 ") != std::string::npos);
 }
 
 TEST_CASE("the epilog says how many records the ring lost before it read them and from which sequence number",
