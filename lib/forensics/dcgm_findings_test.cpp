@@ -255,3 +255,38 @@ TEST_CASE("a DCGM Xid from 1 to 65535 is an event, 0 and 65536 are not", "[foren
     CHECK_FALSE(read_dcgm("XID 0 on GPU 3", &labels));
     CHECK_FALSE(read_dcgm("XID 65536 on GPU 3", &labels));
 }
+
+TEST_CASE("a GPU flapping past the sightings kept: the bundle matches the first 4096 and counts the rest as DCGM's",
+          "[forensics][dcgm]") {
+    // 5,000 Xids both the kernel and DCGM reported, 30 s apart. Each source keeps its first
+    // 4,096 sightings (memory per finding is bounded): those are matched; the 904 DCGM ones past
+    // them cannot be, and stay a DCGM finding with their count, as `jobtrail xid` counts them.
+    Analyzer a;
+    const auto labels = dcgm_labels("3", "00000000:3B:00.0");
+    for (int64_t i = 0; i < 5000; ++i) {
+        a.add("gpu01", "kmsg", kT0 + i * 30 * kS, kKernel79);
+        a.add_dcgm("gpu01", kT0 + i * 30 * kS + kS, "XID 79 on GPU 3", &labels);
+    }
+    const auto fs = a.findings();
+    REQUIRE(fs.size() == 2);
+    REQUIRE(count_kind(fs, "kmsg") == 1);
+    for (const auto& f : fs) {
+        if (f.source == "kmsg") {
+            CHECK(f.count == 5000);
+            CHECK(f.dcgm);
+        } else {
+            CHECK(f.count == 5000 - Analyzer::kMaxSightings);
+        }
+    }
+    // The bound is exact: the 4,097th DCGM sighting is not matched, even against a kernel line
+    // beside it (memory for a finding's sightings stops at 4,096).
+    Analyzer b;
+    for (int64_t i = 0; i <= 4096; ++i) b.add_dcgm("gpu01", kT0 + i * 30 * kS, "XID 79 on GPU 3", &labels);
+    b.add("gpu01", "kmsg", kT0 + 4096 * 30 * kS + kS, kKernel79);
+    const auto gs = b.findings();
+    REQUIRE(gs.size() == 2);
+    for (const auto& f : gs) {
+        CHECK(f.count == (f.source == "kmsg" ? 1u : 4097u));
+        if (f.source == "kmsg") CHECK_FALSE(f.dcgm);
+    }
+}
