@@ -502,6 +502,27 @@ TEST_CASE("a closed file renamed away after its last lines is finished, running 
     CHECK(f.lines(*again) == std::vector<std::string>{"4", "5"});
 }
 
+TEST_CASE("a closed file renamed away with another file mounted over its new name is not finished from that file",
+          "[shipper]") {
+    // The rotated name's directory entry still holds our inode, but what opens there is the
+    // mounted file (same filesystem, another inode): none of its bytes are ours to ship.
+    Fixture f;
+    f.cfg.idle_close_ms = 0;
+    const std::string logs = f.dir.path() + "/logs/", app = logs + "app.log";
+    const std::string secret = f.dir.path() + "/secret";
+    std::ofstream(secret) << "1\nsomeone else's line\nand another\n";
+    f.append("app.log", "1\n");
+    auto s = f.source();
+    CHECK(f.lines(*s) == std::vector<std::string>{"1"});  // and closed
+    REQUIRE(::rename(app.c_str(), (app + ".1").c_str()) == 0);
+    if (::mount(secret.c_str(), (app + ".1").c_str(), nullptr, MS_BIND, nullptr) != 0)
+        JOBTRAIL_SKIP(std::string("cannot bind-mount here: ") + std::strerror(errno));
+    const jobtrail::test::Unmount unmount{app + ".1"};
+    for (int i = 0; i < 3; ++i) CHECK(f.lines(*s).empty());
+    CHECK(f.m.group<FileSourceMetrics>().files_refused.samples().empty());
+    CHECK(s->checkpoint().dump().find("app.log.1") == std::string::npos);
+}
+
 TEST_CASE("a closed file deleted and its inode number taken by a FIFO beside it is not looked for there", "[shipper]") {
     // Looked for by inode beside its old name (a rotation renames it), a deleted file's number
     // may come back as another kind of entry: that is no file of ours, not even to refuse.
