@@ -27,8 +27,24 @@ NcclBudget::NcclBudget(uint64_t bytes, int64_t window_ms, Metrics& m, Clock now)
       drops_(m.group<Drops>()),
       now_(now ? std::move(now) : Clock(monotonic_ns)) {}
 
+void NcclBudget::say_dropped(const Budget& b) {
+    for (const auto& [stream, d] : b.dropped) {
+        Event e;
+        e.ts_ns = realtime_ns();
+        // The job's stream without a file's metadata: the line is about the whole job.
+        e.origin = make_origin(d.stream->labels, {}, d.stream->kind, d.stream->job_id);
+        const std::string whose = d.stream->job_id.empty() ? "of stream " + stream : "of job " + d.stream->job_id;
+        e.line = "jobtrail dropped " + std::to_string(d.lines) + " NCCL lines (" + std::to_string(d.bytes) +
+                 " bytes) " + whose + (b.user ? " over its user's budget of " : " over its budget of ") +
+                 bytes_text(budget_) + " per " + duration_text(window_ns_ / 1'000'000) + " on this node" +
+                 (b.user ? ", shared by the user's jobs" : "") + " (shipper.stages.nccl_budget)";
+        said_.push_back(std::move(e));
+    }
+}
+
 void NcclBudget::roll(int64_t now, bool all) {
-    // Ten times a window is enough: a window is said at most a tenth late.
+    // Every budget walked at most ten times a window (take() ends its own line's window exactly):
+    // an idle job's window is said at most a tenth late.
     if (!all && last_roll_ns_ != 0 && now - last_roll_ns_ < window_ns_ / 10) return;
     last_roll_ns_ = now;
     for (auto it = budgets_.begin(); it != budgets_.end();) {
@@ -37,18 +53,7 @@ void NcclBudget::roll(int64_t now, bool all) {
             ++it;
             continue;
         }
-        for (const auto& [stream, d] : b.dropped) {
-            Event e;
-            e.ts_ns = realtime_ns();
-            // The job's stream without a file's metadata: the line is about the whole job.
-            e.origin = make_origin(d.stream->labels, {}, d.stream->kind, d.stream->job_id);
-            const std::string whose = d.stream->job_id.empty() ? "of stream " + stream : "of job " + d.stream->job_id;
-            e.line = "jobtrail dropped " + std::to_string(d.lines) + " NCCL lines (" + std::to_string(d.bytes) +
-                     " bytes) " + whose + (b.user ? " over its user's budget of " : " over its budget of ") +
-                     bytes_text(budget_) + " per " + duration_text(window_ns_ / 1'000'000) + " on this node" +
-                     (b.user ? ", shared by the user's jobs" : "") + " (shipper.stages.nccl_budget)";
-            said_.push_back(std::move(e));
-        }
+        say_dropped(b);
         // A budget unused for a whole window is forgotten; the map holds those of the last one.
         if (b.bytes == 0 && b.dropped.empty()) {
             it = budgets_.erase(it);
@@ -70,6 +75,12 @@ bool NcclBudget::take(const Event& e, std::string_view user) {
     auto it = budgets_.find(key);
     if (it == budgets_.end()) it = budgets_.emplace(key, Budget{now, 0, !user.empty(), {}}).first;
     Budget& b = it->second;
+    // The line's own budget ends its window to the nanosecond, whenever the sweep last ran:
+    // a line just past the end is never charged to the window before.
+    if (now - b.window_start_ns >= window_ns_) {
+        say_dropped(b);
+        b = Budget{now, 0, b.user, {}};
+    }
     // What Loki counts (the line and its structured metadata), and at least a record's framing:
     // one-byte lines under a long file name are not nearly free.
     uint64_t cost = 32 + e.line.size();

@@ -44,6 +44,7 @@ private:
         std::map<std::string, Dropped, std::less<>> dropped;  // by stream: each job says its own
     };
     void roll(int64_t now, bool all = false);
+    void say_dropped(const Budget& b);  // its "dropped over its budget" lines, one per stream
 
     uint64_t budget_;
     int64_t window_ns_;

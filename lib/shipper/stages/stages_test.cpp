@@ -837,7 +837,14 @@ TEST_CASE("stages: a job's NCCL budget window ends to the nanosecond and its lim
     std::vector<Event> more = {ev("nccl", "small", "4242")};
     st.apply(more);
     CHECK(more[0].dropped);
-    // 90 s after the window began, to the nanosecond: a new window, the job's line ships at once.
+    // A line a millisecond before the window's end: still this window, and the budget was
+    // looked at then.
+    now = start + 90'000'000'000 - 1'000'000;
+    std::vector<Event> last = {ev("nccl", "small", "4242")};
+    st.apply(last);
+    CHECK(last[0].dropped);
+    // 90 s after the window began, to the nanosecond: a new window, the job's line ships at once
+    // (however recently the budgets were looked at).
     now = start + 90'000'000'000;
     std::vector<Event> next = {ev("nccl", "next window", "4242")};
     st.apply(next);
@@ -845,6 +852,6 @@ TEST_CASE("stages: a job's NCCL budget window ends to the nanosecond and its lim
     st.flush(said);
     REQUIRE(said.size() == 1);
     CHECK(said[0].line ==
-          "jobtrail dropped 2 NCCL lines (200005 bytes) of job 4242 over its budget of 1MiB per 90s on this node "
+          "jobtrail dropped 3 NCCL lines (200010 bytes) of job 4242 over its budget of 1MiB per 90s on this node "
           "(shipper.stages.nccl_budget)");
 }
