@@ -546,22 +546,28 @@ class Bundle(unittest.TestCase):
         finally:
             loki.close()
 
+    def partial_bundle(self, loki, query_contains, url=None):
+        """The bundle of job 4242 while Loki answers 500 to each query whose LogQL holds
+        `query_contains`: it exits 3 (partial); its extracted top directory and manifest."""
+        loki.push(job_streams(nccl_lines=10))
+        http("POST", loki.url + "/-/fault",
+             json.dumps({"mode": "status", "status": 500, "body": "rpc error: code = Unavailable\n",
+                         "target": "query", "query_contains": query_contains}).encode())
+        r = self.run_cli("--loki-url", url or loki.url, "bundle", "4242", "-o", self.out)
+        self.assertEqual(r.returncode, 3, r.stderr)  # partial
+        self.assertIn("partial", r.stderr)
+        (archive,) = glob.glob(self.out + "/*.tar.zst")
+        top = extract(archive, self.out + "/x")
+        with open(top + "/manifest.json") as f:
+            m = json.load(f)
+        self.assertFalse(m["complete"])
+        return top, m
+
     def test_a_failing_query_gives_a_partial_bundle_that_says_so(self):
         loki = Loki()
         try:
-            loki.push(job_streams(nccl_lines=10))
-            http("POST", loki.url + "/-/fault",
-                 json.dumps({"mode": "status", "status": 500, "body": "rpc error: code = Unavailable\n",
-                             "target": "query", "query_contains": "fabric-manager"}).encode())
             # Credentials in the URL are used, and never written into the bundle.
-            url = loki.url.replace("http://", "http://ops:s3cret@")
-            r = self.run_cli("--loki-url", url, "bundle", "4242", "-o", self.out)
-            self.assertEqual(r.returncode, 3, r.stderr)  # partial
-            self.assertIn("partial", r.stderr)
-            (archive,) = glob.glob(self.out + "/*.tar.zst")
-            top = extract(archive, self.out + "/x")
-            m = json.load(open(top + "/manifest.json"))
-            self.assertFalse(m["complete"])
+            top, m = self.partial_bundle(loki, "fabric-manager", loki.url.replace("http://", "http://ops:s3cret@"))
             failed = [q for q in m["queries"] if q["failed"]]
             self.assertEqual(sorted(q["name"] for q in failed), ["fabric manager gpu01", "fabric manager gpu02"])
             self.assertIn("HTTP 500", failed[0]["error"])
@@ -577,16 +583,7 @@ class Bundle(unittest.TestCase):
         # anyway (their files named less well), and the bundle must not claim to be complete.
         loki = Loki()
         try:
-            loki.push(job_streams(nccl_lines=10))
-            http("POST", loki.url + "/-/fault",
-                 json.dumps({"mode": "status", "status": 500, "body": "rpc error: code = Unavailable\n",
-                             "target": "query", "query_contains": 'step!=""'}).encode())
-            r = self.run_cli("--loki-url", loki.url, "bundle", "4242", "-o", self.out)
-            self.assertEqual(r.returncode, 3, r.stderr)  # partial
-            (archive,) = glob.glob(self.out + "/*.tar.zst")
-            top = extract(archive, self.out + "/x")
-            m = json.load(open(top + "/manifest.json"))
-            self.assertFalse(m["complete"])
+            top, m = self.partial_bundle(loki, 'step!=""')
             failed = {q["name"]: q for q in m["queries"] if q["failed"]}
             self.assertEqual(sorted(failed), ["NCCL gpu01", "NCCL gpu02"])
             for q in failed.values():
