@@ -14,6 +14,20 @@
 
 using namespace jobtrail::loki;
 
+namespace {
+
+// Sets the double's fault (tests/loki_double/loki_double.py, POST /-/fault).
+void fault_query(jobtrail::test::LokiDouble& loki, const std::string& json) {
+    CURL* h = curl_easy_init();
+    const std::string url = loki.url() + "/-/fault";
+    curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, json.c_str());
+    REQUIRE(curl_easy_perform(h) == CURLE_OK);
+    curl_easy_cleanup(h);
+}
+
+}  // namespace
+
 TEST_CASE("query_range pages past the server's entry limit: every entry once, in time order", "[loki][double]") {
     // 2,500 entries in two streams, many sharing timestamps across streams and a run of 40 at one
     // instant: exactly where a page boundary loses or repeats entries if paging is wrong.
@@ -120,13 +134,7 @@ TEST_CASE("query_range reports Loki's refusal and parse errors instead of an emp
 
     // A proxy in front of Loki that answers 200 with its own page: a failed query that says
     // so, never an empty success (a bundle would call itself complete with nothing in it).
-    CURL* h = curl_easy_init();
-    const std::string url = loki.url() + "/-/fault";
-    const std::string fault = R"({"mode": "status", "status": 200, "body": "<html>sign in</html>", "target": "query"})";
-    curl_easy_setopt(h, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, fault.c_str());
-    REQUIRE(curl_easy_perform(h) == CURLE_OK);
-    curl_easy_cleanup(h);
+    fault_query(loki, R"({"mode": "status", "status": 200, "body": "<html>sign in</html>", "target": "query"})");
     size_t got = 0;
     // 40 days: pieces of Loki's 721 h. The query stops at the garbled one, as at any failure.
     const int64_t now = jobtrail::realtime_ns();
@@ -154,24 +162,16 @@ TEST_CASE("a response larger than the cap fails the request and says so, with or
     ep.url = loki.url();
     ep.max_response_bytes = 1 << 20;
     Client c(ep);
-    auto fault = [&](const std::string& json) {
-        CURL* h = curl_easy_init();
-        const std::string url = loki.url() + "/-/fault";
-        curl_easy_setopt(h, CURLOPT_URL, url.c_str());
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, json.c_str());
-        REQUIRE(curl_easy_perform(h) == CURLE_OK);
-        curl_easy_cleanup(h);
-    };
     // Just under the cap: still an answer (the cap is not off by a chunk).
-    fault(R"({"mode": "big", "target": "query", "bytes": 1048576})");
+    fault_query(loki, R"({"mode": "big", "target": "query", "bytes": 1048576})");
     HttpResult r = c.get("/loki/api/v1/query_range", "query=%7Bjob%3D%22t%22%7D");
     CHECK(r.status == 200);
     CHECK(r.body.size() == 1048576);
     CHECK_FALSE(r.too_large);
     for (const bool length : {true, false}) {
         INFO("Content-Length sent: " << length);
-        fault(std::string(R"({"mode": "big", "target": "query", "bytes": 3000000, "length": )") +
-              (length ? "true" : "false") + "}");
+        fault_query(loki, std::string(R"({"mode": "big", "target": "query", "bytes": 3000000, "length": )") +
+                              (length ? "true" : "false") + "}");
         r = c.get("/loki/api/v1/query_range", "query=%7Bjob%3D%22t%22%7D");
         CHECK(r.too_large);
         CHECK(r.body.empty());
@@ -485,15 +485,6 @@ TEST_CASE("each refusal in words an operator can act on, Loki's message cut and 
 }
 
 namespace {
-void fault_query(jobtrail::test::LokiDouble& loki, const std::string& json) {
-    CURL* h = curl_easy_init();
-    const std::string url = loki.url() + "/-/fault";
-    curl_easy_setopt(h, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, json.c_str());
-    REQUIRE(curl_easy_perform(h) == CURLE_OK);
-    curl_easy_cleanup(h);
-}
-
 // A double holding `n` entries of {job="r"}, "e0", "e1", ..., `step_s` seconds apart from t0, and a client to it.
 struct FilledLoki {
     jobtrail::test::LokiDouble loki;
