@@ -11,9 +11,9 @@ turned (&& ||, `if (!x)` -> `if (x)`), a boundary moved (+ 1 / - 1), a return va
 ccache's base_dir to reuse the cache), incrementally: only the mutated file is compiled again, and
 only the targets the tests run: a Debug build, or with --sanitize the build CI runs its tests in
 (cmake/sanitize-build.cmake: ASan, UBSan and libstdc++'s assertions, which see a read past a
-buffer that leaves the output as it was).
-It is judged by the unit tests, then, if it survives them, by the end-to-end tests (default:
-tests/shipper/e2e_*.py and tests/cli/test_bundle.py; --unit-only: none).
+buffer that leaves the output as it was). It is judged by the unit tests, then, if it survives
+them, by the end-to-end tests (default: tests/shipper/e2e_*.py and tests/cli/test_bundle.py;
+--unit-only: none).
 
 Both run side by side, as a 2-CPU machine allows for tests that mostly wait: the unit tests as
 --shards processes, each a share of the cases balanced by their durations on the unmutated copy,
@@ -153,7 +153,7 @@ def reap(under):
 def mount_ids():
     """{mount id: mount point} of this mount namespace."""
     with open("/proc/self/mountinfo") as f:
-        return {int(line.split()[0]): line.split()[4] for line in f}
+        return {int(fields[0]): fields[4] for fields in (line.split() for line in f)}
 
 
 def unmount_left(before, work):
@@ -446,7 +446,8 @@ def main():
         # Judged as a mutant is: a case or module that fails only beside the others is run again.
         if unit.judge(tree):
             what = (unit.last_failed if isinstance(unit.last_failed, str) else
-                    "a shard hung or crashed outside any case (%s)" % unit.last_failed)
+                    "a shard hung past --unit-timeout" if unit.last_failed is None else
+                    "a shard crashed outside any case, exit status %s" % unit.last_failed)
             sys.exit("mutate: the unmutated tree fails its unit tests (%s): nothing can be judged:\n%s" %
                      (what, tail(log=unit.failed_log)))
         if args.e2e and e2e.judge(tree):
